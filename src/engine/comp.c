@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The completer: takes ACKs, NAKs, READ responses and atomic ACKs, marks
+ * WQEs done, reports them in order, and tells the requester to go back
+ * when the responder says (or the PSNs show) that packets were lost.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+
+static struct uroce_send_wqe *sq_at(struct uroce_qp *qp, uint32_t i)
+{
+	return &qp->sq.wqe[i & (qp->sq.size - 1)];
+}
+
+enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+void uroce_comp_retire(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+	struct ibv_wc wc;
+
+	while (sq->tail != sq->head) {
+		struct uroce_send_wqe *wqe = sq_at(qp, sq->tail);
+		bool ok = wqe->status == IBV_WC_SUCCESS;
+
+		if (!wqe->started || !wqe->acked)
+			break;
+		/* errors are reported even for unsignaled WRs (IBA 10.7.3.1) */
+		if (!ok || qp->sq_sig_all || (wqe->send_flags & IBV_SEND_SIGNALED)) {
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = wqe->wr_id;
+			wc.status = wqe->status;
+			wc.opcode = uroce_wc_opcode(wqe->opcode);
+			wc.byte_len = (uint32_t)wqe->length;
+			wc.qp_num = uqp_ibqp(qp)->qp_num;
+			uroce_cq_push(qp->scq, &wc, false);
+		}
+		sq->tail++;
+		if (!ok) {
+			uroce_qp_to_error(qp);
+			return;
+		}
+	}
+}
+
+/* The first started WQE still waiting for the wire, or NULL. */
+static struct uroce_send_wqe *pending_wqe(struct uroce_qp *qp)
+{
+	uint32_t i;
+
+	for (i = qp->sq.tail; i != qp->sq.head; i++) {
+		struct uroce_send_wqe *wqe = sq_at(qp, i);
+
+		if (!wqe->started)
+			return NULL;
+		if (!wqe->acked)
+			return wqe;
+	}
+	return NULL;
+}
+
+static void progress(struct uroce_qp *qp, uint32_t new_psn)
+{
+	if (uroce_psn_cmp(new_psn, qp->comp.psn) <= 0)
+		return;
+	qp->comp.psn = new_psn;
+	qp->comp.rewound = false;
+	/* acks of packets sent before a rewind: skip what is done */
+	if (uroce_psn_cmp(new_psn, qp->req.psn) > 0)
+		uroce_req_rewind(qp);
+	qp->req.retry_left = qp->attr.retry_cnt;
+	qp->req.rnr_retry_left = qp->attr.rnr_retry;
+	uroce_req_arm(qp);
+}
+
+/*
+ * The responder has everything up to and including psn.  Mark SEND/WRITE
+ * WQEs it covers as done.  Returns false if a READ or atomic before psn
+ * still lacks its response: those responses were lost (IBA 9.7.5.1.2
+ * "implied NAK").
+ */
+static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t i;
+
+	for (i = qp->sq.tail; i != qp->sq.head; i++) {
+		struct uroce_send_wqe *wqe = sq_at(qp, i);
+
+		if (!wqe->started)
+			break;
+		if (wqe->acked)
+			continue;
+		if (uroce_wqe_rd_atomic(wqe)) {
+			uint32_t needed = uroce_psn_add(wqe->first_psn,
+				(uint32_t)(wqe->read_done / qp->mtu));
+
+			if (uroce_psn_cmp(psn, needed) >= 0)
+				return false;
+			break;
+		}
+		if (uroce_psn_cmp(wqe->last_psn, psn) > 0)
+			break;
+		wqe->acked = true;
+	}
+	progress(qp, uroce_psn_add(psn, 1));
+	return true;
+}
+
+/* Go back to comp.psn, once per gap. */
+static void go_back(struct uroce_qp *qp)
+{
+	if (qp->comp.rewound && qp->comp.rewind_psn == qp->comp.psn)
+		return;
+	qp->comp.rewound = true;
+	qp->comp.rewind_psn = qp->comp.psn;
+	uroce_count(qp->dev, UROCE_CNT_RETRANSMITS, 1);
+	qp->cnt_retrans++;
+	uroce_req_rewind(qp);
+}
+
+/* Implicit ACK of everything before a response at psn; false on a gap. */
+static bool ack_before(struct uroce_qp *qp, uint32_t psn)
+{
+	if (psn == qp->comp.psn)
+		return true;
+	if (!ack_upto(qp, uroce_psn_add(psn, UROCE_PSN_MASK)))
+		return false;
+	return psn == qp->comp.psn;
+}
+
+static void fail_pending(struct uroce_qp *qp, enum ibv_wc_status status)
+{
+	struct uroce_send_wqe *wqe = pending_wqe(qp);
+
+	if (!wqe)
+		return;
+	wqe->acked = true;
+	wqe->status = status;
+}
+
+static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_send_wqe *wqe;
+	uint64_t off, expect;
+
+	if (!ack_before(qp, pkt->psn)) {
+		uroce_count(qp->dev, UROCE_CNT_OUT_OF_SEQ, 1);
+		go_back(qp);
+		return;
+	}
+	wqe = pending_wqe(qp);
+	if (!wqe || wqe->opcode != IBV_WR_RDMA_READ ||
+	    uroce_psn_cmp(pkt->psn, wqe->first_psn) < 0 ||
+	    uroce_psn_cmp(pkt->psn, wqe->last_psn) > 0) {
+		uroce_count(qp->dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		return;
+	}
+	off = (uint64_t)((pkt->psn - wqe->first_psn) & UROCE_PSN_MASK) * qp->mtu;
+	expect = wqe->length - off < qp->mtu ? wqe->length - off : qp->mtu;
+	if (pkt->paylen != expect) {
+		uroce_count(qp->dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		return;
+	}
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, off, pkt->payload,
+			  pkt->paylen);
+	wqe->read_done = off + pkt->paylen;
+	if ((pkt->mask & UROCE_M_LAST) && qp->req.inflight_rd)
+		qp->req.inflight_rd--;
+	if (pkt->psn == wqe->last_psn)
+		wqe->acked = true;
+	progress(qp, uroce_psn_add(pkt->psn, 1));
+}
+
+static void on_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_send_wqe *wqe;
+	uint64_t orig;
+
+	if (!ack_before(qp, pkt->psn)) {
+		uroce_count(qp->dev, UROCE_CNT_OUT_OF_SEQ, 1);
+		go_back(qp);
+		return;
+	}
+	wqe = pending_wqe(qp);
+	if (!wqe || !uroce_wqe_rd_atomic(wqe) ||
+	    wqe->opcode == IBV_WR_RDMA_READ || wqe->first_psn != pkt->psn) {
+		uroce_count(qp->dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		return;
+	}
+	orig = atmack_orig(pkt->bth + pkt->info->offset[UROCE_HDR_ATMACK]);
+	wqe->atomic_orig = orig;
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, 0, (const uint8_t *)&orig, 8);
+	wqe->acked = true;
+	if (qp->req.inflight_rd)
+		qp->req.inflight_rd--;
+	progress(qp, uroce_psn_add(pkt->psn, 1));
+}
+
+/* IBA 9.7.5.2.8: RNR NAK timer field to nanoseconds (table 45) */
+static uint64_t rnr_ns(uint8_t code)
+{
+	static const uint32_t us100[32] = {
+		65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+		256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
+		12288, 16384, 24576, 32768, 49152,
+	};
+
+	return (uint64_t)us100[code & 31] * 10000;
+}
+
+static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	if (!ack_before(qp, psn)) {
+		go_back(qp);
+		return;
+	}
+	if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK) {
+		uroce_count(dev, UROCE_CNT_RX_RNR_NAK, 1);
+		/* rnr_retry 7 means retry forever (IBA 9.7.5.2.8) */
+		if (qp->attr.rnr_retry != 7) {
+			if (!qp->req.rnr_retry_left) {
+				fail_pending(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			qp->req.rnr_retry_left--;
+		}
+		uroce_req_rewind(qp);
+		qp->req.deadline_ns = 0;
+		qp->req.rnr_deadline_ns = uroce_now_ns() + rnr_ns(syn & 0x1f);
+		uroce_timer_arm(dev, qp->req.rnr_deadline_ns);
+		return;
+	}
+	switch (syn & 0x1f) {
+	case UROCE_NAK_PSN_SEQ_ERR:
+		uroce_count(dev, UROCE_CNT_RX_NAK_SEQ, 1);
+		go_back(qp);
+		break;
+	case UROCE_NAK_INVALID_REQ:
+		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		fail_pending(qp, IBV_WC_REM_INV_REQ_ERR);
+		break;
+	case UROCE_NAK_REM_ACCESS:
+		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		fail_pending(qp, IBV_WC_REM_ACCESS_ERR);
+		break;
+	case UROCE_NAK_REM_OP_ERR:
+		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		fail_pending(qp, IBV_WC_REM_OP_ERR);
+		break;
+	default:
+		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		fail_pending(qp, IBV_WC_REM_INV_RD_REQ_ERR);
+		break;
+	}
+}
+
+void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_dev *dev = qp->dev;
+	uint8_t syn = 0;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
+		return;
+	}
+	/* a response to a PSN not yet sent, or already acknowledged */
+	if (uroce_psn_cmp(pkt->psn, qp->req.psn_max) >= 0) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		return;
+	}
+	if (uroce_psn_cmp(pkt->psn, qp->comp.psn) < 0) {
+		uroce_count(dev, UROCE_CNT_DUPLICATES, 1);
+		return;
+	}
+	if (pkt->mask & UROCE_M_AETH)
+		syn = aeth_syn(pkt->bth + pkt->info->offset[UROCE_HDR_AETH]);
+
+	if (pkt->mask & UROCE_M_ACK) {
+		uroce_count(dev, UROCE_CNT_RX_ACKS, 1);
+		if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK) {
+			if (!ack_upto(qp, pkt->psn))
+				go_back(qp);
+		} else {
+			on_nak(qp, pkt->psn, syn);
+		}
+	} else if (pkt->mask & UROCE_M_READ) {
+		on_read_resp(qp, pkt);
+	} else if (pkt->mask & UROCE_M_ATOMIC) {
+		on_atomic_ack(qp, pkt);
+	}
+	uroce_comp_retire(qp);
+	if (qp->attr.qp_state == IBV_QPS_RTS)
+		uroce_req_run(qp);
+}

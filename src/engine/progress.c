@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The progress thread: makes the device move while the application does
+ * not call us (DESIGN.md decision 5).  It sleeps in epoll_wait on the
+ * socket, a timerfd for the retransmit/RNR timers and an eventfd for
+ * wake-ups, so an idle device costs no CPU.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (deadline_ns) {
+		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
+	}
+	timerfd_settime(dev->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+	dev->armed_deadline_ns = deadline_ns;
+}
+
+void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
+{
+	if (!dev->armed_deadline_ns || deadline_ns < dev->armed_deadline_ns)
+		set_timer(dev, deadline_ns);
+}
+
+/* Fire what is due and re-arm for the earliest deadline left. */
+static void run_timers(struct uroce_dev *dev)
+{
+	uint64_t now = uroce_now_ns(), next = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&dev->lock);
+	dev->armed_deadline_ns = 0;
+	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
+		struct uroce_qp *qp = dev->qp_tbl[i];
+		uint64_t d;
+
+		if (!qp)
+			continue;
+		uroce_req_timeout(qp, now);
+		d = qp->req.rnr_deadline_ns ? qp->req.rnr_deadline_ns :
+					      qp->req.deadline_ns;
+		if (d && (!next || d < next))
+			next = d;
+	}
+	if (next && (!dev->armed_deadline_ns || next < dev->armed_deadline_ns))
+		set_timer(dev, next);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+static void *progress_main(void *arg)
+{
+	struct uroce_dev *dev = arg;
+	struct epoll_event ev[4];
+	uint64_t v;
+
+	while (!dev->stopping) {
+		int n = epoll_wait(dev->epfd, ev, 4, -1);
+		int i;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		for (i = 0; i < n; i++) {
+			int fd = ev[i].data.fd;
+
+			if (fd == dev->sock) {
+				while (uroce_net_poll(dev) > 0)
+					;
+			} else if (fd == dev->timerfd) {
+				if (read(dev->timerfd, &v, sizeof(v)) < 0 &&
+				    errno != EAGAIN)
+					continue;
+				run_timers(dev);
+			} else if (fd == dev->wakefd) {
+				if (read(dev->wakefd, &v, sizeof(v)) < 0)
+					continue;
+			}
+		}
+	}
+	return NULL;
+}
+
+static int watch(struct uroce_dev *dev, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int uroce_progress_start(struct uroce_dev *dev)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int err;
+
+	dev->epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->timerfd = timerfd_create(CLOCK_MONOTONIC,
+				      TFD_NONBLOCK | TFD_CLOEXEC);
+	dev->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dev->epfd < 0 || dev->timerfd < 0 || dev->wakefd < 0)
+		return -errno;
+	if (watch(dev, dev->sock) || watch(dev, dev->timerfd) ||
+	    watch(dev, dev->wakefd))
+		return -errno;
+
+	/* the application's signals are for the application's threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&dev->thread, &attr, progress_main, dev);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}

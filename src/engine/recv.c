@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Receive demux: a datagram from the socket becomes a parsed packet after
+ * the header, length, ICRC and address checks, and goes to the QP's
+ * responder (requests) or completer (responses).  Anything malformed is
+ * dropped and counted here, before any engine sees it.
+ */
+#include <string.h>
+
+#include "uroce.h"
+
+static void icrc_ip_from(const struct sockaddr_storage *src,
+			 const struct sockaddr_storage *dst,
+			 struct uroce_icrc_ip *ip)
+{
+	memset(ip, 0, sizeof(*ip));
+	ip->family = src->ss_family;
+	if (src->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)src;
+		const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
+
+		ip->src.v4 = s->sin_addr;
+		ip->dst.v4 = d->sin_addr;
+		ip->sport = ntohs(s->sin_port);
+	} else {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)src;
+		const struct sockaddr_in6 *d = (const struct sockaddr_in6 *)dst;
+
+		ip->src.v6 = s->sin6_addr;
+		ip->dst.v6 = d->sin6_addr;
+		ip->sport = ntohs(s->sin6_port);
+	}
+	ip->dport = UROCE_UDP_PORT;
+}
+
+static bool same_peer(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr,
+		       sizeof(struct in6_addr));
+}
+
+/* Returns the counter to bump when the packet is not acceptable. */
+static int parse(uint8_t *buf, size_t len, struct uroce_pkt *pkt)
+{
+	const struct uroce_opcode_info *info;
+	uint32_t body, pad;
+
+	if (len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
+		return UROCE_CNT_DROP_TRUNCATED;
+	info = &uroce_opcode[bth_opcode(buf)];
+	if (!info->name || bth_tver(buf) != 0)
+		return UROCE_CNT_DROP_BAD_HDR;
+	if (len < (size_t)info->length + UROCE_ICRC_LEN)
+		return UROCE_CNT_DROP_TRUNCATED;
+	body = (uint32_t)len - UROCE_ICRC_LEN - info->length;
+	pad = bth_pad(buf);
+	if (pad > body || (!(info->mask & UROCE_M_PAYLOAD) && body))
+		return UROCE_CNT_DROP_BAD_HDR;
+	pkt->bth = buf;
+	pkt->len = (uint32_t)len - UROCE_ICRC_LEN;
+	pkt->info = info;
+	pkt->mask = info->mask;
+	pkt->opcode = bth_opcode(buf);
+	pkt->psn = bth_psn(buf);
+	pkt->qpn = bth_qpn(buf);
+	pkt->payload = buf + info->offset[UROCE_HDR_PAYLOAD];
+	pkt->paylen = body - pad;
+	return -1;
+}
+
+void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		const struct sockaddr_storage *src,
+		const struct sockaddr_storage *dst)
+{
+	struct uroce_icrc_ip ip;
+	struct uroce_pkt pkt;
+	struct uroce_qp *qp;
+	int drop;
+
+	uroce_count(dev, UROCE_CNT_RX_PKTS, 1);
+	uroce_count(dev, UROCE_CNT_RX_BYTES, len);
+	drop = parse(buf, len, &pkt);
+	if (drop >= 0) {
+		uroce_count(dev, drop, 1);
+		return;
+	}
+	icrc_ip_from(src, dst, &ip);
+	if (!uroce_icrc_check(&ip, buf, len)) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_ICRC, 1);
+		return;
+	}
+	if (bth_pkey(buf) != UROCE_DEFAULT_PKEY) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		return;
+	}
+	pkt.src = *src;
+
+	pthread_mutex_lock(&dev->lock);
+	qp = uroce_qp_lookup(dev, pkt.qpn);
+	if (!qp) {
+		uroce_count(dev, UROCE_CNT_DROP_UNKNOWN_QP, 1);
+		goto out;
+	}
+	/* the opcode must be of the QP's transport (IBA 9.6.1.1) */
+	if (qp->type != IBV_QPT_RC || !(pkt.mask & UROCE_M_RC) ||
+	    (pkt.mask & (UROCE_M_ATOMIC_WRITE | UROCE_M_FLUSH))) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
+		goto out;
+	}
+	if (qp->attr.qp_state < IBV_QPS_RTR || qp->attr.qp_state == IBV_QPS_ERR) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
+		goto out;
+	}
+	/* RC: only the connected peer may speak to this QP */
+	if (!same_peer(&qp->peer, src)) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_SRC, 1);
+		goto out;
+	}
+	qp->cnt_rx_pkts++;
+	if (pkt.mask & UROCE_M_REQ)
+		uroce_resp_rx(qp, &pkt);
+	else
+		uroce_comp_rx(qp, &pkt);
+out:
+	pthread_mutex_unlock(&dev->lock);
+}

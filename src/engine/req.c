@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The requester: walks the send queue and turns WQEs into request packets,
+ * paced by a PSN window, with go-back-N retransmission from the completer's
+ * oldest unacknowledged PSN (IBA 9.7.4).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+
+static uint32_t sq_mask(const struct uroce_qp *qp)
+{
+	return qp->sq.size - 1;
+}
+
+/* Packets the requester may have in flight (the peer's socket buffer is
+ * the only flow control a UDP path has). */
+static uint32_t tx_window(const struct uroce_qp *qp)
+{
+	uint32_t w = qp->dev->rcvbuf / (2 * (qp->mtu + 512));
+
+	if (w < UROCE_TX_WINDOW_MIN)
+		w = UROCE_TX_WINDOW_MIN;
+	if (w > UROCE_TX_WINDOW_MAX)
+		w = UROCE_TX_WINDOW_MAX;
+	return w;
+}
+
+static uint32_t max_rd(const struct uroce_qp *qp)
+{
+	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+}
+
+static uint64_t timeout_ns(const struct uroce_qp *qp)
+{
+	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
+	if (!qp->attr.timeout)
+		return 0;
+	return 4096ull << qp->attr.timeout;
+}
+
+void uroce_req_arm(struct uroce_qp *qp)
+{
+	uint64_t t = timeout_ns(qp);
+
+	if (!t || qp->comp.psn == qp->req.psn_max) {
+		qp->req.deadline_ns = 0;
+		return;
+	}
+	qp->req.deadline_ns = uroce_now_ns() + t;
+	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
+}
+
+static uint32_t npkts_of(const struct uroce_qp *qp,
+			 const struct uroce_send_wqe *wqe)
+{
+	uint64_t n;
+
+	if (wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
+	n = (wqe->length + qp->mtu - 1) / qp->mtu;
+	return n ? (uint32_t)n : 1;
+}
+
+static bool is_inline(const struct uroce_send_wqe *wqe)
+{
+	return (wqe->send_flags & IBV_SEND_INLINE) && !uroce_wqe_rd_atomic(wqe);
+}
+
+/* First look at a WQE: local key checks and its PSN range. */
+static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	unsigned int access = uroce_wqe_rd_atomic(wqe) ? IBV_ACCESS_LOCAL_WRITE : 0;
+
+	if (!is_inline(wqe) &&
+	    uroce_sge_check(qp, wqe->sge, wqe->num_sge, access))
+		return -EACCES;
+	wqe->started = true;
+	wqe->first_psn = qp->req.psn;
+	wqe->npkts = npkts_of(qp, wqe);
+	wqe->last_psn = uroce_psn_add(wqe->first_psn, wqe->npkts - 1);
+	wqe->read_done = 0;
+	qp->req.cur_off = 0;
+	return 0;
+}
+
+static bool window_full(const struct uroce_qp *qp, uint32_t npkts)
+{
+	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
+
+	/* always let one request out when nothing is in flight */
+	return inflight && inflight + npkts > tx_window(qp);
+}
+
+static void next_wqe(struct uroce_qp *qp)
+{
+	qp->sq.next++;
+	qp->req.cur_off = 0;
+}
+
+static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_RETH_LEN];
+	uint32_t seg_pkts = tx_window(qp) / 2;
+	uint64_t remaining = wqe->length - qp->req.cur_off;
+	uint64_t seg = (uint64_t)seg_pkts * qp->mtu;
+	uint32_t npkts;
+
+	/* Large READs go out as several requests of at most half a window,
+	 * so the responses of one never overrun our socket buffer. */
+	if (seg > remaining)
+		seg = remaining;
+	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
+	if (window_full(qp, npkts) || qp->req.inflight_rd >= max_rd(qp))
+		return 0;
+	bth_init(hdr, UROCE_OP_RC_READ_REQUEST, false, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, false, qp->req.psn);
+	reth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr + qp->req.cur_off,
+		  wqe->rkey, (uint32_t)seg);
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	qp->req.inflight_rd++;
+	qp->req.psn = uroce_psn_add(qp->req.psn, npkts);
+	qp->req.cur_off += (uint32_t)seg;
+	if (qp->req.cur_off >= wqe->length)
+		next_wqe(qp);
+	return 1;
+}
+
+static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_ATMETH_LEN];
+	uint8_t op = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+		     UROCE_OP_RC_CMP_SWAP : UROCE_OP_RC_FETCH_ADD;
+	uint64_t swap_add = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+			    wqe->swap : wqe->compare_add;
+
+	if (window_full(qp, 1) || qp->req.inflight_rd >= max_rd(qp))
+		return 0;
+	bth_init(hdr, op, false, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
+		 true, qp->req.psn);
+	atmeth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr, wqe->rkey, swap_add,
+		    wqe->compare_add);
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	qp->req.inflight_rd++;
+	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
+	next_wqe(qp);
+	return 1;
+}
+
+/* IBA 9.2: pick the opcode of a SEND/WRITE packet by its place. */
+static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
+			   bool last)
+{
+	bool write = wqe->opcode == IBV_WR_RDMA_WRITE ||
+		     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool imm = wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+		   wqe->opcode == IBV_WR_SEND_WITH_IMM;
+
+	if (write) {
+		if (first && last)
+			return imm ? UROCE_OP_RC_WRITE_ONLY_IMM : UROCE_OP_RC_WRITE_ONLY;
+		if (first)
+			return UROCE_OP_RC_WRITE_FIRST;
+		if (last)
+			return imm ? UROCE_OP_RC_WRITE_LAST_IMM : UROCE_OP_RC_WRITE_LAST;
+		return UROCE_OP_RC_WRITE_MIDDLE;
+	}
+	if (first && last)
+		return imm ? UROCE_OP_RC_SEND_ONLY_IMM : UROCE_OP_RC_SEND_ONLY;
+	if (first)
+		return UROCE_OP_RC_SEND_FIRST;
+	if (last)
+		return imm ? UROCE_OP_RC_SEND_LAST_IMM : UROCE_OP_RC_SEND_LAST;
+	return UROCE_OP_RC_SEND_MIDDLE;
+}
+
+static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	uint8_t hdr[UROCE_MAX_HDR_LEN];
+	struct iovec iov[UROCE_MAX_SGE];
+	const struct uroce_opcode_info *info;
+	uint64_t remaining = wqe->length - qp->req.cur_off;
+	uint32_t paylen = remaining < qp->mtu ? (uint32_t)remaining : qp->mtu;
+	uint32_t idx = (qp->req.psn - wqe->first_psn) & UROCE_PSN_MASK;
+	bool first = qp->req.cur_off == 0;
+	bool last = remaining <= qp->mtu;
+	bool ackreq, se;
+	uint8_t op;
+	int niov;
+
+	if (window_full(qp, 1))
+		return 0;
+	op = pick_opcode(wqe, first, last);
+	info = &uroce_opcode[op];
+	ackreq = last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1;
+	se = last && (wqe->send_flags & IBV_SEND_SOLICITED) &&
+	     (info->mask & UROCE_M_SEND);
+	bth_init(hdr, op, se, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
+		 ackreq, qp->req.psn);
+	if (info->mask & UROCE_M_RETH)
+		reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,
+			  wqe->rkey, (uint32_t)wqe->length);
+	if (info->mask & UROCE_M_IMMDT)
+		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
+	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, qp->req.cur_off, paylen,
+			     iov, UROCE_MAX_SGE);
+	uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
+	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
+	qp->req.cur_off += paylen;
+	if (last)
+		next_wqe(qp);
+	return 1;
+}
+
+/* A WQE that failed before reaching the wire: the completer reports it
+ * in order and moves the QP to the error state. */
+static void local_error(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+			enum ibv_wc_status status)
+{
+	wqe->started = true;
+	wqe->acked = true;
+	wqe->status = status;
+	wqe->first_psn = wqe->last_psn = qp->req.psn;
+	next_wqe(qp);
+}
+
+void uroce_req_run(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+	bool was_idle = qp->comp.psn == qp->req.psn_max;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.rnr_deadline_ns)
+		return;
+	while (sq->next != sq->head) {
+		struct uroce_send_wqe *wqe = &sq->wqe[sq->next & sq_mask(qp)];
+		int sent;
+
+		if (!wqe->started) {
+			/* IBA 10.8.3.3: a fenced WQE waits for prior READs/atomics */
+			if ((wqe->send_flags & IBV_SEND_FENCE) &&
+			    qp->req.inflight_rd)
+				break;
+			if (start_wqe(qp, wqe)) {
+				local_error(qp, wqe, IBV_WC_LOC_PROT_ERR);
+				break;
+			}
+		} else if (qp->req.cur_off == 0) {
+			/* resending after a rewind: same PSNs as before */
+			qp->req.psn = wqe->first_psn;
+		}
+		if (wqe->opcode == IBV_WR_RDMA_READ)
+			sent = send_read(qp, wqe);
+		else if (uroce_wqe_rd_atomic(wqe))
+			sent = send_atomic(qp, wqe);
+		else
+			sent = send_data(qp, wqe);
+		if (!sent)
+			break;
+		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0)
+			qp->req.psn_max = qp->req.psn;
+	}
+	if (was_idle || !qp->req.deadline_ns)
+		uroce_req_arm(qp);
+	/* WQEs that failed locally may be completable now */
+	if (sq->tail != sq->next) {
+		struct uroce_send_wqe *t = &sq->wqe[sq->tail & sq_mask(qp)];
+
+		if (t->acked)
+			uroce_comp_retire(qp);
+	}
+}
+
+void uroce_req_rewind(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+	uint32_t i;
+
+	for (i = sq->tail; i != sq->head; i++) {
+		struct uroce_send_wqe *wqe = &sq->wqe[i & sq_mask(qp)];
+		int32_t done;
+
+		if (!wqe->started)
+			break;
+		if (wqe->acked)
+			continue;
+		sq->next = i;
+		done = uroce_psn_cmp(qp->comp.psn, wqe->first_psn);
+		/* an atomic is one packet: it goes again whole */
+		if (done < 0 || (uroce_wqe_rd_atomic(wqe) &&
+				 wqe->opcode != IBV_WR_RDMA_READ))
+			done = 0;
+		qp->req.cur_off = (uint32_t)done * qp->mtu;
+		qp->req.psn = uroce_psn_add(wqe->first_psn, (uint32_t)done);
+		qp->req.inflight_rd = 0;
+		return;
+	}
+	sq->next = i;
+	qp->req.cur_off = 0;
+	qp->req.psn = qp->comp.psn;
+	qp->req.inflight_rd = 0;
+}
+
+void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	if (qp->req.rnr_deadline_ns && now >= qp->req.rnr_deadline_ns) {
+		qp->req.rnr_deadline_ns = 0;
+		uroce_req_rewind(qp);
+		uroce_req_run(qp);
+		return;
+	}
+	if (!qp->req.deadline_ns || now < qp->req.deadline_ns)
+		return;
+	qp->req.deadline_ns = 0;
+	if (qp->comp.psn == qp->req.psn_max)
+		return;
+	uroce_count(dev, UROCE_CNT_TIMEOUTS, 1);
+	if (!qp->req.retry_left) {
+		struct uroce_send_wqe *wqe =
+			&qp->sq.wqe[qp->sq.tail & sq_mask(qp)];
+
+		/* IBA 9.7.6.1.3: transport retries exhausted */
+		wqe->acked = true;
+		wqe->status = IBV_WC_RETRY_EXC_ERR;
+		uroce_comp_retire(qp);
+		return;
+	}
+	qp->req.retry_left--;
+	uroce_count(dev, UROCE_CNT_RETRANSMITS, 1);
+	qp->cnt_retrans++;
+	uroce_req_rewind(qp);
+	uroce_req_run(qp);
+	uroce_req_arm(qp);
+}

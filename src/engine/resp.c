@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The responder: checks each request's PSN against the expected one,
+ * executes SEND/WRITE/READ/atomic requests into local memory after the
+ * MR checks, and answers with ACKs, NAKs, READ responses and atomic ACKs
+ * (IBA 9.7.5).  Duplicates are re-ACKed, READs replayed, atomics answered
+ * from the saved result, never executed twice.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+
+enum resp_state {
+	RESP_DONE,		/* request executed */
+	RESP_ERR_SEQ,		/* PSN sequence error NAK (9.7.5.2.1) */
+	RESP_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
+	RESP_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
+	RESP_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
+	RESP_ERR_OP,		/* remote operational error NAK (9.7.5.2.4) */
+};
+
+static const char *const resp_state_name[] __attribute__((unused)) = {
+	[RESP_DONE] = "done",
+	[RESP_ERR_SEQ] = "psn-sequence-error",
+	[RESP_ERR_RNR] = "rnr",
+	[RESP_ERR_INVALID] = "invalid-request",
+	[RESP_ERR_ACCESS] = "remote-access-error",
+	[RESP_ERR_OP] = "remote-operational-error",
+};
+
+static uint8_t *hdr_of(struct uroce_pkt *pkt, enum uroce_hdr_type t)
+{
+	return pkt->bth + pkt->info->offset[t];
+}
+
+void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
+{
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
+
+	bth_init(hdr, UROCE_OP_RC_ACK, false, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, false, psn);
+	aeth_init(hdr + UROCE_BTH_LEN, syn, qp->resp.msn);
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	uroce_count(qp->dev, UROCE_CNT_TX_ACKS, 1);
+}
+
+static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)
+{
+	struct uroce_rq *rq = &qp->rq;
+
+	if (rq->tail == rq->head)
+		return NULL;
+	return &rq->wqe[rq->tail & (rq->size - 1)];
+}
+
+/* Responses to READ of [va, va+len) starting at psn. */
+static void send_read_resp(struct uroce_qp *qp, struct uroce_mr *mr,
+			   uint64_t va, uint32_t len, uint32_t psn)
+{
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
+	uint32_t mtu = qp->mtu, off = 0;
+	bool first = true;
+
+	do {
+		uint32_t chunk = len - off < mtu ? len - off : mtu;
+		bool last = off + chunk >= len;
+		struct iovec iov;
+		uint8_t op;
+		uint32_t hlen = UROCE_BTH_LEN;
+
+		if (first && last)
+			op = UROCE_OP_RC_READ_RESPONSE_ONLY;
+		else if (first)
+			op = UROCE_OP_RC_READ_RESPONSE_FIRST;
+		else if (last)
+			op = UROCE_OP_RC_READ_RESPONSE_LAST;
+		else
+			op = UROCE_OP_RC_READ_RESPONSE_MIDDLE;
+		bth_init(hdr, op, false, 0, UROCE_DEFAULT_PKEY,
+			 qp->attr.dest_qp_num, false, psn);
+		if (uroce_opcode[op].mask & UROCE_M_AETH) {
+			aeth_init(hdr + UROCE_BTH_LEN, UROCE_AETH_ACK_UNLIMITED,
+				  qp->resp.msn);
+			hlen += UROCE_AETH_LEN;
+		}
+		iov.iov_base = chunk ? uroce_mr_ptr(mr, va + off) : NULL;
+		iov.iov_len = chunk;
+		uroce_xmit(qp, hdr, hlen, &iov, chunk ? 1 : 0, chunk);
+		off += chunk;
+		psn = uroce_psn_add(psn, 1);
+		first = false;
+	} while (off < len);
+}
+
+static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
+{
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN + UROCE_ATMACK_LEN];
+
+	bth_init(hdr, UROCE_OP_RC_ATOMIC_ACK, false, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, false, psn);
+	aeth_init(hdr + UROCE_BTH_LEN, UROCE_AETH_ACK_UNLIMITED, qp->resp.msn);
+	atmack_init(hdr + UROCE_BTH_LEN + UROCE_AETH_LEN, orig);
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+}
+
+static uint32_t read_npkts(const struct uroce_qp *qp, uint32_t len)
+{
+	return len ? (len + qp->mtu - 1) / qp->mtu : 1;
+}
+
+/* Packet ordering inside a message: FIRST, MIDDLE*, LAST (IBA 9.8.3). */
+static enum resp_state check_sequence(struct uroce_qp *qp,
+				      struct uroce_pkt *pkt)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	bool cont = pkt->mask & (UROCE_M_MIDDLE | UROCE_M_LAST) &&
+		    !(pkt->mask & UROCE_M_FIRST);
+
+	if (pkt->mask & UROCE_M_SEND) {
+		if (r->in_write || cont != r->in_send)
+			return RESP_ERR_INVALID;
+	} else if (pkt->mask & UROCE_M_WRITE) {
+		if (r->in_send || cont != r->in_write)
+			return RESP_ERR_INVALID;
+	} else if (r->in_send || r->in_write) {
+		return RESP_ERR_INVALID;
+	}
+	/* every packet but the last of a message carries exactly one MTU */
+	if ((pkt->mask & UROCE_M_PAYLOAD) && !(pkt->mask & UROCE_M_LAST) &&
+	    pkt->paylen != qp->mtu)
+		return RESP_ERR_INVALID;
+	if (pkt->paylen > qp->mtu)
+		return RESP_ERR_INVALID;
+	return RESP_DONE;
+}
+
+static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
+			  struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
+			  uint32_t byte_len)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wqe->wr_id;
+	wc.status = IBV_WC_SUCCESS;
+	wc.opcode = opcode;
+	wc.byte_len = byte_len;
+	wc.qp_num = uqp_ibqp(qp)->qp_num;
+	wc.src_qp = qp->attr.dest_qp_num;
+	if (pkt->mask & UROCE_M_IMMDT) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = immdt_raw(hdr_of(pkt, UROCE_HDR_IMMDT));
+	}
+	if (pkt->mask & UROCE_M_INV) {
+		wc.wc_flags |= IBV_WC_WITH_INV;
+		wc.invalidated_rkey = ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH));
+	}
+	qp->rq.tail++;
+	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth));
+}
+
+/* Fault injection: answer this SEND as if no receive were posted. */
+static bool forced_rnr(struct uroce_dev *dev)
+{
+	int left = atomic_load(&dev->fault.rnr_left);
+
+	while (left > 0) {
+		if (atomic_compare_exchange_weak(&dev->fault.rnr_left, &left,
+						 left - 1))
+			return true;
+	}
+	return false;
+}
+
+static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct uroce_recv_wqe *wqe = rq_head(qp);
+
+	if (pkt->mask & UROCE_M_FIRST) {
+		if (!wqe || forced_rnr(qp->dev))
+			return RESP_ERR_RNR;
+		if (uroce_sge_check(qp, wqe->sge, wqe->num_sge,
+				    IBV_ACCESS_LOCAL_WRITE))
+			return RESP_ERR_OP;
+		r->in_send = true;
+		r->send_off = 0;
+	}
+	if (!wqe)
+		return RESP_ERR_INVALID;
+	if (r->send_off + pkt->paylen > wqe->length) {
+		struct ibv_wc wc = {
+			.wr_id = wqe->wr_id,
+			.status = IBV_WC_LOC_LEN_ERR,
+			.opcode = IBV_WC_RECV,
+			.qp_num = uqp_ibqp(qp)->qp_num,
+		};
+
+		/* IBA 9.7.5.2.2: a message longer than the receive buffer */
+		qp->rq.tail++;
+		r->in_send = false;
+		uroce_cq_push(qp->rcq, &wc, false);
+		return RESP_ERR_INVALID;
+	}
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, r->send_off, pkt->payload,
+			  pkt->paylen);
+	r->send_off += pkt->paylen;
+	if (pkt->mask & UROCE_M_LAST) {
+		complete_recv(qp, wqe, pkt, IBV_WC_RECV, (uint32_t)r->send_off);
+		r->in_send = false;
+		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+	}
+	return RESP_DONE;
+}
+
+static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct uroce_recv_wqe *wqe = NULL;
+
+	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+		return RESP_ERR_INVALID;
+	if (pkt->mask & UROCE_M_FIRST) {
+		uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
+
+		r->write_va = reth_va(reth);
+		r->write_len = reth_len(reth);
+		r->write_rkey = reth_rkey(reth);
+		r->write_mr = NULL;
+		if (r->write_len) {
+			r->write_mr = uroce_mr_check(qp->dev, qp->pd,
+						     r->write_rkey, r->write_va,
+						     r->write_len,
+						     IBV_ACCESS_REMOTE_WRITE);
+			if (!r->write_mr)
+				return RESP_ERR_ACCESS;
+		}
+		r->write_remaining = r->write_len;
+	}
+	if (pkt->paylen > r->write_remaining)
+		return RESP_ERR_INVALID;
+	if ((pkt->mask & UROCE_M_LAST) && pkt->paylen != r->write_remaining)
+		return RESP_ERR_INVALID;
+	/* the receive WQE an immediate needs is checked before any byte
+	 * lands, so an RNR retry of this packet finds the state unchanged */
+	if (pkt->mask & UROCE_M_IMMDT) {
+		wqe = rq_head(qp);
+		if (!wqe || forced_rnr(qp->dev))
+			return RESP_ERR_RNR;
+	}
+	if (pkt->paylen)
+		memcpy(uroce_mr_ptr(r->write_mr, r->write_va), pkt->payload,
+		       pkt->paylen);
+	r->write_va += pkt->paylen;
+	r->write_remaining -= pkt->paylen;
+	r->in_write = !(pkt->mask & UROCE_M_LAST);
+	if (pkt->mask & UROCE_M_LAST) {
+		if (wqe)
+			complete_recv(qp, wqe, pkt, IBV_WC_RECV_RDMA_WITH_IMM,
+				      (uint32_t)r->write_len);
+		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
+	}
+	return RESP_DONE;
+}
+
+static enum resp_state do_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
+	uint64_t va = reth_va(reth);
+	uint32_t len = reth_len(reth);
+	struct uroce_mr *mr = NULL;
+
+	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
+		return RESP_ERR_INVALID;
+	if (len) {
+		mr = uroce_mr_check(qp->dev, qp->pd, reth_rkey(reth), va, len,
+				    IBV_ACCESS_REMOTE_READ);
+		if (!mr)
+			return RESP_ERR_ACCESS;
+	}
+	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
+	send_read_resp(qp, mr, va, len, pkt->psn);
+	qp->resp.epsn = uroce_psn_add(pkt->psn, read_npkts(qp, len) - 1);
+	return RESP_DONE;
+}
+
+static struct uroce_resp_res *find_res(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t i;
+
+	for (i = 0; i < qp->resp.nres; i++) {
+		struct uroce_resp_res *res = &qp->resp.res[i];
+
+		if (res->valid && res->atomic && res->first_psn == psn)
+			return res;
+	}
+	return NULL;
+}
+
+static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint8_t *ath = hdr_of(pkt, UROCE_HDR_ATMETH);
+	uint64_t va = atmeth_va(ath), orig;
+	struct uroce_resp_res *res;
+	struct uroce_mr *mr;
+	uint64_t *p;
+
+	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC))
+		return RESP_ERR_INVALID;
+	if (va & 7)
+		return RESP_ERR_INVALID;	/* IBA 9.4.5: misaligned */
+	mr = uroce_mr_check(qp->dev, qp->pd, atmeth_rkey(ath), va, 8,
+			    IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr)
+		return RESP_ERR_ACCESS;
+	p = (uint64_t *)uroce_mr_ptr(mr, va);
+	if (pkt->opcode == UROCE_OP_RC_CMP_SWAP) {
+		orig = atmeth_comp(ath);
+		__atomic_compare_exchange_n(p, &orig, atmeth_swap_add(ath), false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(p, atmeth_swap_add(ath),
+					  __ATOMIC_SEQ_CST);
+	}
+	res = &qp->resp.res[qp->resp.res_next++ % qp->resp.nres];
+	res->valid = true;
+	res->atomic = true;
+	res->first_psn = res->last_psn = pkt->psn;
+	res->atomic_orig = orig;
+	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
+	send_atomic_ack(qp, pkt->psn, orig);
+	return RESP_DONE;
+}
+
+/* IBA 9.7.5.1.1: a request whose PSN is before the expected one. */
+static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uroce_count(qp->dev, UROCE_CNT_DUPLICATES, 1);
+	if (pkt->mask & UROCE_M_READ) {
+		uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
+		uint32_t len = reth_len(reth);
+		struct uroce_mr *mr = NULL;
+
+		/* READs have no side effects: serve the (re)request again */
+		if (len) {
+			mr = uroce_mr_check(qp->dev, qp->pd, reth_rkey(reth),
+					    reth_va(reth), len,
+					    IBV_ACCESS_REMOTE_READ);
+			if (!mr)
+				return;
+		}
+		send_read_resp(qp, mr, reth_va(reth), len, pkt->psn);
+		return;
+	}
+	if (pkt->mask & UROCE_M_ATOMIC) {
+		struct uroce_resp_res *res = find_res(qp, pkt->psn);
+
+		if (res)
+			send_atomic_ack(qp, pkt->psn, res->atomic_orig);
+		return;
+	}
+	if (bth_ackreq(pkt->bth))
+		uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED,
+			       uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK));
+}
+
+static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
+			 enum uroce_counter cnt)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	uroce_count(dev, cnt, 1);
+	uroce_send_ack(qp, UROCE_AETH_NAK | code, psn);
+	/* IBA 9.7.5.2: class C errors put the responder in the error state */
+	uroce_qp_to_error(qp);
+}
+
+void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct uroce_dev *dev = qp->dev;
+	enum ibv_qp_state st = qp->attr.qp_state;
+	enum resp_state res;
+	int32_t diff;
+
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
+	    st != IBV_QPS_SQE) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
+		return;
+	}
+	diff = uroce_psn_cmp(pkt->psn, r->epsn);
+	if (diff < 0) {
+		duplicate(qp, pkt);
+		return;
+	}
+	if (diff > 0) {
+		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
+		/* one NAK per gap; the requester resends from epsn */
+		if (!r->nak_sent) {
+			r->nak_sent = true;
+			uroce_count(dev, UROCE_CNT_TX_NAK_SEQ, 1);
+			uroce_send_ack(qp, UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR,
+				       r->epsn);
+		}
+		return;
+	}
+	r->nak_sent = false;
+
+	res = check_sequence(qp, pkt);
+	if (res == RESP_DONE) {
+		if (pkt->mask & UROCE_M_SEND)
+			res = do_send(qp, pkt);
+		else if (pkt->mask & UROCE_M_WRITE)
+			res = do_write(qp, pkt);
+		else if (pkt->mask & UROCE_M_READ)
+			res = do_read(qp, pkt);
+		else if (pkt->mask & UROCE_M_ATOMIC)
+			res = do_atomic(qp, pkt);
+		else
+			res = RESP_ERR_INVALID;
+	}
+
+	switch (res) {
+	case RESP_DONE:
+		r->epsn = uroce_psn_add(r->epsn, 1);
+		if (bth_ackreq(pkt->bth) &&
+		    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC)))
+			uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
+		break;
+	case RESP_ERR_RNR:
+		uroce_count(dev, UROCE_CNT_TX_RNR_NAK, 1);
+		uroce_send_ack(qp, UROCE_AETH_RNR_NAK |
+			       (qp->attr.min_rnr_timer & 0x1f), pkt->psn);
+		break;
+	case RESP_ERR_ACCESS:
+		uroce_count(dev, UROCE_CNT_REM_ACCESS_ERR, 1);
+		nak_and_fail(qp, pkt->psn, UROCE_NAK_REM_ACCESS,
+			     UROCE_CNT_TX_NAK_ACCESS);
+		break;
+	case RESP_ERR_OP:
+		nak_and_fail(qp, pkt->psn, UROCE_NAK_REM_OP_ERR,
+			     UROCE_CNT_TX_NAK_OP);
+		break;
+	case RESP_ERR_INVALID:
+	default:
+		nak_and_fail(qp, pkt->psn, UROCE_NAK_INVALID_REQ,
+			     UROCE_CNT_TX_NAK_INV);
+		break;
+	case RESP_ERR_SEQ:
+		break;
+	}
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+/* Counter names, and the UROCE_STATS=1 summary printed at exit. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "uroce.h"
+
+const char *const uroce_counter_name[UROCE_CNT_NUM] = {
+	[UROCE_CNT_TX_PKTS] = "tx_pkts",
+	[UROCE_CNT_TX_BYTES] = "tx_bytes",
+	[UROCE_CNT_RX_PKTS] = "rx_pkts",
+	[UROCE_CNT_RX_BYTES] = "rx_bytes",
+	[UROCE_CNT_TX_ACKS] = "tx_acks",
+	[UROCE_CNT_RX_ACKS] = "rx_acks",
+	[UROCE_CNT_TX_NAK_SEQ] = "tx_nak_seq",
+	[UROCE_CNT_TX_NAK_INV] = "tx_nak_inv",
+	[UROCE_CNT_TX_NAK_ACCESS] = "tx_nak_access",
+	[UROCE_CNT_TX_NAK_OP] = "tx_nak_op",
+	[UROCE_CNT_RX_NAK_SEQ] = "rx_nak_seq",
+	[UROCE_CNT_RX_NAK_OTHER] = "rx_nak_other",
+	[UROCE_CNT_TX_RNR_NAK] = "tx_rnr_nak",
+	[UROCE_CNT_RX_RNR_NAK] = "rx_rnr_nak",
+	[UROCE_CNT_RETRANSMITS] = "retransmits",
+	[UROCE_CNT_TIMEOUTS] = "timeouts",
+	[UROCE_CNT_DUPLICATES] = "duplicates",
+	[UROCE_CNT_OUT_OF_SEQ] = "out_of_seq",
+	[UROCE_CNT_DROP_BAD_ICRC] = "drop_bad_icrc",
+	[UROCE_CNT_DROP_BAD_HDR] = "drop_bad_hdr",
+	[UROCE_CNT_DROP_UNKNOWN_QP] = "drop_unknown_qp",
+	[UROCE_CNT_DROP_BAD_STATE] = "drop_bad_state",
+	[UROCE_CNT_DROP_BAD_SRC] = "drop_bad_src",
+	[UROCE_CNT_DROP_TRUNCATED] = "drop_truncated",
+	[UROCE_CNT_REM_ACCESS_ERR] = "rem_access_err",
+	[UROCE_CNT_FAULT_DROPS] = "fault_drops",
+	[UROCE_CNT_FAULT_DUPS] = "fault_dups",
+	[UROCE_CNT_FAULT_DELAYS] = "fault_delays",
+};
+
+__attribute__((destructor)) static void print_stats(void)
+{
+	const char *env = getenv("UROCE_STATS");
+	struct uroce_dev *dev;
+	int i;
+
+	if (!env || *env != '1')
+		return;
+	dev = uroce_dev_get();
+	if (!dev || !dev->net_up)
+		return;
+	fprintf(stderr, "uroce-stats:");
+	for (i = 0; i < UROCE_CNT_NUM; i++)
+		fprintf(stderr, " %s=%" PRIu64, uroce_counter_name[i],
+			atomic_load(&dev->cnt[i]));
+	fprintf(stderr, "\n");
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+/* Put one packet of a QP on the wire: pad, ICRC, hand to packet IO. */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+
+#define XMIT_MAX_IOV (UROCE_MAX_SGE + 4)
+
+static void icrc_ip_of(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		       struct uroce_icrc_ip *ip)
+{
+	memset(ip, 0, sizeof(*ip));
+	ip->family = dev->family;
+	if (dev->family == AF_INET) {
+		ip->src.v4 = ((const struct sockaddr_in *)&dev->local)->sin_addr;
+		ip->dst.v4 = ((const struct sockaddr_in *)dst)->sin_addr;
+		/* an unconnected socket with IP_PMTUDISC_DO sends ID 0, DF */
+		ip->ip_id = 0;
+		ip->df = true;
+	} else {
+		ip->src.v6 = ((const struct sockaddr_in6 *)&dev->local)->sin6_addr;
+		ip->dst.v6 = ((const struct sockaddr_in6 *)dst)->sin6_addr;
+	}
+	ip->sport = UROCE_UDP_PORT;
+	ip->dport = UROCE_UDP_PORT;
+}
+
+int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
+	       const struct iovec *payload, int npayload, uint32_t paylen)
+{
+	static const uint8_t zeros[4];
+	struct uroce_dev *dev = qp->dev;
+	struct iovec iov[XMIT_MAX_IOV];
+	struct uroce_icrc_ip ip;
+	uint8_t icrc[UROCE_ICRC_LEN];
+	uint32_t pad = (4 - (paylen & 3)) & 3;
+	int n = 0, i, err;
+
+	if (npayload > UROCE_MAX_SGE)
+		return -EINVAL;
+	hdr[1] = (uint8_t)((hdr[1] & ~0x30) | (pad << 4));
+	iov[n].iov_base = hdr;
+	iov[n++].iov_len = hdrlen;
+	for (i = 0; i < npayload; i++)
+		iov[n++] = payload[i];
+	if (pad) {
+		iov[n].iov_base = (void *)zeros;
+		iov[n++].iov_len = pad;
+	}
+	icrc_ip_of(dev, &qp->peer, &ip);
+	uroce_icrc_store(icrc, uroce_icrc_compute(&ip, iov, n));
+	iov[n].iov_base = icrc;
+	iov[n++].iov_len = UROCE_ICRC_LEN;
+
+	err = dev->io->send(dev, &qp->peer, iov, n);
+	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
+	uroce_count(dev, UROCE_CNT_TX_BYTES, hdrlen + paylen + pad + 4);
+	qp->cnt_tx_pkts++;
+	return err;
+}

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: MIT
+/*
+ * UDP packet IO: the device's one socket on (address, 4791), address
+ * selection, batched receive, and the fault-injection hook on transmit.
+ *
+ * Address selection (DESIGN.md decision 3): UROCE_ADDR=<ip> binds that
+ * address; UROCE_IFNAME=<ifname> binds the first address of that
+ * interface; otherwise the first free loopback address 127.0.0.2 ...
+ * 127.0.0.254, so that every process on a host owns one of its own.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+#define RX_BATCH	32
+#define RX_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define SOCK_BUF_SIZE	(8 << 20)
+
+void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	if (ss->ss_family == AF_INET) {
+		/* IPv4-mapped IPv6 address, as RoCE v2 GIDs carry IPv4 */
+		gid->raw[10] = 0xff;
+		gid->raw[11] = 0xff;
+		memcpy(&gid->raw[12],
+		       &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else {
+		memcpy(gid->raw, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+		       16);
+	}
+}
+
+int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	memset(ss, 0, sizeof(*ss));
+	if (!memcmp(gid->raw, v4mapped, sizeof(v4mapped))) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(UROCE_UDP_PORT);
+		memcpy(&in->sin_addr, &gid->raw[12], 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+		static const uint8_t zero[16];
+
+		if (!memcmp(gid->raw, zero, 16))
+			return -EINVAL;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(UROCE_UDP_PORT);
+		memcpy(&in6->sin6_addr, gid->raw, 16);
+	}
+	return 0;
+}
+
+/* ---- fault injection (UROCE_FAULT) ---- */
+
+static uint64_t rng_next(struct uroce_fault *f)
+{
+	/* xorshift64*: deterministic for a given seed */
+	f->rng ^= f->rng >> 12;
+	f->rng ^= f->rng << 25;
+	f->rng ^= f->rng >> 27;
+	return f->rng * 2685821657736338717ull;
+}
+
+static bool chance(struct uroce_fault *f, uint32_t p)
+{
+	return p && (uint32_t)(rng_next(f) >> 32) < p;
+}
+
+static uint32_t prob(const char *v)
+{
+	double d = strtod(v, NULL);
+
+	if (d <= 0)
+		return 0;
+	if (d >= 1)
+		return UINT32_MAX;
+	return (uint32_t)(d * 4294967296.0);
+}
+
+static void fault_init(struct uroce_dev *dev)
+{
+	const char *env = getenv("UROCE_FAULT");
+	struct uroce_fault *f = &dev->fault;
+	char *copy, *tok, *save = NULL;
+	uint64_t seed = 1;
+
+	if (!env || !*env)
+		return;
+	copy = strdup(env);
+	if (!copy)
+		return;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+
+		if (!eq) {
+			fprintf(stderr, "uroce: UROCE_FAULT: ignoring '%s'\n", tok);
+			continue;
+		}
+		*eq++ = '\0';
+		if (!strcmp(tok, "drop"))
+			f->drop = prob(eq);
+		else if (!strcmp(tok, "dup"))
+			f->dup = prob(eq);
+		else if (!strcmp(tok, "delay"))
+			f->delay = prob(eq);
+		else if (!strcmp(tok, "seed"))
+			seed = strtoull(eq, NULL, 0);
+		else if (!strcmp(tok, "rnr"))
+			atomic_store(&f->rnr_left, atoi(eq));
+		else
+			fprintf(stderr, "uroce: UROCE_FAULT: unknown '%s'\n", tok);
+	}
+	free(copy);
+	f->rng = seed ? seed : 1;
+	f->held = malloc(RX_BUF_SIZE);
+	f->on = f->held != NULL;
+	fprintf(stderr, "uroce: FAULT INJECTION ON: UROCE_FAULT=%s\n", env);
+}
+
+static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int iovcnt)
+{
+	struct msghdr msg = {
+		.msg_name = (void *)dst,
+		.msg_namelen = dst->ss_family == AF_INET ?
+			       sizeof(struct sockaddr_in) :
+			       sizeof(struct sockaddr_in6),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+	};
+
+	for (;;) {
+		if (sendmsg(dev->sock, &msg, 0) >= 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		/* a full socket buffer or a vanished peer is packet loss:
+		 * the transport's retransmission deals with it */
+		return -errno;
+	}
+}
+
+static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		      const struct iovec *iov, int iovcnt)
+{
+	struct uroce_fault *f = &dev->fault;
+	bool had_held = f->held_len != 0;
+	int i, err;
+
+	if (chance(f, f->drop)) {
+		uroce_count(dev, UROCE_CNT_FAULT_DROPS, 1);
+		return 0;
+	}
+	if (!had_held && chance(f, f->delay)) {
+		/* hold this one back; it goes out after the next packet */
+		size_t off = 0;
+
+		for (i = 0; i < iovcnt; i++) {
+			if (off + iov[i].iov_len > RX_BUF_SIZE)
+				return raw_send(dev, dst, iov, iovcnt);
+			memcpy(f->held + off, iov[i].iov_base, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+		f->held_len = off;
+		f->held_dst = *dst;
+		uroce_count(dev, UROCE_CNT_FAULT_DELAYS, 1);
+		return 0;
+	}
+	err = raw_send(dev, dst, iov, iovcnt);
+	if (chance(f, f->dup)) {
+		uroce_count(dev, UROCE_CNT_FAULT_DUPS, 1);
+		raw_send(dev, dst, iov, iovcnt);
+	}
+	if (had_held) {
+		struct iovec h = { .iov_base = f->held, .iov_len = f->held_len };
+
+		f->held_len = 0;
+		raw_send(dev, &f->held_dst, &h, 1);
+	}
+	return err;
+}
+
+static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int iovcnt)
+{
+	if (dev->fault.on)
+		return fault_send(dev, dst, iov, iovcnt);
+	return raw_send(dev, dst, iov, iovcnt);
+}
+
+static const struct uroce_pkt_io udp_io = {
+	.send = udp_send,
+};
+
+/* ---- address selection ---- */
+
+static int find_ifaddr(const char *ifname, struct sockaddr_storage *ss)
+{
+	struct ifaddrs *ifa, *it;
+	int ret = -ENODEV;
+
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (int pass = 0; pass < 2 && ret; pass++) {
+		int fam = pass ? AF_INET6 : AF_INET;
+
+		for (it = ifa; it; it = it->ifa_next) {
+			if (!it->ifa_addr || it->ifa_addr->sa_family != fam ||
+			    strcmp(it->ifa_name, ifname))
+				continue;
+			memset(ss, 0, sizeof(*ss));
+			memcpy(ss, it->ifa_addr, fam == AF_INET ?
+			       sizeof(struct sockaddr_in) :
+			       sizeof(struct sockaddr_in6));
+			ret = 0;
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return ret;
+}
+
+/* The MTU of the interface that holds addr (loopback if none found). */
+static uint32_t netdev_mtu_of(const struct sockaddr_storage *addr)
+{
+	struct ifaddrs *ifa, *it;
+	uint32_t mtu = 1500;
+	struct ifreq ifr;
+	int fd;
+
+	if (getifaddrs(&ifa))
+		return mtu;
+	memset(&ifr, 0, sizeof(ifr));
+	for (it = ifa; it; it = it->ifa_next) {
+		if (!it->ifa_addr || it->ifa_addr->sa_family != addr->ss_family)
+			continue;
+		if (addr->ss_family == AF_INET ?
+		    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr !=
+		    ((const struct sockaddr_in *)addr)->sin_addr.s_addr :
+		    memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
+			   &((const struct sockaddr_in6 *)addr)->sin6_addr, 16))
+			continue;
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", it->ifa_name);
+		break;
+	}
+	freeifaddrs(ifa);
+	if (!ifr.ifr_name[0])
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		if (!ioctl(fd, SIOCGIFMTU, &ifr))
+			mtu = (uint32_t)ifr.ifr_mtu;
+		close(fd);
+	}
+	return mtu;
+}
+
+static enum ibv_mtu ib_mtu_for(uint32_t netdev_mtu, int family)
+{
+	/* IP + UDP + the longest header chain + ICRC must fit */
+	uint32_t overhead = (family == AF_INET ? 20 : 40) + 8 +
+			    UROCE_MAX_HDR_LEN + UROCE_ICRC_LEN;
+	int m;
+
+	for (m = IBV_MTU_4096; m > IBV_MTU_256; m--)
+		if (uroce_mtu_bytes(m) + overhead <= netdev_mtu)
+			break;
+	return (enum ibv_mtu)m;
+}
+
+static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
+{
+	int fam = addr->ss_family, one = 1, fd;
+	int pmtu = IP_PMTUDISC_DO, buf = SOCK_BUF_SIZE;
+	socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) :
+					 sizeof(struct sockaddr_in6);
+
+	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (fam == AF_INET) {
+		((struct sockaddr_in *)addr)->sin_port = htons(UROCE_UDP_PORT);
+		/* DF and IP ID 0: the ICRC covers both (see icrc.c) */
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+		setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	} else {
+		((struct sockaddr_in6 *)addr)->sin6_port = htons(UROCE_UDP_PORT);
+		pmtu = IPV6_PMTUDISC_DO;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu,
+			   sizeof(pmtu));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	}
+	if (bind(fd, (struct sockaddr *)addr, len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	/* FORCE works for root; others get what net.core.*mem_max allows */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	return fd;
+}
+
+static int parse_addr(const char *s, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, s, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+		ss->ss_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+		ss->ss_family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int uroce_net_open(struct uroce_dev *dev)
+{
+	const char *addr_env = getenv("UROCE_ADDR");
+	const char *if_env = getenv("UROCE_IFNAME");
+	struct sockaddr_storage ss;
+	socklen_t optlen;
+	int fd = -EADDRINUSE, rcv = 0, i, err;
+
+	if (addr_env && *addr_env) {
+		err = parse_addr(addr_env, &ss);
+		if (err) {
+			fprintf(stderr, "uroce: UROCE_ADDR=%s is not an IP address\n",
+				addr_env);
+			return err;
+		}
+		fd = open_bound(dev, &ss);
+	} else if (if_env && *if_env) {
+		err = find_ifaddr(if_env, &ss);
+		if (err) {
+			fprintf(stderr, "uroce: UROCE_IFNAME=%s has no IP address\n",
+				if_env);
+			return err;
+		}
+		fd = open_bound(dev, &ss);
+	} else {
+		for (i = 2; i < 255 && fd == -EADDRINUSE; i++) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+			memset(&ss, 0, sizeof(ss));
+			in->sin_family = AF_INET;
+			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
+			fd = open_bound(dev, &ss);
+		}
+	}
+	if (fd < 0) {
+		char buf[INET6_ADDRSTRLEN] = "?";
+
+		inet_ntop(ss.ss_family, ss.ss_family == AF_INET ?
+			  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
+			  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+			  buf, sizeof(buf));
+		fprintf(stderr, "uroce: cannot bind UDP %s port %d: %s\n", buf,
+			UROCE_UDP_PORT, strerror(-fd));
+		return fd;
+	}
+	optlen = sizeof(rcv);
+	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &optlen);
+	dev->rcvbuf = rcv > 0 ? (uint32_t)rcv / 2 : 106496;
+	dev->sock = fd;
+	dev->family = ss.ss_family;
+	dev->local = ss;
+	uroce_gid_from_addr(&ss, &dev->gid);
+	dev->netdev_mtu = netdev_mtu_of(&ss);
+	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
+	dev->io = &udp_io;
+	fault_init(dev);
+	return 0;
+}
+
+void uroce_net_close(struct uroce_dev *dev)
+{
+	if (dev->sock >= 0)
+		close(dev->sock);
+	dev->sock = -1;
+}
+
+static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
+		   struct sockaddr_storage *dst)
+{
+	struct cmsghdr *c;
+
+	*dst = dev->local;
+	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			((struct sockaddr_in *)dst)->sin_addr = pi.ipi_addr;
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			((struct sockaddr_in6 *)dst)->sin6_addr = pi.ipi6_addr;
+		}
+	}
+}
+
+/* Receive buffers: only the progress thread receives (one reader keeps
+ * packets in order), so they are static to this file. */
+static uint8_t rx_buf[RX_BATCH][RX_BUF_SIZE];
+static uint8_t rx_ctl[RX_BATCH][128];
+
+int uroce_net_poll(struct uroce_dev *dev)
+{
+	struct sockaddr_storage src[RX_BATCH], dst;
+	struct mmsghdr msgs[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	int i, n;
+
+	memset(msgs, 0, sizeof(msgs));
+	for (i = 0; i < RX_BATCH; i++) {
+		iov[i].iov_base = rx_buf[i];
+		iov[i].iov_len = RX_BUF_SIZE;
+		msgs[i].msg_hdr.msg_name = &src[i];
+		msgs[i].msg_hdr.msg_namelen = sizeof(src[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+		msgs[i].msg_hdr.msg_control = rx_ctl[i];
+		msgs[i].msg_hdr.msg_controllen = sizeof(rx_ctl[i]);
+	}
+	n = recvmmsg(dev->sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
+			continue;
+		}
+		dst_of(&msgs[i].msg_hdr, dev, &dst);
+		uroce_recv(dev, rx_buf[i], msgs[i].msg_len, &src[i], &dst);
+	}
+	return n;
+}

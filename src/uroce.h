@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uroce internal header: the objects every layer shares and the cross-file
+ * prototypes, grouped by the file that defines them.
+ *
+ * Locking: one engine lock per device (dev->lock) protects every QP's
+ * transport state, the QP and MR tables and the send/receive queues.
+ * A CQ has its own lock (cq->lock) so that polling never waits on the
+ * engine.  Order: dev->lock, then cq->lock.  Never call into the
+ * application with a lock held.
+ */
+#ifndef UROCE_H
+#define UROCE_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include "wire/wire.h"
+
+#define UROCE_EXPORT __attribute__((visibility("default")))
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define UROCE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- device limits (what query_device reports, and enforces) ---- */
+#define UROCE_MAX_QP		(1u << 16)
+#define UROCE_MAX_QP_WR		16384
+#define UROCE_MAX_SGE		32
+#define UROCE_MAX_INLINE	512
+#define UROCE_MAX_CQ		(1u << 16)
+#define UROCE_MAX_CQE		(1 << 20)
+#define UROCE_MAX_MR		(1u << 16)
+#define UROCE_MAX_MR_SIZE	(1ull << 40)
+#define UROCE_MAX_PD		(1u << 16)
+#define UROCE_MAX_RD_ATOMIC	128
+#define UROCE_MAX_MSG_SIZE	(1u << 31)
+#define UROCE_VENDOR_ID		0x0000	/* none: a software device */
+#define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
+#define UROCE_FW_VER		"0.1.0"
+#define UROCE_DEV_NAME		"uroce0"
+
+/* Requester pacing: packets in flight per QP, and AckReq spacing. */
+#define UROCE_TX_WINDOW_MAX	256
+#define UROCE_TX_WINDOW_MIN	8
+#define UROCE_ACK_EVERY		16
+
+/* QPNs: 0 and 1 are special (SMI/GSI); ours start above them. */
+#define UROCE_QPN_FIRST		0x11
+
+/* ---- counters (one set per device; see issue "See inside") ---- */
+enum uroce_counter {
+	UROCE_CNT_TX_PKTS,
+	UROCE_CNT_TX_BYTES,
+	UROCE_CNT_RX_PKTS,
+	UROCE_CNT_RX_BYTES,
+	UROCE_CNT_TX_ACKS,
+	UROCE_CNT_RX_ACKS,
+	UROCE_CNT_TX_NAK_SEQ,
+	UROCE_CNT_TX_NAK_INV,
+	UROCE_CNT_TX_NAK_ACCESS,
+	UROCE_CNT_TX_NAK_OP,
+	UROCE_CNT_RX_NAK_SEQ,
+	UROCE_CNT_RX_NAK_OTHER,
+	UROCE_CNT_TX_RNR_NAK,
+	UROCE_CNT_RX_RNR_NAK,
+	UROCE_CNT_RETRANSMITS,
+	UROCE_CNT_TIMEOUTS,
+	UROCE_CNT_DUPLICATES,
+	UROCE_CNT_OUT_OF_SEQ,
+	UROCE_CNT_DROP_BAD_ICRC,
+	UROCE_CNT_DROP_BAD_HDR,
+	UROCE_CNT_DROP_UNKNOWN_QP,
+	UROCE_CNT_DROP_BAD_STATE,
+	UROCE_CNT_DROP_BAD_SRC,
+	UROCE_CNT_DROP_TRUNCATED,
+	UROCE_CNT_REM_ACCESS_ERR,
+	UROCE_CNT_FAULT_DROPS,
+	UROCE_CNT_FAULT_DUPS,
+	UROCE_CNT_FAULT_DELAYS,
+	UROCE_CNT_NUM,
+};
+
+/* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
+struct uroce_dev;
+struct uroce_pkt_io {
+	/* Send one RoCE datagram (BTH..ICRC) to dst.  Returns 0 or -errno. */
+	int (*send)(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int iovcnt);
+};
+
+/* A received packet after parsing (engine/recv.c). */
+struct uroce_pkt {
+	uint8_t *bth;			/* BTH; headers follow */
+	uint32_t len;			/* BTH .. end of payload+pad, no ICRC */
+	const struct uroce_opcode_info *info;
+	uint32_t mask;			/* info->mask */
+	uint8_t opcode;
+	uint32_t psn;
+	uint32_t qpn;			/* destination QPN */
+	uint8_t *payload;
+	uint32_t paylen;		/* payload bytes, without pad */
+	struct sockaddr_storage src;	/* who sent it */
+};
+
+/* ---- device (one per process) ---- */
+struct uroce_dev {
+	struct ibv_device ibdev;	/* what ibv_get_device_list hands out */
+	uint64_t guid;			/* node GUID, big-endian */
+
+	pthread_mutex_t lock;		/* the engine lock, see top */
+	bool net_up;			/* socket bound, progress thread running */
+
+	/* net/udp.c */
+	int sock;
+	int family;			/* AF_INET or AF_INET6 */
+	struct sockaddr_storage local;	/* bound address, port 4791 */
+	union ibv_gid gid;		/* RoCE v2 GID of that address */
+	uint32_t netdev_mtu;		/* bytes, of the interface carrying it */
+	uint32_t rcvbuf;		/* bytes the socket may queue */
+	enum ibv_mtu active_mtu;
+	const struct uroce_pkt_io *io;
+
+	/* engine/progress.c */
+	pthread_t thread;
+	int epfd;
+	int timerfd;
+	int wakefd;			/* eventfd: wake the progress thread */
+	bool stopping;
+	uint64_t armed_deadline_ns;	/* what timerfd is set to, 0 = none */
+
+	/* QP table (verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
+	struct uroce_qp **qp_tbl;
+	uint32_t next_qpn;
+	uint32_t nqps;
+
+	/* MR table (verbs/mr.c), indexed by key % UROCE_MAX_MR */
+	struct uroce_mr **mr_tbl;
+	uint32_t next_mr_index;
+	uint32_t nmrs;
+
+	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
+	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
+
+	/* net/udp.c: fault injection (UROCE_FAULT), off unless set */
+	struct uroce_fault {
+		bool on;
+		uint64_t rng;			/* xorshift state, from seed */
+		uint32_t drop, dup, delay;	/* probability * 2^32 */
+		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
+		uint8_t *held;			/* a delayed datagram */
+		size_t held_len;
+		struct sockaddr_storage held_dst;
+	} fault;
+
+	_Atomic uint64_t cnt[UROCE_CNT_NUM];
+};
+
+static inline void uroce_count(struct uroce_dev *dev, enum uroce_counter c,
+			       uint64_t n)
+{
+	atomic_fetch_add_explicit(&dev->cnt[c], n, memory_order_relaxed);
+}
+
+/* ---- context ---- */
+struct uroce_async_node;
+
+struct uroce_context {
+	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct uroce_dev *dev;
+	/*
+	 * Async events wait in a queue (verbs/cq.c); async_pipe is an
+	 * AF_UNIX socketpair whose [0] is context->async_fd and holds one
+	 * doorbell byte while the queue is non-empty, so that destroying an
+	 * object can withdraw its pending events (uroce_async_purge).
+	 */
+	int async_pipe[2];
+	pthread_mutex_t async_lock;
+	struct uroce_async_node *async_head, *async_tail;
+};
+
+static inline struct uroce_context *to_uctx(struct ibv_context *ctx)
+{
+	return container_of(ctx, struct uroce_context, vctx.context);
+}
+
+static inline struct uroce_dev *ctx_dev(struct ibv_context *ctx)
+{
+	return to_uctx(ctx)->dev;
+}
+
+/* ---- PD ---- */
+struct uroce_pd {
+	struct ibv_pd ibpd;
+	uint32_t pdn;
+	_Atomic int refs;		/* MRs, QPs, AHs using it */
+};
+
+static inline struct uroce_pd *to_upd(struct ibv_pd *pd)
+{
+	return container_of(pd, struct uroce_pd, ibpd);
+}
+
+/* ---- MR ---- */
+struct uroce_mr {
+	struct ibv_mr ibmr;		/* lkey, rkey, addr, length (verbs_mr is not public) */
+	struct uroce_pd *pd;
+	uint64_t iova;			/* what remote addresses are relative to */
+	uint8_t *addr;			/* where iova maps to */
+	uint64_t length;
+	unsigned int access;		/* enum ibv_access_flags */
+	uint32_t key;			/* lkey == rkey */
+};
+
+static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
+{
+	return container_of(mr, struct uroce_mr, ibmr);
+}
+
+/* ---- CQ ---- */
+struct uroce_cqe {
+	struct ibv_wc wc;
+	uint64_t ts_ns;			/* CLOCK_MONOTONIC, if the CQ asked for it */
+	uint64_t wallclock_ns;		/* CLOCK_REALTIME, likewise */
+};
+
+struct uroce_cq {
+	struct ibv_cq_ex ex;		/* ibv_cq is its head */
+	struct uroce_dev *dev;
+	pthread_mutex_t lock;
+	struct uroce_cqe *ring;
+	uint32_t size;			/* power of two, >= cqe + 1 */
+	uint32_t head;			/* next to poll (consumer) */
+	uint32_t tail;			/* next to fill (producer) */
+	bool armed;			/* req_notify_cq pending */
+	bool solicited_only;
+	bool overrun;
+	uint64_t wc_flags;		/* cq_ex: which fields may be read */
+	/* cq_ex: copy of the entry being read.  start_poll/next_poll pop it
+	 * and drop cq->lock, so the application may post between them. */
+	struct uroce_cqe cur;
+	_Atomic int refs;		/* QPs using it; destroy_cq says EBUSY */
+
+	/* completion channel bookkeeping (verbs/cq.c, channel lock) */
+	struct uroce_cq *ev_next;	/* in the channel's pending list */
+	uint32_t ev_pending;		/* events queued, not yet read */
+	uint32_t comp_events_reported;	/* read by ibv_get_cq_event */
+	uint32_t async_events_reported;	/* read by ibv_get_async_event */
+};
+
+static inline struct uroce_cq *to_ucq(struct ibv_cq *cq)
+{
+	return container_of((struct ibv_cq_ex *)cq, struct uroce_cq, ex);
+}
+
+static inline struct ibv_cq *ucq_ibcq(struct uroce_cq *cq)
+{
+	return ibv_cq_ex_to_cq(&cq->ex);
+}
+
+/* ---- QP ---- */
+
+/* A posted send work request, as the requester walks it. */
+struct uroce_send_wqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm;			/* big-endian as posted (imm or inv rkey) */
+	uint64_t length;		/* total bytes */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t num_sge;
+	struct ibv_sge *sge;		/* sq->sge + idx * max_sge */
+	uint8_t *inline_data;		/* sq->inline_buf + idx * max_inline; NULL if not inline */
+
+	/* requester progress */
+	uint32_t first_psn;
+	uint32_t last_psn;
+	uint32_t npkts;
+	bool started;
+	bool acked;			/* done on the wire (ack or response seen) */
+	uint64_t read_done;		/* READ: bytes of response placed */
+	uint64_t atomic_orig;
+	enum ibv_wc_status status;
+};
+
+struct uroce_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge *sge;		/* rq->sge + idx * max_sge */
+	uint64_t length;		/* sum of sge lengths */
+};
+
+struct uroce_sq {
+	struct uroce_send_wqe *wqe;
+	struct ibv_sge *sge;
+	uint8_t *inline_buf;
+	uint32_t size;			/* power of two */
+	uint32_t max_wr, max_sge, max_inline;
+	uint32_t head;			/* next slot to post into */
+	uint32_t next;			/* next WQE the requester starts */
+	uint32_t tail;			/* oldest WQE not yet completed */
+	uint32_t ex_start;		/* ibv_wr_start: head when started */
+	bool ex_active;
+	int ex_err;			/* first error seen inside wr_start/complete */
+};
+
+struct uroce_rq {
+	struct uroce_recv_wqe *wqe;
+	struct ibv_sge *sge;
+	uint32_t size;
+	uint32_t max_wr, max_sge;
+	uint32_t head;			/* next slot to post into */
+	uint32_t tail;			/* oldest posted, not consumed */
+};
+
+/* Saved READ/atomic responder resource, for replays of duplicates. */
+struct uroce_resp_res {
+	bool valid;
+	bool atomic;
+	uint32_t first_psn;
+	uint32_t last_psn;
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t length;
+	uint64_t atomic_orig;
+};
+
+struct uroce_req_state {
+	uint32_t psn;			/* next PSN to send */
+	uint32_t psn_max;		/* one past the highest PSN ever sent */
+	uint32_t cur_off;		/* byte offset in the WQE at sq.next */
+	uint32_t cur_psn_idx;		/* packet index in that WQE */
+	uint32_t inflight_rd;		/* outstanding READ/atomic requests */
+	uint64_t deadline_ns;		/* retransmit timer, 0 = off */
+	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
+	unsigned int retry_left;
+	unsigned int rnr_retry_left;
+	bool need_retry;
+};
+
+struct uroce_comp_state {
+	uint32_t psn;			/* oldest unacknowledged PSN */
+	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
+	bool rewound;
+};
+
+struct uroce_resp_state {
+	uint32_t epsn;			/* expected PSN */
+	uint32_t msn;
+	bool nak_sent;			/* a PSN sequence NAK is outstanding */
+	/* the message being received */
+	bool in_send;
+	uint64_t send_off;
+	bool in_write;
+	struct uroce_mr *write_mr;
+	uint64_t write_va;
+	uint64_t write_remaining;
+	uint64_t write_len;		/* RETH length of the current write */
+	uint32_t write_rkey;
+	/* last ACK syndrome for duplicates */
+	uint8_t last_syn;
+	struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
+	uint32_t nres;
+	uint32_t res_next;
+};
+
+struct uroce_qp {
+	struct ibv_qp_ex ex;		/* ibv_qp is its head */
+	struct uroce_dev *dev;
+	struct uroce_pd *pd;
+	struct uroce_cq *scq, *rcq;
+	enum ibv_qp_type type;
+	bool sq_sig_all;
+	bool is_ex;			/* created with send_ops_flags */
+	uint64_t send_ops_flags;
+
+	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
+	struct sockaddr_storage peer;	/* from ah_attr.grh.dgid at RTR */
+	uint32_t mtu;			/* path MTU, bytes */
+
+	struct uroce_sq sq;
+	struct uroce_rq rq;
+	struct uroce_req_state req;
+	struct uroce_comp_state comp;
+	struct uroce_resp_state resp;
+
+	uint64_t cnt_tx_pkts, cnt_rx_pkts, cnt_retrans;
+
+	/* bumped by ibv_get_async_event (under the context's async_lock);
+	 * destroy_qp waits for ibv_qp.events_completed to reach it */
+	uint32_t async_events_reported;
+};
+
+static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
+{
+	return container_of((struct ibv_qp_ex *)qp, struct uroce_qp, ex);
+}
+
+static inline struct ibv_qp *uqp_ibqp(struct uroce_qp *qp)
+{
+	return &qp->ex.qp_base;
+}
+
+/* ---- cross-file prototypes, grouped by defining file ---- */
+
+/* verbs/device.c */
+struct uroce_dev *uroce_dev_get(void);	/* the process's device */
+int uroce_dev_up(struct uroce_dev *dev); /* bring up net + progress, once */
+uint64_t uroce_now_ns(void);
+
+/* verbs/mr.c: caller holds dev->lock.  Returns the MR if key names a
+ * live MR in pd granting every bit of access and covering
+ * [va, va + len) without wrapping, else NULL. */
+struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
+				uint32_t key, uint64_t va, uint64_t len,
+				unsigned int access);
+/* pointer to iova va inside mr (caller checked the range) */
+static inline uint8_t *uroce_mr_ptr(struct uroce_mr *mr, uint64_t va)
+{
+	return mr->addr + (va - mr->iova);
+}
+
+/* verbs/cq.c: add a completion; takes cq->lock.  Raises the CQ event if
+ * the CQ is armed.  Returns 0, or -ENOSPC on overrun (CQ is then in error). */
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+void uroce_async_event(struct uroce_context *uctx, struct ibv_async_event *ev);
+/* withdraw the queued async events of obj (a CQ, QP, SRQ or WQ) before
+ * destroying it; then wait for events_completed == async_events_reported */
+void uroce_async_purge(struct uroce_context *uctx, const void *obj);
+
+/* verbs/device.c: ops that verbs.h reaches through struct verbs_context */
+int uroce_query_port(struct ibv_context *ctx, uint8_t port,
+		     struct ibv_port_attr *attr, size_t attr_len);
+int uroce_query_device_ex(struct ibv_context *ctx,
+			  const struct ibv_query_device_ex_input *input,
+			  struct ibv_device_attr_ex *attr, size_t attr_size);
+
+/* verbs/cq.c: ops reached through ibv_context.ops / verbs_context */
+int uroce_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int uroce_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
+				     struct ibv_cq_init_attr_ex *attr);
+
+/* verbs/qp.c */
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
+				  struct ibv_qp_init_attr_ex *attr);
+int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr);
+int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr);
+struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn);
+/* check a filled WQE and compute its length; dev->lock held.  Returns 0
+ * or a positive errno. */
+int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
+void uroce_sq_flush_if_error(struct uroce_qp *qp);
+/* a WQE slot at sq.head, or NULL if the SQ is full; dev->lock held */
+struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp);
+void uroce_qp_to_error(struct uroce_qp *qp);	/* dev->lock held */
+
+/* verbs/wr_ex.c */
+void uroce_qp_ex_init(struct uroce_qp *qp);
+
+/* engine/req.c: dev->lock held */
+void uroce_req_run(struct uroce_qp *qp);
+void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
+void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
+static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_RDMA_READ ||
+	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+void uroce_req_timeout(struct uroce_qp *qp, uint64_t now);
+/* engine/comp.c: an ACK, NAK, READ response or atomic ACK for qp */
+void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/resp.c: a request for qp */
+void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/recv.c: parse, check and dispatch one datagram (no lock held) */
+void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		const struct sockaddr_storage *src,
+		const struct sockaddr_storage *dst);
+/* engine/progress.c */
+int uroce_progress_start(struct uroce_dev *dev);
+void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
+/* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
+ * headers, payload iov follows, pad and ICRC are added here. */
+int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
+	       const struct iovec *payload, int npayload, uint32_t paylen);
+
+/* engine/sge.c: dev->lock held */
+/* check every SGE against its MR: valid lkey in pd, range, access */
+int uroce_sge_check(struct uroce_qp *qp, const struct ibv_sge *sge,
+		    uint32_t n, unsigned int access);
+/* scatter len bytes of data to the SGE list starting at byte off */
+void uroce_sge_scatter(const struct ibv_sge *sge, uint32_t n, uint64_t off,
+		       const uint8_t *data, uint32_t len);
+/* describe len bytes at byte off of the SGE list as iovecs; returns the
+ * number used, at most max */
+int uroce_sge_iov(const struct ibv_sge *sge, uint32_t n, uint64_t off,
+		  uint32_t len, struct iovec *iov, int max);
+
+/* engine/resp.c */
+void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
+
+/* engine/comp.c */
+/* report acknowledged WQEs at the SQ tail, in order; one that failed
+ * moves the QP to the error state */
+void uroce_comp_retire(struct uroce_qp *qp);
+enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op);
+
+/* engine/stats.c */
+extern const char *const uroce_counter_name[UROCE_CNT_NUM];
+
+/* net/udp.c */
+int uroce_net_open(struct uroce_dev *dev);
+void uroce_net_close(struct uroce_dev *dev);
+/* receive and dispatch what is waiting on the socket, without blocking;
+ * returns the number of datagrams handled */
+int uroce_net_poll(struct uroce_dev *dev);
+int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss);
+void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);
+
+#endif /* UROCE_H */

@@ -1,0 +1,775 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Completion queues, completion channels and async events.
+ *
+ * A CQ is a power-of-two ring of struct uroce_cqe under cq->lock; the
+ * engine appends (uroce_cq_push, dev->lock held, so dev->lock then
+ * cq->lock), the application pops (poll_cq, or start_poll/next_poll of
+ * ibv_cq_ex, which copy the entry out and drop the lock at once, so that
+ * the application may post work between them).
+ *
+ * Events wait in user-space queues, not in the file descriptors the
+ * application sees: a completion channel keeps the list of CQs with
+ * unread events, a context keeps its async events.  Each descriptor is the
+ * read end of an AF_UNIX stream socketpair that holds one doorbell byte
+ * while its queue is non-empty.  That way destroying a CQ or QP can take
+ * its unread events back, as the kernel does, instead of leaving a
+ * pointer to freed memory in a pipe; and a socket, unlike a pipe, can be
+ * drained with MSG_DONTWAIT whatever O_NONBLOCK the application set.
+ * Channel and async locks are leaves: nothing is taken under them.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+struct uroce_comp_channel {
+	struct ibv_comp_channel ch;	/* ch.fd: read end of the socketpair */
+	int wfd;			/* its write end */
+	pthread_mutex_t lock;		/* the list below */
+	struct uroce_cq *head, *tail;	/* CQs with ev_pending > 0 */
+};
+
+struct uroce_async_node {
+	struct uroce_async_node *next;
+	struct ibv_async_event ev;
+};
+
+#define CQ_WC_FLAGS_SUPPORTED (IBV_WC_STANDARD_FLAGS | \
+			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
+			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+static _Atomic uint32_t next_cq_handle = 1;
+
+static struct uroce_comp_channel *to_uchan(struct ibv_comp_channel *ch)
+{
+	return container_of(ch, struct uroce_comp_channel, ch);
+}
+
+static struct uroce_cq *ex_ucq(struct ibv_cq_ex *ex)
+{
+	return container_of(ex, struct uroce_cq, ex);
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- doorbells ---- */
+
+static void bell_ring(int wfd)
+{
+	char b = 0;
+
+	/* at most one byte is ever waiting, so this cannot fill the socket */
+	(void)send(wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void bell_clear(int rfd)
+{
+	char b;
+
+	(void)recv(rfd, &b, 1, MSG_DONTWAIT);
+}
+
+/* Wait for the doorbell (or fail at once if the application made the fd
+ * non-blocking).  0, or -1 with errno set. */
+static int bell_wait(int rfd)
+{
+	ssize_t n;
+	char b;
+
+	n = read(rfd, &b, 1);
+	if (n == 1)
+		return 0;
+	if (n == 0)
+		errno = EIO;
+	return -1;
+}
+
+/* ---- completion channels ---- */
+
+UROCE_EXPORT struct ibv_comp_channel *
+ibv_create_comp_channel(struct ibv_context *ctx)
+{
+	struct uroce_comp_channel *chan;
+	int sv[2];
+
+	chan = calloc(1, sizeof(*chan));
+	if (!chan) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		free(chan);
+		return NULL;
+	}
+	pthread_mutex_init(&chan->lock, NULL);
+	chan->ch.context = ctx;
+	chan->ch.fd = sv[0];
+	chan->ch.refcnt = 0;
+	chan->wfd = sv[1];
+	return &chan->ch;
+}
+
+UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	struct uroce_comp_channel *chan = to_uchan(ch);
+	struct ibv_context *ctx = ch->context;
+
+	pthread_mutex_lock(&ctx->mutex);
+	if (ch->refcnt) {
+		pthread_mutex_unlock(&ctx->mutex);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&ctx->mutex);
+
+	close(ch->fd);
+	close(chan->wfd);
+	pthread_mutex_destroy(&chan->lock);
+	free(chan);
+	return 0;
+}
+
+/* Queue a completion event for cq.  cq->lock held. */
+static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
+{
+	pthread_mutex_lock(&chan->lock);
+	if (cq->ev_pending++ == 0) {
+		cq->ev_next = NULL;
+		if (chan->tail)
+			chan->tail->ev_next = cq;
+		else
+			chan->head = cq;
+		chan->tail = cq;
+		if (chan->head == cq)
+			bell_ring(chan->wfd);
+	}
+	pthread_mutex_unlock(&chan->lock);
+}
+
+/* Take back cq's unread events: it is being destroyed. */
+static void chan_remove(struct uroce_comp_channel *chan, struct uroce_cq *cq)
+{
+	struct uroce_cq **pp, *prev = NULL;
+
+	pthread_mutex_lock(&chan->lock);
+	if (cq->ev_pending) {
+		for (pp = &chan->head; *pp; prev = *pp, pp = &(*pp)->ev_next) {
+			if (*pp != cq)
+				continue;
+			*pp = cq->ev_next;
+			if (chan->tail == cq)
+				chan->tail = prev;
+			break;
+		}
+		cq->ev_pending = 0;
+		cq->ev_next = NULL;
+		if (!chan->head)
+			bell_clear(chan->ch.fd);
+	}
+	pthread_mutex_unlock(&chan->lock);
+}
+
+UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
+				  struct ibv_cq **cq, void **cq_context)
+{
+	struct uroce_comp_channel *chan = to_uchan(ch);
+	struct uroce_cq *ucq;
+
+	do {
+		if (bell_wait(ch->fd))
+			return -1;
+		pthread_mutex_lock(&chan->lock);
+		ucq = chan->head;
+		if (ucq) {
+			if (--ucq->ev_pending == 0) {
+				chan->head = ucq->ev_next;
+				if (!chan->head)
+					chan->tail = NULL;
+				ucq->ev_next = NULL;
+			}
+			ucq->comp_events_reported++;
+			if (chan->head)
+				bell_ring(chan->wfd);
+		}
+		pthread_mutex_unlock(&chan->lock);
+		/* no event: a destroyed CQ took it back after we woke */
+	} while (!ucq);
+
+	*cq = ucq_ibcq(ucq);
+	*cq_context = (*cq)->cq_context;
+	return 0;
+}
+
+UROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* ---- async events ---- */
+
+/* The object an async event is about, NULL for port and device events. */
+static const void *event_obj(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		return ev->element.cq;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return ev->element.qp;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ev->element.srq;
+	case IBV_EVENT_WQ_FATAL:
+		return ev->element.wq;
+	default:
+		return NULL;
+	}
+}
+
+/* Queue ev for ibv_get_async_event.  Any lock may be held (this one is a
+ * leaf); an event that cannot be allocated is lost. */
+void uroce_async_event(struct uroce_context *uctx, struct ibv_async_event *ev)
+{
+	struct uroce_async_node *n = malloc(sizeof(*n));
+
+	if (!n)
+		return;
+	n->next = NULL;
+	n->ev = *ev;
+	pthread_mutex_lock(&uctx->async_lock);
+	if (uctx->async_tail) {
+		uctx->async_tail->next = n;
+	} else {
+		uctx->async_head = n;
+		bell_ring(uctx->async_pipe[1]);
+	}
+	uctx->async_tail = n;
+	pthread_mutex_unlock(&uctx->async_lock);
+}
+
+/* Drop the unread async events about obj (all of them if obj is NULL). */
+void uroce_async_purge(struct uroce_context *uctx, const void *obj)
+{
+	struct uroce_async_node **pp, *n, *prev = NULL, *dead = NULL;
+
+	pthread_mutex_lock(&uctx->async_lock);
+	if (!uctx->async_head)
+		goto out;
+	pp = &uctx->async_head;
+	while ((n = *pp)) {
+		if (obj && event_obj(&n->ev) != obj) {
+			prev = n;
+			pp = &n->next;
+			continue;
+		}
+		*pp = n->next;
+		n->next = dead;
+		dead = n;
+	}
+	uctx->async_tail = prev;
+	if (!uctx->async_head)
+		bell_clear(uctx->async_pipe[0]);
+out:
+	pthread_mutex_unlock(&uctx->async_lock);
+	while ((n = dead)) {
+		dead = n->next;
+		free(n);
+	}
+}
+
+/* The object's count of events handed out; destroy waits for its acks. */
+static void count_reported(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		to_ucq(ev->element.cq)->async_events_reported++;
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		to_uqp(ev->element.qp)->async_events_reported++;
+		break;
+	default:
+		break;
+	}
+}
+
+UROCE_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
+				     struct ibv_async_event *event)
+{
+	struct uroce_context *uctx = to_uctx(ctx);
+	struct uroce_async_node *n;
+
+	do {
+		if (bell_wait(ctx->async_fd))
+			return -1;
+		pthread_mutex_lock(&uctx->async_lock);
+		n = uctx->async_head;
+		if (n) {
+			uctx->async_head = n->next;
+			if (!n->next)
+				uctx->async_tail = NULL;
+			else
+				bell_ring(uctx->async_pipe[1]);
+			count_reported(&n->ev);
+		}
+		pthread_mutex_unlock(&uctx->async_lock);
+	} while (!n);
+
+	*event = n->ev;
+	free(n);
+	return 0;
+}
+
+UROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+
+		pthread_mutex_lock(&cq->mutex);
+		cq->async_events_completed++;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+		break;
+	}
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = event->element.qp;
+
+		pthread_mutex_lock(&qp->mutex);
+		qp->events_completed++;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+		break;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+		break;
+	}
+	case IBV_EVENT_WQ_FATAL: {
+		struct ibv_wq *wq = event->element.wq;
+
+		pthread_mutex_lock(&wq->mutex);
+		wq->events_completed++;
+		pthread_cond_signal(&wq->cond);
+		pthread_mutex_unlock(&wq->mutex);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* ---- the ring ---- */
+
+/* The smallest power of two above cqe; capacity is that minus one. */
+static uint32_t ring_size(uint32_t cqe)
+{
+	uint32_t size = 2;
+
+	while (size <= cqe)
+		size <<= 1;
+	return size;
+}
+
+/* Called by the engine with dev->lock held. */
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	struct uroce_cqe *e;
+	bool overrun_now = false;
+	int ret = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->overrun) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	if (cq->tail - cq->head >= cq->size - 1) {
+		cq->overrun = true;
+		overrun_now = true;
+		ret = -ENOSPC;
+		goto out;
+	}
+	e = &cq->ring[cq->tail & (cq->size - 1)];
+	e->wc = *wc;
+	if (cq->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		e->ts_ns = uroce_now_ns();
+	if (cq->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		e->wallclock_ns = realtime_ns();
+	cq->tail++;
+
+	/* IBA Request Completion Notification: a solicited-only arm also
+	 * fires on an unsuccessful completion */
+	if (cq->armed && (!cq->solicited_only || solicited ||
+			  wc->status != IBV_WC_SUCCESS)) {
+		cq->armed = false;
+		if (cq->ex.channel)
+			chan_push(to_uchan(cq->ex.channel), cq);
+	}
+out:
+	pthread_mutex_unlock(&cq->lock);
+	if (overrun_now) {
+		struct ibv_async_event ev = {
+			.element.cq = ucq_ibcq(cq),
+			.event_type = IBV_EVENT_CQ_ERR,
+		};
+
+		uroce_async_event(to_uctx(cq->ex.context), &ev);
+	}
+	return ret;
+}
+
+int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	uint32_t mask = cq->size - 1;
+	int i = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	while (i < n && cq->head != cq->tail) {
+		wc[i++] = cq->ring[cq->head & mask].wc;
+		cq->head++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return i;
+}
+
+int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+
+	pthread_mutex_lock(&cq->lock);
+	/* a pending "next completion" arm is not narrowed to solicited */
+	if (!cq->armed)
+		cq->solicited_only = solicited_only;
+	else if (!solicited_only)
+		cq->solicited_only = false;
+	cq->armed = true;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+/* ---- ibv_cq_ex ---- */
+
+static int cq_pop_cur(struct uroce_cq *cq)
+{
+	pthread_mutex_lock(&cq->lock);
+	if (cq->head == cq->tail) {
+		pthread_mutex_unlock(&cq->lock);
+		return ENOENT;
+	}
+	cq->cur = cq->ring[cq->head & (cq->size - 1)];
+	cq->head++;
+	pthread_mutex_unlock(&cq->lock);
+
+	cq->ex.status = cq->cur.wc.status;
+	cq->ex.wr_id = cq->cur.wc.wr_id;
+	return 0;
+}
+
+static int cq_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
+{
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	return cq_pop_cur(ex_ucq(ex));
+}
+
+static int cq_next_poll(struct ibv_cq_ex *ex)
+{
+	return cq_pop_cur(ex_ucq(ex));
+}
+
+static void cq_end_poll(struct ibv_cq_ex *ex)
+{
+}
+
+static enum ibv_wc_opcode cq_read_opcode(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.opcode;
+}
+
+static uint32_t cq_read_vendor_err(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.vendor_err;
+}
+
+static uint32_t cq_read_byte_len(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.byte_len;
+}
+
+static __be32 cq_read_imm_data(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.imm_data;
+}
+
+static uint32_t cq_read_qp_num(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.qp_num;
+}
+
+static uint32_t cq_read_src_qp(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.src_qp;
+}
+
+static unsigned int cq_read_wc_flags(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.wc_flags;
+}
+
+static uint32_t cq_read_slid(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.slid;
+}
+
+static uint8_t cq_read_sl(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.sl;
+}
+
+static uint8_t cq_read_dlid_path_bits(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wc.dlid_path_bits;
+}
+
+/* in "HCA clock" ticks: query_device_ex says the clock runs at 1 GHz */
+static uint64_t cq_read_completion_ts(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.ts_ns;
+}
+
+static uint64_t cq_read_completion_wallclock_ns(struct ibv_cq_ex *ex)
+{
+	return ex_ucq(ex)->cur.wallclock_ns;
+}
+
+/* ---- create, resize, destroy ---- */
+
+static struct uroce_cq *cq_create(struct ibv_context *ctx, uint32_t cqe,
+				  void *cq_context,
+				  struct ibv_comp_channel *channel,
+				  uint32_t comp_vector, uint64_t wc_flags)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	struct uroce_cq *cq;
+	struct ibv_cq_ex *ex;
+
+	if (cqe < 1 || cqe > UROCE_MAX_CQE ||
+	    comp_vector >= (uint32_t)ctx->num_comp_vectors ||
+	    (channel && channel->context != ctx)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (atomic_fetch_add(&dev->ncqs, 1) >= UROCE_MAX_CQ) {
+		errno = ENOMEM;
+		goto err_count;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		goto err_count;
+	}
+	cq->size = ring_size(cqe);
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		errno = ENOMEM;
+		goto err_free;
+	}
+	cq->dev = dev;
+	cq->wc_flags = wc_flags;
+	pthread_mutex_init(&cq->lock, NULL);
+
+	ex = &cq->ex;
+	ex->context = ctx;
+	ex->channel = channel;
+	ex->cq_context = cq_context;
+	ex->handle = atomic_fetch_add(&next_cq_handle, 1);
+	ex->cqe = (int)(cq->size - 1);
+	pthread_mutex_init(&ex->mutex, NULL);
+	pthread_cond_init(&ex->cond, NULL);
+
+	ex->start_poll = cq_start_poll;
+	ex->next_poll = cq_next_poll;
+	ex->end_poll = cq_end_poll;
+	ex->read_opcode = cq_read_opcode;
+	ex->read_vendor_err = cq_read_vendor_err;
+	ex->read_byte_len = cq_read_byte_len;
+	ex->read_imm_data = cq_read_imm_data;
+	ex->read_qp_num = cq_read_qp_num;
+	ex->read_src_qp = cq_read_src_qp;
+	ex->read_wc_flags = cq_read_wc_flags;
+	ex->read_slid = cq_read_slid;
+	ex->read_sl = cq_read_sl;
+	ex->read_dlid_path_bits = cq_read_dlid_path_bits;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		ex->read_completion_ts = cq_read_completion_ts;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		ex->read_completion_wallclock_ns =
+			cq_read_completion_wallclock_ns;
+
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	return cq;
+
+err_free:
+	free(cq);
+err_count:
+	atomic_fetch_sub(&dev->ncqs, 1);
+	return NULL;
+}
+
+UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe,
+					  void *cq_context,
+					  struct ibv_comp_channel *channel,
+					  int comp_vector)
+{
+	struct uroce_cq *cq;
+
+	if (cqe < 1 || comp_vector < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = cq_create(ctx, (uint32_t)cqe, cq_context, channel,
+		       (uint32_t)comp_vector, IBV_WC_STANDARD_FLAGS);
+	return cq ? ucq_ibcq(cq) : NULL;
+}
+
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
+				     struct ibv_cq_init_attr_ex *attr)
+{
+	uint32_t flags = 0;
+	struct uroce_cq *cq;
+
+	if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+					  IBV_CQ_INIT_ATTR_MASK_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		flags = attr->flags;
+	if (flags & ~(uint32_t)(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
+				IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* no parent domains; and an overrun always puts the CQ in error */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
+	    (flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) ||
+	    (attr->wc_flags & ~(uint64_t)CQ_WC_FLAGS_SUPPORTED)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	cq = cq_create(ctx, attr->cqe, attr->cq_context, attr->channel,
+		       attr->comp_vector, attr->wc_flags);
+	return cq ? &cq->ex : NULL;
+}
+
+UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	struct uroce_cqe *ring, *old;
+	uint32_t size, held, i;
+
+	if (cqe < 1 || cqe > UROCE_MAX_CQE)
+		return EINVAL;
+	size = ring_size((uint32_t)cqe);
+	ring = calloc(size, sizeof(*ring));
+	if (!ring)
+		return ENOMEM;
+
+	pthread_mutex_lock(&cq->lock);
+	held = cq->tail - cq->head;
+	if (held > (uint32_t)cqe) {
+		pthread_mutex_unlock(&cq->lock);
+		free(ring);
+		return EINVAL;
+	}
+	for (i = 0; i < held; i++)
+		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
+	old = cq->ring;
+	cq->ring = ring;
+	cq->size = size;
+	cq->head = 0;
+	cq->tail = held;
+	ibcq->cqe = (int)(size - 1);
+	pthread_mutex_unlock(&cq->lock);
+
+	free(old);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	struct ibv_context *ctx = ibcq->context;
+	struct ibv_comp_channel *channel = ibcq->channel;
+
+	if (atomic_load(&cq->refs) > 0)
+		return EBUSY;
+
+	if (channel)
+		chan_remove(to_uchan(channel), cq);
+	uroce_async_purge(to_uctx(ctx), ibcq);
+
+	/* as the kernel does: wait until every event handed out is acked */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->comp_events_reported ||
+	       ibcq->async_events_completed != cq->async_events_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
+
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt--;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	atomic_fetch_sub(&cq->dev->ncqs, 1);
+
+	pthread_cond_destroy(&ibcq->cond);
+	pthread_mutex_destroy(&ibcq->mutex);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}

@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The device, its one port and GID, and contexts: ibv_get_device_list
+ * through ibv_query_gid_type.
+ *
+ * There is one device per process.  Listing it costs nothing; opening a
+ * context brings up the network side (socket, progress thread) once.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+/* rdma-core's driver.h type, which no public header carries */
+enum ibv_gid_type_sysfs {
+	IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+	IBV_GID_TYPE_SYSFS_ROCE_V2,
+};
+
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+		       unsigned int index, enum ibv_gid_type_sysfs *type);
+
+/* struct ibv_port_attr as it was before port_cap_flags2 (verbs.h only
+ * declares it); the exported ibv_query_port fills this much. */
+struct _compat_ibv_port_attr {
+	enum ibv_port_state state;
+	enum ibv_mtu max_mtu;
+	enum ibv_mtu active_mtu;
+	int gid_tbl_len;
+	uint32_t port_cap_flags;
+	uint32_t max_msg_sz;
+	uint32_t bad_pkey_cntr;
+	uint32_t qkey_viol_cntr;
+	uint16_t pkey_tbl_len;
+	uint16_t lid;
+	uint16_t sm_lid;
+	uint8_t lmc;
+	uint8_t max_vl_num;
+	uint8_t sm_sl;
+	uint8_t subnet_timeout;
+	uint8_t init_type_reply;
+	uint8_t active_width;
+	uint8_t active_speed;
+	uint8_t phys_state;
+	uint8_t link_layer;
+	uint8_t flags;
+};
+
+#define UROCE_PORT		1
+#define UROCE_GID_TBL_LEN	1
+#define UROCE_PKEY_DEFAULT	0xffff
+#define UROCE_PHYS_STATE_LINKUP	5	/* IBA 14.2.5.6 PortPhysicalState */
+#define UROCE_SPEED_EDR		32	/* 25.78 Gb/s per lane, as IBTA encodes it */
+#define UROCE_WIDTH_4X		2
+#define UROCE_HCA_CLOCK_KHZ	1000000	/* completion timestamps are in ns */
+#define UROCE_LOCAL_ACK_DELAY	15
+#define UROCE_MAX_AH		(1 << 16)
+
+static struct uroce_dev the_dev;
+static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+static int dev_init_err;
+static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t uroce_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len--) {
+		h ^= *p++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * A node GUID that stays the same for the life of the process and differs
+ * between processes: the host's identity and our pid, hashed, marked as a
+ * locally administered EUI-64 so it never collides with a vendor OUI.
+ */
+static uint64_t make_guid(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char host[256] = "";
+	char id[64];
+	pid_t pid = getpid();
+	ssize_t n = -1;
+	int fd;
+
+	fd = open("/etc/machine-id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, id, sizeof(id));
+		close(fd);
+	}
+	if (n > 0)
+		h = fnv1a(h, id, (size_t)n);
+	gethostname(host, sizeof(host) - 1);
+	h = fnv1a(h, host, strlen(host));
+	h = fnv1a(h, &pid, sizeof(pid));
+
+	h &= ~(0xffull << 56);
+	h |= 0x02ull << 56;
+	return h;
+}
+
+static void dev_init(void)
+{
+	struct uroce_dev *dev = &the_dev;
+	struct ibv_device *ibdev = &dev->ibdev;
+
+	pthread_mutex_init(&dev->lock, NULL);
+	dev->sock = -1;
+	dev->epfd = -1;
+	dev->timerfd = -1;
+	dev->wakefd = -1;
+	dev->active_mtu = IBV_MTU_1024;
+	dev->next_qpn = UROCE_QPN_FIRST;
+	dev->guid = htobe64(make_guid());
+
+	dev->qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->qp_tbl));
+	dev->mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->mr_tbl));
+	if (!dev->qp_tbl || !dev->mr_tbl) {
+		free(dev->qp_tbl);
+		free(dev->mr_tbl);
+		dev->qp_tbl = NULL;
+		dev->mr_tbl = NULL;
+		dev_init_err = ENOMEM;
+		return;
+	}
+
+	ibdev->node_type = IBV_NODE_CA;
+	ibdev->transport_type = IBV_TRANSPORT_IB;
+	snprintf(ibdev->name, sizeof(ibdev->name), "%s", UROCE_DEV_NAME);
+	snprintf(ibdev->dev_name, sizeof(ibdev->dev_name), "uverbs0");
+	snprintf(ibdev->dev_path, sizeof(ibdev->dev_path),
+		 "/sys/class/infiniband_verbs/uverbs0");
+	snprintf(ibdev->ibdev_path, sizeof(ibdev->ibdev_path),
+		 "/sys/class/infiniband/%s", UROCE_DEV_NAME);
+}
+
+/* The process's device, or NULL with errno set if it could not be made. */
+struct uroce_dev *uroce_dev_get(void)
+{
+	pthread_once(&dev_once, dev_init);
+	if (dev_init_err) {
+		errno = dev_init_err;
+		return NULL;
+	}
+	return &the_dev;
+}
+
+/* Bind the socket and start progress, once; a failure may be retried. */
+int uroce_dev_up(struct uroce_dev *dev)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&dev_up_lock);
+	if (dev->net_up)
+		goto out;
+	ret = uroce_net_open(dev);
+	if (ret)
+		goto out;
+	ret = uroce_progress_start(dev);
+	if (ret) {
+		uroce_net_close(dev);
+		goto out;
+	}
+	dev->net_up = true;
+out:
+	pthread_mutex_unlock(&dev_up_lock);
+	return ret;
+}
+
+static struct uroce_dev *ibdev_dev(struct ibv_device *device)
+{
+	struct uroce_dev *dev = uroce_dev_get();
+
+	if (!dev || device != &dev->ibdev)
+		return NULL;
+	return dev;
+}
+
+/* ---- device list ---- */
+
+UROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct uroce_dev *dev = uroce_dev_get();
+	struct ibv_device **list;
+
+	if (num_devices)
+		*num_devices = 0;
+	if (!dev)
+		return NULL;
+	list = calloc(2, sizeof(*list));
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	list[0] = &dev->ibdev;
+	if (num_devices)
+		*num_devices = 1;
+	return list;
+}
+
+UROCE_EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+UROCE_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+{
+	return device->name;
+}
+
+UROCE_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	struct uroce_dev *dev = ibdev_dev(device);
+
+	return dev ? dev->guid : 0;
+}
+
+UROCE_EXPORT int ibv_get_device_index(struct ibv_device *device)
+{
+	return ibdev_dev(device) ? 0 : -1;
+}
+
+/* ---- context ---- */
+
+static int query_rt_values(struct ibv_context *ctx,
+			   struct ibv_values_ex *values)
+{
+	if (values->comp_mask & ~IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK)
+		clock_gettime(CLOCK_MONOTONIC, &values->raw_clock);
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct uroce_dev *dev = ibdev_dev(device);
+	struct uroce_context *uctx;
+	struct verbs_context *vctx;
+	struct ibv_context *ctx;
+	int ret;
+
+	if (!dev) {
+		errno = ENODEV;
+		return NULL;
+	}
+	ret = uroce_dev_up(dev);
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+
+	uctx = calloc(1, sizeof(*uctx));
+	if (!uctx) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	uctx->dev = dev;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+		       uctx->async_pipe))
+		goto err_free;
+	pthread_mutex_init(&uctx->async_lock, NULL);
+
+	vctx = &uctx->vctx;
+	ctx = &vctx->context;
+	ctx->device = device;
+	ctx->cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	ctx->async_fd = uctx->async_pipe[0];
+	ctx->num_comp_vectors = 1;
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	pthread_mutex_init(&ctx->mutex, NULL);
+
+	ctx->ops.poll_cq = uroce_poll_cq;
+	ctx->ops.req_notify_cq = uroce_req_notify_cq;
+	ctx->ops.post_send = uroce_post_send;
+	ctx->ops.post_recv = uroce_post_recv;
+
+	vctx->sz = sizeof(*vctx);
+	vctx->query_port = uroce_query_port;
+	vctx->query_device_ex = uroce_query_device_ex;
+	vctx->query_rt_values = query_rt_values;
+	vctx->create_qp_ex = uroce_create_qp_ex;
+	vctx->create_cq_ex = uroce_create_cq_ex;
+	return ctx;
+
+err_free:
+	free(uctx);
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_close_device(struct ibv_context *ctx)
+{
+	struct uroce_context *uctx = to_uctx(ctx);
+
+	uroce_async_purge(uctx, NULL);	/* events nobody read */
+	close(uctx->async_pipe[0]);
+	close(uctx->async_pipe[1]);
+	if (ctx->cmd_fd >= 0)
+		close(ctx->cmd_fd);
+	pthread_mutex_destroy(&uctx->async_lock);
+	pthread_mutex_destroy(&ctx->mutex);
+	free(uctx);
+	return 0;
+}
+
+/* ---- device attributes ---- */
+
+static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", UROCE_FW_VER);
+	a->node_guid = dev->guid;
+	a->sys_image_guid = dev->guid;
+	a->max_mr_size = UROCE_MAX_MR_SIZE;
+	a->page_size_cap = 0xfffff000;	/* 4 KiB and every larger power */
+	a->vendor_id = UROCE_VENDOR_ID;
+	a->vendor_part_id = UROCE_VENDOR_PART_ID;
+	a->hw_ver = 0;
+	a->max_qp = UROCE_MAX_QP - UROCE_QPN_FIRST;
+	a->max_qp_wr = UROCE_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_SHUTDOWN_PORT |
+			      IBV_DEVICE_SYS_IMAGE_GUID;
+	a->max_sge = UROCE_MAX_SGE;
+	a->max_sge_rd = UROCE_MAX_SGE;
+	a->max_cq = UROCE_MAX_CQ;
+	a->max_cqe = UROCE_MAX_CQE;
+	a->max_mr = UROCE_MAX_MR;
+	a->max_pd = UROCE_MAX_PD;
+	a->max_qp_rd_atom = UROCE_MAX_RD_ATOMIC;
+	a->max_qp_init_rd_atom = UROCE_MAX_RD_ATOMIC;
+	a->max_res_rd_atom = (int)(UROCE_MAX_QP * UROCE_MAX_RD_ATOMIC);
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_ah = UROCE_MAX_AH;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = UROCE_LOCAL_ACK_DELAY;
+	a->phys_port_cnt = 1;
+}
+
+int uroce_query_device_ex(struct ibv_context *ctx,
+			  const struct ibv_query_device_ex_input *input,
+			  struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex full;
+
+	if (input && input->comp_mask)
+		return EINVAL;
+	if (attr_size < sizeof(attr->orig_attr))
+		return EINVAL;
+
+	memset(&full, 0, sizeof(full));
+	fill_device_attr(ctx_dev(ctx), &full.orig_attr);
+	full.completion_timestamp_mask = UINT64_MAX;
+	full.hca_core_clock = UROCE_HCA_CLOCK_KHZ;
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	full.phys_port_cnt_ex = 1;
+
+	if (attr_size > sizeof(full)) {
+		memset((char *)attr + sizeof(full), 0,
+		       attr_size - sizeof(full));
+		attr_size = sizeof(full);
+	}
+	memcpy(attr, &full, attr_size);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_query_device(struct ibv_context *ctx,
+				  struct ibv_device_attr *attr)
+{
+	fill_device_attr(ctx_dev(ctx), attr);
+	return 0;
+}
+
+/* ---- port ---- */
+
+int uroce_query_port(struct ibv_context *ctx, uint8_t port,
+		     struct ibv_port_attr *attr, size_t attr_len)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	struct ibv_port_attr pa;
+
+	if (port != UROCE_PORT)
+		return EINVAL;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.state = IBV_PORT_ACTIVE;
+	pa.max_mtu = IBV_MTU_4096;
+	pa.active_mtu = dev->active_mtu;
+	pa.gid_tbl_len = UROCE_GID_TBL_LEN;
+	pa.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	pa.max_msg_sz = UROCE_MAX_MSG_SIZE;
+	pa.pkey_tbl_len = 1;
+	pa.max_vl_num = 1;
+	pa.active_width = UROCE_WIDTH_4X;
+	pa.active_speed = UROCE_SPEED_EDR;
+	pa.phys_state = UROCE_PHYS_STATE_LINKUP;
+	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
+
+	if (attr_len > sizeof(pa)) {
+		memset((char *)attr + sizeof(pa), 0, attr_len - sizeof(pa));
+		attr_len = sizeof(pa);
+	}
+	memcpy(attr, &pa, attr_len);
+	return 0;
+}
+
+#undef ibv_query_port
+UROCE_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
+				struct _compat_ibv_port_attr *attr)
+{
+	return uroce_query_port(ctx, port, (struct ibv_port_attr *)attr,
+				sizeof(*attr));
+}
+
+/* ---- GID and P_Key tables: one entry each ---- */
+
+static bool addr_is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)ss;
+
+		return (be32toh(sin->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+		if (IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
+			return true;
+		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+			return sin6->sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
+static bool same_addr(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+	if (a->sa_family != b->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
+}
+
+/* The interface that holds the device's address, 0 if none is found. */
+static uint32_t gid_ifindex(struct uroce_dev *dev)
+{
+	struct ifaddrs *ifa_list, *ifa;
+	uint32_t idx = 0;
+
+	if (addr_is_loopback(&dev->local))
+		return if_nametoindex("lo");
+	if (getifaddrs(&ifa_list))
+		return 0;
+	for (ifa = ifa_list; ifa; ifa = ifa->ifa_next) {
+		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->local)) {
+			idx = if_nametoindex(ifa->ifa_name);
+			break;
+		}
+	}
+	freeifaddrs(ifa_list);
+	return idx;
+}
+
+static bool gid_is_zero(const union ibv_gid *gid)
+{
+	return !gid->global.subnet_prefix && !gid->global.interface_id;
+}
+
+/* Fill entry for (port, index); positive errno like the kernel's answer. */
+static int get_gid_entry(struct uroce_dev *dev, uint32_t port, uint32_t index,
+			 struct ibv_gid_entry *entry)
+{
+	if (port != UROCE_PORT || index >= UROCE_GID_TBL_LEN)
+		return EINVAL;
+	if (gid_is_zero(&dev->gid))
+		return ENODATA;
+	memset(entry, 0, sizeof(*entry));
+	entry->gid = dev->gid;
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+	entry->ndev_ifindex = gid_ifindex(dev);
+	return 0;
+}
+
+/* Copy an entry into a caller's array element of entry_size bytes. */
+static void put_gid_entry(void *dst, const struct ibv_gid_entry *e,
+			  size_t entry_size)
+{
+	size_t n = entry_size < sizeof(*e) ? entry_size : sizeof(*e);
+
+	memset(dst, 0, entry_size);
+	memcpy(dst, e, n);
+}
+
+UROCE_EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num,
+			       int index, union ibv_gid *gid)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	if (index < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	ret = get_gid_entry(ctx_dev(ctx), port_num, (uint32_t)index, &e);
+	if (ret == ENODATA) {
+		/* an empty slot reads as the zero GID */
+		memset(gid, 0, sizeof(*gid));
+		return 0;
+	}
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	*gid = e.gid;
+	return 0;
+}
+
+UROCE_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num,
+				   uint32_t gid_index,
+				   struct ibv_gid_entry *entry, uint32_t flags,
+				   size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	if (flags || !entry_size)
+		return EINVAL;
+	ret = get_gid_entry(ctx_dev(ctx), port_num, gid_index, &e);
+	if (ret)
+		return ret;
+	put_gid_entry(entry, &e, entry_size);
+	return 0;
+}
+
+UROCE_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx,
+					  struct ibv_gid_entry *entries,
+					  size_t max_entries, uint32_t flags,
+					  size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	if (flags || !entry_size)
+		return -EINVAL;
+	ret = get_gid_entry(ctx_dev(ctx), UROCE_PORT, 0, &e);
+	if (ret == ENODATA)
+		return 0;
+	if (ret)
+		return -ret;
+	if (max_entries < 1)
+		return -EINVAL;
+	put_gid_entry(entries, &e, entry_size);
+	return 1;
+}
+
+int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num,
+		       unsigned int index, enum ibv_gid_type_sysfs *type)
+{
+	struct ibv_gid_entry e;
+	int ret;
+
+	ret = get_gid_entry(ctx_dev(ctx), port_num, index, &e);
+	if (ret == ENODATA) {
+		*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
+		return 0;
+	}
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	*type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+	return 0;
+}
+
+UROCE_EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port_num,
+				int index, __be16 *pkey)
+{
+	if (port_num != UROCE_PORT || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htobe16(UROCE_PKEY_DEFAULT);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port_num,
+				    __be16 pkey)
+{
+	__be16 p;
+	int i;
+
+	for (i = 0;; i++) {
+		if (ibv_query_pkey(ctx, port_num, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
+}

@@ -1,0 +1,768 @@
+// SPDX-License-Identifier: MIT
+/*
+ * QP verbs: create, modify (the IBA state machine), query, destroy, and the
+ * classic post_send/post_recv paths.  The transport itself lives in engine/.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uroce.h"
+
+/* ---- the modify_qp state table (IBA 10.3.1, table 91, RC/UC/UD) ---- */
+
+struct qp_transition {
+	bool valid;
+	int req;	/* required attribute mask */
+	int opt;	/* optional attribute mask */
+};
+
+#define QPS_NUM (IBV_QPS_ERR + 1)
+
+#define RC_RTR_REQ (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
+		    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | \
+		    IBV_QP_MIN_RNR_TIMER)
+#define RC_RTS_REQ (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
+		    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
+#define RC_RTS_OPT (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | \
+		    IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | \
+		    IBV_QP_PATH_MIG_STATE)
+
+static const struct qp_transition rc_table[QPS_NUM][QPS_NUM] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { true, 0, 0 },
+		[IBV_QPS_INIT] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_ACCESS_FLAGS, 0 },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_INIT] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_ACCESS_FLAGS },
+		[IBV_QPS_RTR] = { true, RC_RTR_REQ, IBV_QP_ALT_PATH |
+				  IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RTS] = { true, RC_RTS_REQ, RC_RTS_OPT },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RTS] = { true, 0, RC_RTS_OPT & ~IBV_QP_CUR_STATE },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RTS] = { true, 0, RC_RTS_OPT },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_AV | IBV_QP_ALT_PATH |
+				  IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+				  IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE |
+				  IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+				  IBV_QP_MAX_DEST_RD_ATOMIC },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RTS] = { true, 0, IBV_QP_CUR_STATE |
+				  IBV_QP_ACCESS_FLAGS },
+	},
+	[IBV_QPS_ERR] = {},
+};
+
+static bool transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
+			  int mask)
+{
+	const struct qp_transition *t;
+	int attrs = mask & ~IBV_QP_STATE;
+
+	if (cur >= QPS_NUM || next >= QPS_NUM)
+		return false;
+	/* Any state may go to RESET or ERR with nothing else (IBA 10.3.1). */
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
+		return (attrs & ~IBV_QP_CUR_STATE) == 0;
+	t = &rc_table[cur][next];
+	if (!t->valid)
+		return false;
+	if ((attrs & t->req) != t->req)
+		return false;
+	return (attrs & ~(t->req | t->opt)) == 0;
+}
+
+struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
+{
+	struct uroce_qp *qp = dev->qp_tbl[qpn % UROCE_MAX_QP];
+
+	return qp && uqp_ibqp(qp)->qp_num == qpn ? qp : NULL;
+}
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static void free_queues(struct uroce_qp *qp)
+{
+	free(qp->sq.wqe);
+	free(qp->sq.sge);
+	free(qp->sq.inline_buf);
+	free(qp->rq.wqe);
+	free(qp->rq.sge);
+	free(qp->resp.res);
+}
+
+static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
+{
+	struct uroce_sq *sq = &qp->sq;
+	struct uroce_rq *rq = &qp->rq;
+	uint32_t i;
+
+	sq->max_wr = cap->max_send_wr ? cap->max_send_wr : 1;
+	sq->max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
+	sq->max_inline = cap->max_inline_data;
+	/* one spare slot so head == tail means empty */
+	sq->size = roundup_pow2(sq->max_wr + 1);
+	rq->max_wr = cap->max_recv_wr ? cap->max_recv_wr : 1;
+	rq->max_sge = cap->max_recv_sge ? cap->max_recv_sge : 1;
+	rq->size = roundup_pow2(rq->max_wr + 1);
+
+	sq->wqe = calloc(sq->size, sizeof(*sq->wqe));
+	sq->sge = calloc((size_t)sq->size * sq->max_sge, sizeof(*sq->sge));
+	if (sq->max_inline)
+		sq->inline_buf = calloc(sq->size, sq->max_inline);
+	rq->wqe = calloc(rq->size, sizeof(*rq->wqe));
+	rq->sge = calloc((size_t)rq->size * rq->max_sge, sizeof(*rq->sge));
+	if (!sq->wqe || !sq->sge || (sq->max_inline && !sq->inline_buf) ||
+	    !rq->wqe || !rq->sge)
+		return ENOMEM;
+	for (i = 0; i < sq->size; i++) {
+		sq->wqe[i].sge = sq->sge + (size_t)i * sq->max_sge;
+		if (sq->inline_buf)
+			sq->wqe[i].inline_data =
+				sq->inline_buf + (size_t)i * sq->max_inline;
+	}
+	for (i = 0; i < rq->size; i++)
+		rq->wqe[i].sge = rq->sge + (size_t)i * rq->max_sge;
+
+	cap->max_send_wr = sq->max_wr;
+	cap->max_send_sge = sq->max_sge;
+	cap->max_recv_wr = rq->max_wr;
+	cap->max_recv_sge = rq->max_sge;
+	cap->max_inline_data = sq->max_inline;
+	return 0;
+}
+
+static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
+{
+	uint32_t i, qpn;
+
+	if (dev->nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
+		return ENOMEM;
+	for (i = 0; i < UROCE_MAX_QP; i++) {
+		qpn = dev->next_qpn;
+		dev->next_qpn = (dev->next_qpn + 1) & UROCE_QPN_MASK;
+		if (dev->next_qpn < UROCE_QPN_FIRST)
+			dev->next_qpn = UROCE_QPN_FIRST;
+		if (qpn < UROCE_QPN_FIRST || dev->qp_tbl[qpn % UROCE_MAX_QP])
+			continue;
+		dev->qp_tbl[qpn % UROCE_MAX_QP] = qp;
+		dev->nqps++;
+		uqp_ibqp(qp)->qp_num = qpn;
+		return 0;
+	}
+	return ENOMEM;
+}
+
+#define SUPPORTED_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
+			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+			    IBV_QP_EX_WITH_RDMA_READ | \
+			    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
+				  struct ibv_qp_init_attr_ex *attr)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	struct uroce_qp *qp;
+	struct ibv_qp *ibqp;
+	int err;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	    !attr->send_cq || !attr->recv_cq ||
+	    (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->cap.max_send_wr > UROCE_MAX_QP_WR ||
+	    attr->cap.max_recv_wr > UROCE_MAX_QP_WR ||
+	    attr->cap.max_send_sge > UROCE_MAX_SGE ||
+	    attr->cap.max_recv_sge > UROCE_MAX_SGE ||
+	    attr->cap.max_inline_data > UROCE_MAX_INLINE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & ~SUPPORTED_SEND_OPS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->dev = dev;
+	qp->pd = to_upd(attr->pd);
+	qp->scq = to_ucq(attr->send_cq);
+	qp->rcq = to_ucq(attr->recv_cq);
+	qp->type = attr->qp_type;
+	qp->sq_sig_all = attr->sq_sig_all;
+	err = alloc_queues(qp, &attr->cap);
+	if (err)
+		goto err_free;
+
+	ibqp = uqp_ibqp(qp);
+	ibqp->context = ctx;
+	ibqp->qp_context = attr->qp_context;
+	ibqp->pd = attr->pd;
+	ibqp->send_cq = attr->send_cq;
+	ibqp->recv_cq = attr->recv_cq;
+	ibqp->srq = NULL;
+	ibqp->state = IBV_QPS_RESET;
+	ibqp->qp_type = attr->qp_type;
+	pthread_mutex_init(&ibqp->mutex, NULL);
+	pthread_cond_init(&ibqp->cond, NULL);
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cap = attr->cap;
+	qp->attr.port_num = 1;
+	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->mtu = 1024;
+
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->is_ex = true;
+		qp->send_ops_flags = attr->send_ops_flags;
+		uroce_qp_ex_init(qp);
+	}
+
+	pthread_mutex_lock(&dev->lock);
+	err = alloc_qpn(dev, qp);
+	pthread_mutex_unlock(&dev->lock);
+	if (err)
+		goto err_free;
+	ibqp->handle = ibqp->qp_num;
+	atomic_fetch_add(&qp->pd->refs, 1);
+	return ibqp;
+
+err_free:
+	free_queues(qp);
+	free(qp);
+	errno = err;
+	return NULL;
+}
+
+UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+					  struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct ibv_qp *qp;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ex, 0, sizeof(ex));
+	memcpy(&ex, attr, sizeof(*attr));
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = uroce_create_qp_ex(pd->context, &ex);
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+
+	return qp->is_ex ? &qp->ex : NULL;
+}
+
+/* Forget all transport state: back to what create_qp made (RESET). */
+static void reset_qp(struct uroce_qp *qp)
+{
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->comp, 0, sizeof(qp->comp));
+	free(qp->resp.res);
+	memset(&qp->resp, 0, sizeof(qp->resp));
+	qp->sq.head = qp->sq.next = qp->sq.tail = 0;
+	qp->rq.head = qp->rq.tail = 0;
+}
+
+static void set_state(struct uroce_qp *qp, enum ibv_qp_state state)
+{
+	qp->attr.qp_state = state;
+	uqp_ibqp(qp)->state = state;
+}
+
+static void flush_sq(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+	struct ibv_wc wc;
+
+	while (sq->tail != sq->head) {
+		struct uroce_send_wqe *wqe = &sq->wqe[sq->tail & (sq->size - 1)];
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = uroce_wc_opcode(wqe->opcode);
+		wc.qp_num = uqp_ibqp(qp)->qp_num;
+		uroce_cq_push(qp->scq, &wc, false);
+		sq->tail++;
+	}
+	sq->next = sq->tail;
+	qp->req.cur_off = 0;
+}
+
+static void flush_rq(struct uroce_qp *qp)
+{
+	struct uroce_rq *rq = &qp->rq;
+	struct ibv_wc wc;
+
+	while (rq->tail != rq->head) {
+		struct uroce_recv_wqe *wqe = &rq->wqe[rq->tail & (rq->size - 1)];
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = uqp_ibqp(qp)->qp_num;
+		uroce_cq_push(qp->rcq, &wc, false);
+		rq->tail++;
+	}
+}
+
+void uroce_qp_to_error(struct uroce_qp *qp)
+{
+	set_state(qp, IBV_QPS_ERR);
+	qp->req.deadline_ns = 0;
+	qp->req.rnr_deadline_ns = 0;
+	flush_sq(qp);
+	flush_rq(qp);
+}
+
+static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
+		    struct sockaddr_storage *peer)
+{
+	/* RoCE needs a GRH: the GID is the IP address (IBA A17.4). */
+	if (!ah->is_global || ah->grh.sgid_index != 0 || ah->port_num > 1)
+		return EINVAL;
+	if (uroce_addr_from_gid(&ah->grh.dgid, peer))
+		return EINVAL;
+	if (peer->ss_family != qp->dev->family)
+		return EINVAL;
+	return 0;
+}
+
+static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
+		      struct sockaddr_storage *peer)
+{
+	const int access_ok = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
+			      IBV_ACCESS_MW_BIND;
+
+	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~access_ok))
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (attr->path_mtu < IBV_MTU_256 ||
+	     attr->path_mtu > qp->dev->active_mtu))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > UROCE_QPN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_RQ_PSN) && attr->rq_psn > UROCE_PSN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_SQ_PSN) && attr->sq_psn > UROCE_PSN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    attr->max_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    attr->max_dest_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_CAP) &&
+	    (attr->cap.max_send_wr > qp->sq.max_wr ||
+	     attr->cap.max_recv_wr > qp->rq.max_wr))
+		return EINVAL;
+	if (mask & IBV_QP_AV)
+		return check_av(qp, &attr->ah_attr, peer);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			       int mask)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	struct uroce_dev *dev = qp->dev;
+	struct sockaddr_storage peer;
+	enum ibv_qp_state cur, next;
+	int err;
+
+	if (!attr || !mask)
+		return EINVAL;
+	pthread_mutex_lock(&dev->lock);
+	cur = qp->attr.qp_state;
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) {
+		err = EINVAL;
+		goto out;
+	}
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (!transition_ok(cur, next, mask)) {
+		err = EINVAL;
+		goto out;
+	}
+	err = check_attr(qp, attr, mask, &peer);
+	if (err)
+		goto out;
+
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->attr.qp_access_flags = attr->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->attr.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->attr.port_num = attr->port_num;
+	if (mask & IBV_QP_AV) {
+		qp->attr.ah_attr = attr->ah_attr;
+		qp->peer = peer;
+	}
+	if (mask & IBV_QP_PATH_MTU) {
+		qp->attr.path_mtu = attr->path_mtu;
+		qp->mtu = uroce_mtu_bytes(attr->path_mtu);
+	}
+	if (mask & IBV_QP_DEST_QPN)
+		qp->attr.dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_RQ_PSN) {
+		qp->attr.rq_psn = attr->rq_psn;
+		qp->resp.epsn = attr->rq_psn;
+	}
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
+		uint32_t n = attr->max_dest_rd_atomic ?
+			     attr->max_dest_rd_atomic : 1;
+		struct uroce_resp_res *res = calloc(n, sizeof(*res));
+
+		if (!res) {
+			err = ENOMEM;
+			goto out;
+		}
+		free(qp->resp.res);
+		qp->resp.res = res;
+		qp->resp.nres = n;
+		qp->resp.res_next = 0;
+		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	}
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IBV_QP_SQ_PSN) {
+		qp->attr.sq_psn = attr->sq_psn;
+		qp->req.psn = attr->sq_psn;
+		qp->req.psn_max = attr->sq_psn;
+		qp->comp.psn = attr->sq_psn;
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		qp->attr.timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT) {
+		qp->attr.retry_cnt = attr->retry_cnt;
+		qp->req.retry_left = attr->retry_cnt;
+	}
+	if (mask & IBV_QP_RNR_RETRY) {
+		qp->attr.rnr_retry = attr->rnr_retry;
+		qp->req.rnr_retry_left = attr->rnr_retry;
+	}
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->attr.max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
+
+	if (mask & IBV_QP_STATE) {
+		switch (next) {
+		case IBV_QPS_RESET:
+			reset_qp(qp);
+			set_state(qp, next);
+			break;
+		case IBV_QPS_ERR:
+			uroce_qp_to_error(qp);
+			break;
+		case IBV_QPS_RTS:
+			set_state(qp, next);
+			uroce_req_run(qp);
+			break;
+		default:
+			set_state(qp, next);
+			break;
+		}
+	}
+	err = 0;
+out:
+	pthread_mutex_unlock(&dev->lock);
+	return err;
+}
+
+UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			      int mask, struct ibv_qp_init_attr *init)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+
+	if (!attr || !init)
+		return EINVAL;
+	pthread_mutex_lock(&qp->dev->lock);
+	*attr = qp->attr;
+	attr->cur_qp_state = qp->attr.qp_state;
+	attr->sq_draining = 0;
+	attr->cap.max_send_wr = qp->sq.max_wr;
+	attr->cap.max_recv_wr = qp->rq.max_wr;
+	attr->cap.max_send_sge = qp->sq.max_sge;
+	attr->cap.max_recv_sge = qp->rq.max_sge;
+	attr->cap.max_inline_data = qp->sq.max_inline;
+	memset(init, 0, sizeof(*init));
+	init->qp_context = ibqp->qp_context;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = attr->cap;
+	init->qp_type = qp->type;
+	init->sq_sig_all = qp->sq_sig_all;
+	pthread_mutex_unlock(&qp->dev->lock);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	struct uroce_dev *dev = qp->dev;
+
+	pthread_mutex_lock(&dev->lock);
+	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
+	dev->nqps--;
+	pthread_mutex_unlock(&dev->lock);
+	atomic_fetch_sub(&qp->pd->refs, 1);
+	pthread_mutex_destroy(&ibqp->mutex);
+	pthread_cond_destroy(&ibqp->cond);
+	free_queues(qp);
+	free(qp);
+	return 0;
+}
+
+/* ---- posting ---- */
+
+struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+
+	if (sq->head - sq->tail >= sq->max_wr)
+		return NULL;
+	return &sq->wqe[sq->head & (sq->size - 1)];
+}
+
+static bool opcode_ok(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	enum ibv_qp_state st = qp->attr.qp_state;
+	uint64_t len = 0;
+	uint32_t i;
+
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)
+		return EINVAL;
+	if (!opcode_ok(wqe->opcode))
+		return EINVAL;
+	if (wqe->num_sge > qp->sq.max_sge)
+		return EINVAL;
+	for (i = 0; i < wqe->num_sge; i++)
+		len += wqe->sge[i].length;
+	if (len > UROCE_MAX_MSG_SIZE)
+		return EINVAL;
+	if (wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (wqe->num_sge != 1 || len < 8 ||
+		    (wqe->send_flags & IBV_SEND_INLINE))
+			return EINVAL;
+		len = 8;
+	}
+	if ((wqe->send_flags & IBV_SEND_INLINE) && wqe->opcode == IBV_WR_RDMA_READ)
+		return EINVAL;
+	wqe->length = len;
+	wqe->started = false;
+	wqe->acked = false;
+	wqe->read_done = 0;
+	wqe->status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+void uroce_sq_flush_if_error(struct uroce_qp *qp)
+{
+	/* WRs posted to a QP in the error state complete at once, flushed */
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		flush_sq(qp);
+}
+
+/* Copy inline data in: it then travels as one SGE over the WQE's buffer. */
+static int copy_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+		       const struct ibv_sge *sg, int n)
+{
+	uint64_t len = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		len += sg[i].length;
+	if (len > qp->sq.max_inline)
+		return EINVAL;
+	len = 0;
+	for (i = 0; i < n; i++) {
+		memcpy(wqe->inline_data + len,
+		       (void *)(uintptr_t)sg[i].addr, sg[i].length);
+		len += sg[i].length;
+	}
+	wqe->sge[0].addr = (uintptr_t)wqe->inline_data;
+	wqe->sge[0].length = (uint32_t)len;
+	wqe->sge[0].lkey = 0;
+	wqe->num_sge = 1;
+	return 0;
+}
+
+static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct uroce_send_wqe *wqe = uroce_sq_slot(qp);
+	int err;
+
+	if (!wqe)
+		return ENOMEM;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge)
+		return EINVAL;
+	wqe->wr_id = wr->wr_id;
+	wqe->opcode = wr->opcode;
+	wqe->send_flags = wr->send_flags;
+	wqe->imm = wr->imm_data;
+	wqe->compare_add = 0;
+	wqe->swap = 0;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wqe->remote_addr = wr->wr.atomic.remote_addr;
+		wqe->rkey = wr->wr.atomic.rkey;
+		wqe->compare_add = wr->wr.atomic.compare_add;
+		wqe->swap = wr->wr.atomic.swap;
+	} else {
+		wqe->remote_addr = wr->wr.rdma.remote_addr;
+		wqe->rkey = wr->wr.rdma.rkey;
+	}
+	if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge &&
+	    wr->opcode != IBV_WR_RDMA_READ &&
+	    wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
+	    wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (!wqe->inline_data)
+			return EINVAL;
+		err = copy_inline(qp, wqe, wr->sg_list, wr->num_sge);
+		if (err)
+			return err;
+	} else {
+		wqe->num_sge = (uint32_t)wr->num_sge;
+		if (wr->num_sge)
+			memcpy(wqe->sge, wr->sg_list,
+			       sizeof(*wqe->sge) * (size_t)wr->num_sge);
+	}
+	err = uroce_sq_check(qp, wqe);
+	if (err)
+		return err;
+	qp->sq.head++;
+	uroce_sq_flush_if_error(qp);
+	return 0;
+}
+
+int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->dev->lock);
+	for (; wr; wr = wr->next) {
+		err = post_one(qp, wr);
+		if (err) {
+			if (bad_wr)
+				*bad_wr = wr;
+			break;
+		}
+	}
+	uroce_req_run(qp);
+	pthread_mutex_unlock(&qp->dev->lock);
+	return err;
+}
+
+int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	struct uroce_rq *rq = &qp->rq;
+	int err = 0;
+
+	pthread_mutex_lock(&qp->dev->lock);
+	for (; wr; wr = wr->next) {
+		struct uroce_recv_wqe *wqe;
+		uint64_t len = 0;
+		int i;
+
+		if (qp->attr.qp_state == IBV_QPS_RESET ||
+		    wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			err = EINVAL;
+		} else if (rq->head - rq->tail >= rq->max_wr) {
+			err = ENOMEM;
+		}
+		if (err) {
+			if (bad_wr)
+				*bad_wr = wr;
+			break;
+		}
+		wqe = &rq->wqe[rq->head & (rq->size - 1)];
+		wqe->wr_id = wr->wr_id;
+		wqe->num_sge = (uint32_t)wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->sge[i] = wr->sg_list[i];
+			len += wr->sg_list[i].length;
+		}
+		wqe->length = len;
+		rq->head++;
+	}
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		flush_rq(qp);
+	pthread_mutex_unlock(&qp->dev->lock);
+	return err;
+}

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The extended send API (ibv_wr_start ... ibv_wr_complete).  Between start
+ * and complete the caller owns the engine lock, as a hardware provider
+ * owns its SQ lock; WQEs are built in place at sq.head and only become
+ * visible to the requester at complete.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+
+static struct uroce_qp *ex_qp(struct ibv_qp_ex *ibqpx)
+{
+	return container_of(ibqpx, struct uroce_qp, ex);
+}
+
+/* The WQE being built, or NULL once something went wrong. */
+static struct uroce_send_wqe *cur_wqe(struct uroce_qp *qp)
+{
+	if (qp->sq.ex_err || qp->sq.head == qp->sq.ex_start)
+		return NULL;
+	return &qp->sq.wqe[(qp->sq.head - 1) & (qp->sq.size - 1)];
+}
+
+static struct uroce_send_wqe *new_wqe(struct ibv_qp_ex *ibqpx,
+				      enum ibv_wr_opcode op)
+{
+	struct uroce_qp *qp = ex_qp(ibqpx);
+	struct uroce_send_wqe *wqe;
+
+	if (qp->sq.ex_err)
+		return NULL;
+	wqe = uroce_sq_slot(qp);
+	if (!wqe) {
+		qp->sq.ex_err = ENOMEM;
+		return NULL;
+	}
+	memset(&wqe->opcode, 0, sizeof(*wqe) - offsetof(struct uroce_send_wqe,
+							 opcode));
+	wqe->sge = qp->sq.sge + (size_t)(qp->sq.head & (qp->sq.size - 1)) *
+				qp->sq.max_sge;
+	if (qp->sq.inline_buf)
+		wqe->inline_data = qp->sq.inline_buf +
+			(size_t)(qp->sq.head & (qp->sq.size - 1)) *
+			qp->sq.max_inline;
+	wqe->wr_id = ibqpx->wr_id;
+	wqe->send_flags = ibqpx->wr_flags;
+	wqe->opcode = op;
+	/* visible to cur_wqe only; the requester waits for complete */
+	qp->sq.head++;
+	return wqe;
+}
+
+static void wr_start(struct ibv_qp_ex *ibqpx)
+{
+	struct uroce_qp *qp = ex_qp(ibqpx);
+
+	pthread_mutex_lock(&qp->dev->lock);
+	qp->sq.ex_start = qp->sq.head;
+	qp->sq.ex_err = 0;
+	qp->sq.ex_active = true;
+}
+
+/* Check what was built, now that the SGEs are set. */
+static int finish(struct uroce_qp *qp)
+{
+	uint32_t i;
+	int err;
+
+	for (i = qp->sq.ex_start; i != qp->sq.head; i++) {
+		err = uroce_sq_check(qp, &qp->sq.wqe[i & (qp->sq.size - 1)]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int wr_complete(struct ibv_qp_ex *ibqpx)
+{
+	struct uroce_qp *qp = ex_qp(ibqpx);
+	int err = qp->sq.ex_err;
+
+	if (!err)
+		err = finish(qp);
+	if (err) {
+		qp->sq.head = qp->sq.ex_start;
+	} else {
+		uroce_sq_flush_if_error(qp);
+		uroce_req_run(qp);
+	}
+	qp->sq.ex_active = false;
+	pthread_mutex_unlock(&qp->dev->lock);
+	return err;
+}
+
+static void wr_abort(struct ibv_qp_ex *ibqpx)
+{
+	struct uroce_qp *qp = ex_qp(ibqpx);
+
+	qp->sq.head = qp->sq.ex_start;
+	qp->sq.ex_active = false;
+	pthread_mutex_unlock(&qp->dev->lock);
+}
+
+static void wr_rdma_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_RDMA_WRITE);
+
+	if (wqe) {
+		wqe->rkey = rkey;
+		wqe->remote_addr = addr;
+	}
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey,
+			      uint64_t addr, __be32 imm)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_RDMA_WRITE_WITH_IMM);
+
+	if (wqe) {
+		wqe->rkey = rkey;
+		wqe->remote_addr = addr;
+		wqe->imm = imm;
+	}
+}
+
+static void wr_rdma_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_RDMA_READ);
+
+	if (wqe) {
+		wqe->rkey = rkey;
+		wqe->remote_addr = addr;
+	}
+}
+
+static void wr_send(struct ibv_qp_ex *q)
+{
+	new_wqe(q, IBV_WR_SEND);
+}
+
+static void wr_send_imm(struct ibv_qp_ex *q, __be32 imm)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_SEND_WITH_IMM);
+
+	if (wqe)
+		wqe->imm = imm;
+}
+
+static void wr_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+		       uint64_t compare, uint64_t swap)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_ATOMIC_CMP_AND_SWP);
+
+	if (wqe) {
+		wqe->rkey = rkey;
+		wqe->remote_addr = addr;
+		wqe->compare_add = compare;
+		wqe->swap = swap;
+	}
+}
+
+static void wr_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			 uint64_t add)
+{
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_ATOMIC_FETCH_AND_ADD);
+
+	if (wqe) {
+		wqe->rkey = rkey;
+		wqe->remote_addr = addr;
+		wqe->compare_add = add;
+	}
+}
+
+static void wr_unsupported(struct ibv_qp_ex *q)
+{
+	ex_qp(q)->sq.ex_err = EOPNOTSUPP;
+}
+
+static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	wr_unsupported(q);
+}
+
+static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	wr_unsupported(q);
+}
+
+static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
+		       const struct ibv_mw_bind_info *info)
+{
+	wr_unsupported(q);
+}
+
+static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz,
+			uint16_t mss)
+{
+	wr_unsupported(q);
+}
+
+static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			    const void *data)
+{
+	wr_unsupported(q);
+}
+
+static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
+			   uint32_t qpn, uint32_t qkey)
+{
+	/* RC has no per-WR address; UD is not offered yet */
+	wr_unsupported(q);
+}
+
+static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
+{
+	wr_unsupported(q);
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,
+			    const struct ibv_sge *sg)
+{
+	struct uroce_qp *qp = ex_qp(q);
+	struct uroce_send_wqe *wqe = cur_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (n > qp->sq.max_sge) {
+		qp->sq.ex_err = EINVAL;
+		return;
+	}
+	memcpy(wqe->sge, sg, n * sizeof(*sg));
+	wqe->num_sge = (uint32_t)n;
+}
+
+static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr,
+		       uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	wr_set_sge_list(q, 1, &sge);
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
+				    const struct ibv_data_buf *buf)
+{
+	struct uroce_qp *qp = ex_qp(q);
+	struct uroce_send_wqe *wqe = cur_wqe(qp);
+	size_t i, len = 0;
+
+	if (!wqe)
+		return;
+	for (i = 0; i < n; i++)
+		len += buf[i].length;
+	if (len > qp->sq.max_inline || !wqe->inline_data ||
+	    uroce_wqe_rd_atomic(wqe)) {
+		qp->sq.ex_err = EINVAL;
+		return;
+	}
+	len = 0;
+	for (i = 0; i < n; i++) {
+		memcpy(wqe->inline_data + len, buf[i].addr, buf[i].length);
+		len += buf[i].length;
+	}
+	wqe->send_flags |= IBV_SEND_INLINE;
+	wqe->sge[0].addr = (uintptr_t)wqe->inline_data;
+	wqe->sge[0].length = (uint32_t)len;
+	wqe->sge[0].lkey = 0;
+	wqe->num_sge = 1;
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	wr_set_inline_data_list(q, 1, &buf);
+}
+
+void uroce_qp_ex_init(struct uroce_qp *qp)
+{
+	struct ibv_qp_ex *x = &qp->ex;
+
+	x->wr_start = wr_start;
+	x->wr_complete = wr_complete;
+	x->wr_abort = wr_abort;
+	x->wr_rdma_write = wr_rdma_write;
+	x->wr_rdma_write_imm = wr_rdma_write_imm;
+	x->wr_rdma_read = wr_rdma_read;
+	x->wr_send = wr_send;
+	x->wr_send_imm = wr_send_imm;
+	x->wr_send_inv = wr_send_inv;
+	x->wr_send_tso = wr_send_tso;
+	x->wr_atomic_cmp_swp = wr_cmp_swp;
+	x->wr_atomic_fetch_add = wr_fetch_add;
+	x->wr_atomic_write = wr_atomic_write;
+	x->wr_bind_mw = wr_bind_mw;
+	x->wr_local_inv = wr_local_inv;
+	x->wr_set_ud_addr = wr_set_ud_addr;
+	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
+	x->wr_set_sge = wr_set_sge;
+	x->wr_set_sge_list = wr_set_sge_list;
+	x->wr_set_inline_data = wr_set_inline_data;
+	x->wr_set_inline_data_list = wr_set_inline_data_list;
+}

@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Runs one unmodified program over uroce and checks its output.
+#
+#   single.sh [--timeout SECONDS] [--expect ERE]... -- PROGRAM [ARGS...]
+#
+# Passes when PROGRAM exits 0 within the timeout, prints nothing matching
+# UROCE_FAIL_RE, and its output (stdout and stderr) has a line matching
+# each --expect extended regular expression.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/uroce_test.sh
+source "$here/../lib/uroce_test.sh"
+
+tmo=30
+expects=()
+while (($#)); do
+	case $1 in
+	--timeout) tmo=$2; shift 2 ;;
+	--expect) expects+=("$2"); shift 2 ;;
+	--) shift; break ;;
+	*) uroce_die "single.sh: unknown option $1" ;;
+	esac
+done
+(($# >= 1)) || uroce_die "single.sh: no program given"
+
+cmd=("$@")
+uroce_preflight "$1"
+mapfile -t penv < <(uroce_prog_env)
+
+uroce_say "run: ${penv[*]} $*"
+out=$(timeout -k 5 "$tmo" env "${penv[@]}" "$@" 2>&1)
+rc=$?
+
+fail() {
+	printf 'FAIL: %s\n' "$*"
+	uroce_print_log "output of: ${cmd[*]}" /dev/stdin <<<"$out"
+	exit 1
+}
+
+((rc == 0)) || fail "${cmd[0]}: $(uroce_rc_text $rc)"
+if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" <<<"$out"); then
+	fail "${cmd[0]} printed an error:"$'\n'"$bad"
+fi
+for re in "${expects[@]}"; do
+	grep -Eq -- "$re" <<<"$out" || fail "no line matches: $re"
+done
+
+uroce_say "PASS: $*"
+printf '%s\n' "$out"
+exit 0

@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# SPDX-License-Identifier: MIT
+# Shell helpers for tests and scripts that run programs over uroce.
+# Source this file from bash; it defines functions and UROCE_FAIL_RE.
+#
+# Environment it reads:
+#   UROCE_LIBDIR   directory holding our libibverbs.so.1 (required)
+#   UROCE_PRELOAD  sanitizer runtime to LD_PRELOAD into uninstrumented
+#                  programs (set by the test build when UROCE_SANITIZE has
+#                  address or thread); empty otherwise
+#   ASAN_OPTIONS, UBSAN_OPTIONS, TSAN_OPTIONS are passed through.
+
+# Log lines that mean a program failed even if it exited 0: rc_pingpong
+# prints "invalid data in page N" and still returns 0; perftest prints
+# "Failed to destroy resources" on teardown problems; sanitizers report
+# "ERROR: AddressSanitizer" or "runtime error:".
+# shellcheck disable=SC2034  # used by the scripts that source this
+UROCE_FAIL_RE="Couldn't|[Ff]ailed|[Ee]rror|ERROR|Unable|invalid data|Sanitizer|Segmentation fault|core dumped|Aborted|symbol lookup|not found"
+
+uroce_say() { printf '%s\n' "$*"; }
+uroce_die() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+
+# The environment an unmodified program runs under: our library first, and
+# the sanitizer runtime preloaded when the library was built with one (an
+# uninstrumented executable must load the ASan/TSan runtime before anything
+# else).  Leak checking is off by default for these programs: their leaks
+# are not ours, and LSan would turn them into failures.
+uroce_prog_env() {
+	local -a e=("LD_LIBRARY_PATH=$UROCE_LIBDIR")
+	if [[ -n "${UROCE_PRELOAD:-}" ]]; then
+		e+=("LD_PRELOAD=$UROCE_PRELOAD")
+		e+=("ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+	fi
+	printf '%s\n' "${e[@]}"
+}
+
+# Fails unless PROG exists and, with our LD_LIBRARY_PATH, resolves
+# libibverbs.so.1 to our library and finds every symbol version it needs.
+uroce_preflight() {
+	local prog=$1 path ours got ldd_out missing
+	[[ -n "${UROCE_LIBDIR:-}" ]] || uroce_die "UROCE_LIBDIR is not set"
+	ours="$UROCE_LIBDIR/libibverbs.so.1"
+	[[ -e "$ours" ]] || uroce_die "$ours does not exist (library not built?)"
+	path=$(command -v "$prog") ||
+		uroce_die "$prog is not installed (run scripts/setup)"
+	command -v ss >/dev/null || uroce_die "ss (iproute2) is not installed"
+	# ldd -r resolves every symbol, as the BIND_NOW binaries do at start
+	# (including those of Debian's libmlx5/libefa/librdmacm they load).
+	ldd_out=$(LD_LIBRARY_PATH="$UROCE_LIBDIR" ldd -r "$path" 2>&1) ||
+		uroce_die "ldd -r $path failed: $ldd_out"
+	missing=$(grep -E 'not found|undefined symbol|no version information' <<<"$ldd_out" | sort -u)
+	if [[ -n $missing ]]; then
+		uroce_die "$prog cannot load over $UROCE_LIBDIR ($(wc -l <<<"$missing") problems):"$'\n'"$(head -n 40 <<<"$missing")"
+	fi
+	got=$(awk '$1 == "libibverbs.so.1" { print $3 }' <<<"$ldd_out")
+	[[ -n "$got" && "$(realpath "$got")" == "$(realpath "$ours")" ]] ||
+		uroce_die "$prog would load libibverbs.so.1 from '$got', not $ours"
+}
+
+uroce_port_listening() {
+	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
+}
+
+# Waits until PID listens on TCP PORT.  Fails early if PID exits, and
+# after DEADLINE (seconds since the epoch, as from `date +%s`).
+uroce_wait_listen() {
+	local pid=$1 port=$2 deadline=$3
+	while ! uroce_port_listening "$port"; do
+		kill -0 "$pid" 2>/dev/null || return 1
+		(( $(date +%s) < deadline )) || return 2
+		sleep 0.05
+	done
+}
+
+uroce_print_log() {
+	local title=$1 file=$2
+	printf -- '----- %s (%s) -----\n' "$title" "$file"
+	cat "$file" 2>/dev/null || true
+	printf -- '----- end of %s -----\n' "$title"
+}
+
+# Explains an exit status from `timeout`.
+uroce_rc_text() {
+	case $1 in
+	0) echo "exit 0" ;;
+	124) echo "timed out" ;;
+	137) echo "killed after timing out" ;;
+	*) if (( $1 > 128 )); then echo "killed by signal $(( $1 - 128 ))"
+	   else echo "exit $1"; fi ;;
+	esac
+}
