@@ -129,6 +129,7 @@ struct uroce_dev {
 	const struct uroce_pkt_io *io;
 
 	/* engine/progress.c */
+	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	pthread_t thread;
 	int epfd;
 	int timerfd;
@@ -345,6 +346,8 @@ struct uroce_req_state {
 	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
 	unsigned int retry_left;
 	unsigned int rnr_retry_left;
+	uint32_t cwnd;			/* packets; shrinks on timeout */
+	uint32_t backoff;		/* consecutive timeouts, for the timer */
 	bool need_retry;
 };
 
@@ -474,6 +477,7 @@ void uroce_qp_ex_init(struct uroce_qp *qp);
 void uroce_req_run(struct uroce_qp *qp);
 void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
 void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
+void uroce_req_progress(struct uroce_qp *qp);	/* the completer moved on */
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 {
 	return wqe->opcode == IBV_WR_RDMA_READ ||
@@ -491,6 +495,9 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *dst);
 /* engine/progress.c */
 int uroce_progress_start(struct uroce_dev *dev);
+/* an application thread inside a verb: receive what is waiting, unless
+ * another thread is already at it (never blocks) */
+void uroce_progress_poll(struct uroce_dev *dev);
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
  * headers, payload iov follows, pad and ICRC are added here. */

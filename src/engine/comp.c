@@ -87,6 +87,7 @@ static void progress(struct uroce_qp *qp, uint32_t new_psn)
 		uroce_req_rewind(qp);
 	qp->req.retry_left = qp->attr.retry_cnt;
 	qp->req.rnr_retry_left = qp->attr.rnr_retry;
+	uroce_req_progress(qp);
 	uroce_req_arm(qp);
 }
 

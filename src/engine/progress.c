@@ -80,8 +80,10 @@ static void *progress_main(void *arg)
 			int fd = ev[i].data.fd;
 
 			if (fd == dev->sock) {
+				pthread_mutex_lock(&dev->rx_lock);
 				while (uroce_net_poll(dev) > 0)
 					;
+				pthread_mutex_unlock(&dev->rx_lock);
 			} else if (fd == dev->timerfd) {
 				if (read(dev->timerfd, &v, sizeof(v)) < 0 &&
 				    errno != EAGAIN)
@@ -94,6 +96,14 @@ static void *progress_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+void uroce_progress_poll(struct uroce_dev *dev)
+{
+	if (!dev->net_up || pthread_mutex_trylock(&dev->rx_lock))
+		return;
+	uroce_net_poll(dev);
+	pthread_mutex_unlock(&dev->rx_lock);
 }
 
 static int watch(struct uroce_dev *dev, int fd)
@@ -109,6 +119,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	sigset_t all, old;
 	int err;
 
+	pthread_mutex_init(&dev->rx_lock, NULL);
 	dev->epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->timerfd = timerfd_create(CLOCK_MONOTONIC,
 				      TFD_NONBLOCK | TFD_CLOEXEC);

@@ -27,6 +27,28 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 	return w;
 }
 
+/*
+ * The window actually used: after a timeout the requester starts again
+ * from a few packets and doubles on every ACK that makes progress, so a
+ * slow peer is not buried under whole-window retransmissions.
+ */
+static uint32_t cur_window(struct uroce_qp *qp)
+{
+	uint32_t w = tx_window(qp);
+
+	if (!qp->req.cwnd || qp->req.cwnd > w)
+		qp->req.cwnd = w;
+	return qp->req.cwnd;
+}
+
+void uroce_req_progress(struct uroce_qp *qp)
+{
+	uint32_t w = tx_window(qp);
+
+	qp->req.backoff = 0;
+	qp->req.cwnd = qp->req.cwnd * 2 > w ? w : qp->req.cwnd * 2;
+}
+
 static uint32_t max_rd(const struct uroce_qp *qp)
 {
 	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
@@ -48,6 +70,9 @@ void uroce_req_arm(struct uroce_qp *qp)
 		qp->req.deadline_ns = 0;
 		return;
 	}
+	/* consecutive timeouts wait longer, up to 4x (the IBA value is a
+	 * minimum): a busy peer gets time to answer */
+	t <<= qp->req.backoff < 2 ? qp->req.backoff : 2;
 	qp->req.deadline_ns = uroce_now_ns() + t;
 	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
 }
@@ -86,12 +111,12 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	return 0;
 }
 
-static bool window_full(const struct uroce_qp *qp, uint32_t npkts)
+static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 {
 	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
 
 	/* always let one request out when nothing is in flight */
-	return inflight && inflight + npkts > tx_window(qp);
+	return inflight && inflight + npkts > cur_window(qp);
 }
 
 static void next_wqe(struct uroce_qp *qp)
@@ -105,11 +130,18 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_RETH_LEN];
 	uint32_t seg_pkts = tx_window(qp) / 2;
 	uint64_t remaining = wqe->length - qp->req.cur_off;
-	uint64_t seg = (uint64_t)seg_pkts * qp->mtu;
+	uint32_t done = qp->req.cur_off / qp->mtu;
+	uint64_t seg;
 	uint32_t npkts;
 
-	/* Large READs go out as several requests of at most half a window,
-	 * so the responses of one never overrun our socket buffer. */
+	/*
+	 * Large READs go out as several requests of at most half a window,
+	 * so the responses of one never overrun our socket buffer.  The
+	 * segments sit at fixed packet offsets: a request resent from the
+	 * middle of one ends where the original ended, so the responder
+	 * never sees a retried request skip over PSNs it still expects.
+	 */
+	seg = (uint64_t)(seg_pkts - done % seg_pkts) * qp->mtu;
 	if (seg > remaining)
 		seg = remaining;
 	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
@@ -194,7 +226,11 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return 0;
 	op = pick_opcode(wqe, first, last);
 	info = &uroce_opcode[op];
-	ackreq = last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1;
+	/* ask for an ACK at message ends, every few packets, and on the
+	 * packet that fills the window: otherwise a small window could wait
+	 * for an ACK nobody was asked for */
+	ackreq = last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
+		 window_full(qp, 2);
 	se = last && (wqe->send_flags & IBV_SEND_SOLICITED) &&
 	     (info->mask & UROCE_M_SEND);
 	bth_init(hdr, op, se, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
@@ -331,6 +367,8 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	qp->req.retry_left--;
+	qp->req.backoff++;
+	qp->req.cwnd = UROCE_TX_WINDOW_MIN;
 	uroce_count(dev, UROCE_CNT_RETRANSMITS, 1);
 	qp->cnt_retrans++;
 	uroce_req_rewind(qp);

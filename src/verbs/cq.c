@@ -463,6 +463,12 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	int i = 0;
 
 	pthread_mutex_lock(&cq->lock);
+	if (cq->head == cq->tail) {
+		/* nothing yet: receive what is waiting, as DESIGN.md 5 asks */
+		pthread_mutex_unlock(&cq->lock);
+		uroce_progress_poll(cq->dev);
+		pthread_mutex_lock(&cq->lock);
+	}
 	while (i < n && cq->head != cq->tail) {
 		wc[i++] = cq->ring[cq->head & mask].wc;
 		cq->head++;

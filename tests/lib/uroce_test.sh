@@ -85,7 +85,7 @@ uroce_rc_text() {
 	0) echo "exit 0" ;;
 	124) echo "timed out" ;;
 	137) echo "killed after timing out" ;;
-	*) if (( $1 > 128 )); then echo "killed by signal $(( $1 - 128 ))"
+	*) if (( $1 > 128 && $1 < 160 )); then echo "killed by signal $(( $1 - 128 ))"
 	   else echo "exit $1"; fi ;;
 	esac
 }
