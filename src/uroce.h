@@ -341,7 +341,6 @@ struct uroce_req_state {
 	uint32_t psn_max;		/* one past the highest PSN ever sent */
 	uint32_t cur_off;		/* byte offset in the WQE at sq.next */
 	uint32_t cur_psn_idx;		/* packet index in that WQE */
-	uint32_t inflight_rd;		/* outstanding READ/atomic requests */
 	uint64_t deadline_ns;		/* retransmit timer, 0 = off */
 	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
 	unsigned int retry_left;

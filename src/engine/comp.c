@@ -182,8 +182,6 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, off, pkt->payload,
 			  pkt->paylen);
 	wqe->read_done = off + pkt->paylen;
-	if ((pkt->mask & UROCE_M_LAST) && qp->req.inflight_rd)
-		qp->req.inflight_rd--;
 	if (pkt->psn == wqe->last_psn)
 		wqe->acked = true;
 	progress(qp, uroce_psn_add(pkt->psn, 1));
@@ -209,8 +207,6 @@ static void on_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	wqe->atomic_orig = orig;
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, 0, (const uint8_t *)&orig, 8);
 	wqe->acked = true;
-	if (qp->req.inflight_rd)
-		qp->req.inflight_rd--;
 	progress(qp, uroce_psn_add(pkt->psn, 1));
 }
 

@@ -54,6 +54,50 @@ static uint32_t max_rd(const struct uroce_qp *qp)
 	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 }
 
+/*
+ * READ and atomic requests that may be executing at the responder: every
+ * one sent with a PSN in [comp.psn, psn_max).  Counted from the WQEs, not
+ * kept as a counter, so that rewinds and late responses cannot skew it:
+ * the responder keeps only max_dest_rd_atomic results to replay.
+ */
+static uint32_t rd_outstanding(struct uroce_qp *qp)
+{
+	uint32_t seg = tx_window(qp) / 2, count = 0, i;
+
+	for (i = qp->sq.tail; i != qp->sq.head; i++) {
+		struct uroce_send_wqe *wqe = &qp->sq.wqe[i & sq_mask(qp)];
+		int32_t p0, p1;
+
+		if (!wqe->started ||
+		    uroce_psn_cmp(wqe->first_psn, qp->req.psn_max) >= 0)
+			break;
+		if (wqe->acked || !uroce_wqe_rd_atomic(wqe))
+			continue;
+		if (wqe->opcode != IBV_WR_RDMA_READ) {
+			count++;
+			continue;
+		}
+		p0 = uroce_psn_cmp(qp->comp.psn, wqe->first_psn);
+		p1 = uroce_psn_cmp(qp->req.psn_max, wqe->first_psn);
+		if (p0 < 0)
+			p0 = 0;
+		if (p1 > (int32_t)wqe->npkts)
+			p1 = (int32_t)wqe->npkts;
+		if (p1 > p0)
+			count += (uint32_t)((p1 - 1) / (int32_t)seg -
+					    p0 / (int32_t)seg + 1);
+	}
+	return count;
+}
+
+/* May one more READ/atomic request go out now? Resends always may. */
+static bool rd_room(struct uroce_qp *qp)
+{
+	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
+		return true;
+	return rd_outstanding(qp) < max_rd(qp);
+}
+
 static uint64_t timeout_ns(const struct uroce_qp *qp)
 {
 	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
@@ -145,14 +189,13 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (seg > remaining)
 		seg = remaining;
 	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
-	if (window_full(qp, npkts) || qp->req.inflight_rd >= max_rd(qp))
+	if (window_full(qp, npkts) || !rd_room(qp))
 		return 0;
 	bth_init(hdr, UROCE_OP_RC_READ_REQUEST, false, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, false, qp->req.psn);
 	reth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr + qp->req.cur_off,
 		  wqe->rkey, (uint32_t)seg);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
-	qp->req.inflight_rd++;
 	qp->req.psn = uroce_psn_add(qp->req.psn, npkts);
 	qp->req.cur_off += (uint32_t)seg;
 	if (qp->req.cur_off >= wqe->length)
@@ -168,14 +211,13 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint64_t swap_add = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
 			    wqe->swap : wqe->compare_add;
 
-	if (window_full(qp, 1) || qp->req.inflight_rd >= max_rd(qp))
+	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
 	bth_init(hdr, op, false, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
 		 true, qp->req.psn);
 	atmeth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr, wqe->rkey, swap_add,
 		    wqe->compare_add);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
-	qp->req.inflight_rd++;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	next_wqe(qp);
 	return 1;
@@ -276,7 +318,7 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (!wqe->started) {
 			/* IBA 10.8.3.3: a fenced WQE waits for prior READs/atomics */
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
-			    qp->req.inflight_rd)
+			    rd_outstanding(qp))
 				break;
 			if (start_wqe(qp, wqe)) {
 				local_error(qp, wqe, IBV_WC_LOC_PROT_ERR);
@@ -329,13 +371,11 @@ void uroce_req_rewind(struct uroce_qp *qp)
 			done = 0;
 		qp->req.cur_off = (uint32_t)done * qp->mtu;
 		qp->req.psn = uroce_psn_add(wqe->first_psn, (uint32_t)done);
-		qp->req.inflight_rd = 0;
 		return;
 	}
 	sq->next = i;
 	qp->req.cur_off = 0;
 	qp->req.psn = qp->comp.psn;
-	qp->req.inflight_rd = 0;
 }
 
 void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)

@@ -249,9 +249,16 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		if (!wqe || forced_rnr(qp->dev))
 			return RESP_ERR_RNR;
 	}
-	if (pkt->paylen)
+	if (pkt->paylen) {
+		/* look the key up again: the MR may be gone since FIRST */
+		r->write_mr = uroce_mr_check(qp->dev, qp->pd, r->write_rkey,
+					     r->write_va, pkt->paylen,
+					     IBV_ACCESS_REMOTE_WRITE);
+		if (!r->write_mr)
+			return RESP_ERR_ACCESS;
 		memcpy(uroce_mr_ptr(r->write_mr, r->write_va), pkt->payload,
 		       pkt->paylen);
+	}
 	r->write_va += pkt->paylen;
 	r->write_remaining -= pkt->paylen;
 	r->in_write = !(pkt->mask & UROCE_M_LAST);

@@ -6,7 +6,10 @@
  * engine appends (uroce_cq_push, dev->lock held, so dev->lock then
  * cq->lock), the application pops (poll_cq, or start_poll/next_poll of
  * ibv_cq_ex, which copy the entry out and drop the lock at once, so that
- * the application may post work between them).
+ * the application may post work between them).  A poll that finds the
+ * ring empty first lets the calling thread receive what is waiting
+ * (uroce_progress_poll), so a busy-polling application needs no wakeup of
+ * the progress thread.
  *
  * Events wait in user-space queues, not in the file descriptors the
  * application sees: a completion channel keeps the list of CQs with
@@ -464,7 +467,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	pthread_mutex_lock(&cq->lock);
 	if (cq->head == cq->tail) {
-		/* nothing yet: receive what is waiting, as DESIGN.md 5 asks */
+		/* nothing yet: the polling thread drives receive itself */
 		pthread_mutex_unlock(&cq->lock);
 		uroce_progress_poll(cq->dev);
 		pthread_mutex_lock(&cq->lock);
@@ -497,6 +500,11 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 static int cq_pop_cur(struct uroce_cq *cq)
 {
 	pthread_mutex_lock(&cq->lock);
+	if (cq->head == cq->tail) {
+		pthread_mutex_unlock(&cq->lock);
+		uroce_progress_poll(cq->dev);
+		pthread_mutex_lock(&cq->lock);
+	}
 	if (cq->head == cq->tail) {
 		pthread_mutex_unlock(&cq->lock);
 		return ENOENT;

@@ -255,6 +255,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 		goto err_free;
 	ibqp->handle = ibqp->qp_num;
 	atomic_fetch_add(&qp->pd->refs, 1);
+	atomic_fetch_add(&qp->scq->refs, 1);
+	atomic_fetch_add(&qp->rcq->refs, 1);
 	return ibqp;
 
 err_free:
@@ -560,7 +562,16 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;
 	pthread_mutex_unlock(&dev->lock);
+	/* unread async events go; read ones must be acked first (as
+	 * libibverbs documents for ibv_destroy_qp) */
+	uroce_async_purge(to_uctx(ibqp->context), ibqp);
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != qp->async_events_reported)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
 	atomic_fetch_sub(&qp->pd->refs, 1);
+	atomic_fetch_sub(&qp->scq->refs, 1);
+	atomic_fetch_sub(&qp->rcq->refs, 1);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	free_queues(qp);
