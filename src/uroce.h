@@ -69,6 +69,9 @@ enum uroce_counter {
 	UROCE_CNT_TX_NAK_OP,
 	UROCE_CNT_RX_NAK_SEQ,
 	UROCE_CNT_RX_NAK_OTHER,
+	UROCE_CNT_RX_NAK_INV,
+	UROCE_CNT_RX_NAK_ACCESS,
+	UROCE_CNT_RX_NAK_OP,
 	UROCE_CNT_TX_RNR_NAK,
 	UROCE_CNT_RX_RNR_NAK,
 	UROCE_CNT_RETRANSMITS,
@@ -82,10 +85,46 @@ enum uroce_counter {
 	UROCE_CNT_DROP_BAD_SRC,
 	UROCE_CNT_DROP_TRUNCATED,
 	UROCE_CNT_REM_ACCESS_ERR,
+	UROCE_CNT_DROP_BAD_QKEY,
+	UROCE_CNT_DROP_NO_RECV,
+	UROCE_CNT_DROP_TOO_LONG,
+	UROCE_CNT_UC_MSG_DROPS,
 	UROCE_CNT_FAULT_DROPS,
 	UROCE_CNT_FAULT_DUPS,
 	UROCE_CNT_FAULT_DELAYS,
+	/* what went on and came off the wire, by opcode class (net/pcap.c):
+	 * per class a packet and a byte counter, in enum uroce_pkt_class
+	 * order; bytes are BTH through ICRC */
+	UROCE_CNT_TX_SEND_PKTS, UROCE_CNT_TX_SEND_BYTES,
+	UROCE_CNT_TX_WRITE_PKTS, UROCE_CNT_TX_WRITE_BYTES,
+	UROCE_CNT_TX_READ_REQ_PKTS, UROCE_CNT_TX_READ_REQ_BYTES,
+	UROCE_CNT_TX_READ_RESP_PKTS, UROCE_CNT_TX_READ_RESP_BYTES,
+	UROCE_CNT_TX_ATOMIC_PKTS, UROCE_CNT_TX_ATOMIC_BYTES,
+	UROCE_CNT_TX_ACK_PKTS, UROCE_CNT_TX_ACK_BYTES,
+	UROCE_CNT_TX_CNP_PKTS, UROCE_CNT_TX_CNP_BYTES,
+	UROCE_CNT_TX_OTHER_PKTS, UROCE_CNT_TX_OTHER_BYTES,
+	UROCE_CNT_RX_SEND_PKTS, UROCE_CNT_RX_SEND_BYTES,
+	UROCE_CNT_RX_WRITE_PKTS, UROCE_CNT_RX_WRITE_BYTES,
+	UROCE_CNT_RX_READ_REQ_PKTS, UROCE_CNT_RX_READ_REQ_BYTES,
+	UROCE_CNT_RX_READ_RESP_PKTS, UROCE_CNT_RX_READ_RESP_BYTES,
+	UROCE_CNT_RX_ATOMIC_PKTS, UROCE_CNT_RX_ATOMIC_BYTES,
+	UROCE_CNT_RX_ACK_PKTS, UROCE_CNT_RX_ACK_BYTES,
+	UROCE_CNT_RX_CNP_PKTS, UROCE_CNT_RX_CNP_BYTES,
+	UROCE_CNT_RX_OTHER_PKTS, UROCE_CNT_RX_OTHER_BYTES,
 	UROCE_CNT_NUM,
+};
+
+/* Opcode classes of the per-class counters (ACK includes atomic ACK). */
+enum uroce_pkt_class {
+	UROCE_CLASS_SEND,
+	UROCE_CLASS_WRITE,
+	UROCE_CLASS_READ_REQ,
+	UROCE_CLASS_READ_RESP,
+	UROCE_CLASS_ATOMIC,
+	UROCE_CLASS_ACK,
+	UROCE_CLASS_CNP,
+	UROCE_CLASS_OTHER,
+	UROCE_CLASS_NUM,
 };
 
 /* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
@@ -161,7 +200,14 @@ struct uroce_dev {
 		struct sockaddr_storage held_dst;
 	} fault;
 
-	_Atomic uint64_t cnt[UROCE_CNT_NUM];
+	/*
+	 * The device counters.  cnt points into the process's stats segment
+	 * (engine/shm.c) so that other processes can read them; before that
+	 * exists, or if it cannot, at cnt_private.  A device built by hand
+	 * (engine tests) must point cnt at cnt_private.
+	 */
+	_Atomic uint64_t *cnt;
+	_Atomic uint64_t cnt_private[UROCE_CNT_NUM];
 };
 
 static inline void uroce_count(struct uroce_dev *dev, enum uroce_counter c,
@@ -266,6 +312,18 @@ static inline struct ibv_cq *ucq_ibcq(struct uroce_cq *cq)
 	return ibv_cq_ex_to_cq(&cq->ex);
 }
 
+/* ---- AH ---- */
+struct uroce_ah {
+	struct ibv_ah ibah;
+	struct ibv_ah_attr attr;
+	struct sockaddr_storage dst;	/* from attr.grh.dgid */
+};
+
+static inline struct uroce_ah *to_uah(struct ibv_ah *ah)
+{
+	return container_of(ah, struct uroce_ah, ibah);
+}
+
 /* ---- QP ---- */
 
 /* A posted send work request, as the requester walks it. */
@@ -279,6 +337,8 @@ struct uroce_send_wqe {
 	uint32_t rkey;
 	uint64_t compare_add;
 	uint64_t swap;
+	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
+	uint32_t ud_qpn, ud_qkey;
 	uint32_t num_sge;
 	struct ibv_sge *sge;		/* sq->sge + idx * max_sge */
 	uint8_t *inline_data;		/* sq->inline_buf + idx * max_inline; NULL if not inline */
@@ -323,6 +383,22 @@ struct uroce_rq {
 	uint32_t head;			/* next slot to post into */
 	uint32_t tail;			/* oldest posted, not consumed */
 };
+
+/* ---- SRQ ---- */
+struct uroce_srq {
+	struct ibv_srq ibsrq;
+	struct uroce_dev *dev;
+	struct uroce_pd *pd;
+	struct uroce_rq rq;
+	uint32_t limit;			/* armed SRQ limit, 0 = not armed */
+	_Atomic int refs;		/* QPs attached */
+	uint32_t async_events_reported;
+};
+
+static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
+{
+	return container_of(srq, struct uroce_srq, ibsrq);
+}
 
 /* Saved READ/atomic responder resource, for replays of duplicates. */
 struct uroce_resp_res {
@@ -381,6 +457,7 @@ struct uroce_qp {
 	struct uroce_dev *dev;
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
+	struct uroce_srq *srq;		/* receives come from here if set */
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
@@ -469,6 +546,19 @@ void uroce_sq_flush_if_error(struct uroce_qp *qp);
 struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp);
 void uroce_qp_to_error(struct uroce_qp *qp);	/* dev->lock held */
 
+/* verbs/srq.c */
+int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr);
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx,
+				    struct ibv_srq_init_attr_ex *attr);
+/* the receive queue a QP takes receives from */
+static inline struct uroce_rq *uroce_qp_rq(struct uroce_qp *qp)
+{
+	return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+/* a receive WQE was consumed from the SRQ: raise the limit event */
+void uroce_srq_consumed(struct uroce_srq *srq);
+
 /* verbs/wr_ex.c */
 void uroce_qp_ex_init(struct uroce_qp *qp);
 
@@ -502,11 +592,15 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held 
  * headers, payload iov follows, pad and ICRC are added here. */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen);
+/* the same, to an explicit destination (UD) */
+int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
+		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
+		  int npayload, uint32_t paylen);
 
 /* engine/sge.c: dev->lock held */
 /* check every SGE against its MR: valid lkey in pd, range, access */
-int uroce_sge_check(struct uroce_qp *qp, const struct ibv_sge *sge,
-		    uint32_t n, unsigned int access);
+int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
+		    const struct ibv_sge *sge, uint32_t n, unsigned int access);
 /* scatter len bytes of data to the SGE list starting at byte off */
 void uroce_sge_scatter(const struct ibv_sge *sge, uint32_t n, uint64_t off,
 		       const uint8_t *data, uint32_t len);
@@ -526,6 +620,49 @@ enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op);
 
 /* engine/stats.c */
 extern const char *const uroce_counter_name[UROCE_CNT_NUM];
+
+/* engine/shm.c: the stats segment /dev/shm/uroce.<pid> (include/uroce_shm.h).
+ * uroce_shm_open, after uroce_net_open: create it and move the counters
+ * into it; failure only means nobody can look, so it returns nothing. */
+void uroce_shm_open(struct uroce_dev *dev);
+
+/* engine/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
+ * line per event on stderr; uroce_log_qp lines are rate-limited, for the
+ * datapath.  psn < 0: no PSN. */
+enum uroce_log_level {
+	UROCE_LOG_OFF,
+	UROCE_LOG_ERROR,
+	UROCE_LOG_WARN,
+	UROCE_LOG_INFO,
+	UROCE_LOG_DEBUG,
+};
+extern int uroce_log_level;
+void uroce_log_emit(int level, bool limited, int64_t qpn, int64_t psn,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define uroce_log(level, ...)						\
+	do {								\
+		if (__builtin_expect(uroce_log_level >= (level), 0))	\
+			uroce_log_emit(level, false, -1, -1, __VA_ARGS__); \
+	} while (0)
+#define uroce_log_qp(level, qp, psn, ...)				\
+	do {								\
+		if (__builtin_expect(uroce_log_level >= (level), 0))	\
+			uroce_log_emit(level, true,			\
+				       (qp)->ex.qp_base.qp_num,	\
+				       (int64_t)(psn), __VA_ARGS__);	\
+	} while (0)
+
+/* net/pcap.c: the wire tap, called for every datagram sent (after fault
+ * injection: what really leaves) and received (before any check).  It
+ * counts by opcode class and, with UROCE_PCAP=file, writes the packet
+ * with Ethernet/IP/UDP headers to a pcap file. */
+void uroce_pcap_open(struct uroce_dev *dev);	/* from uroce_net_open */
+void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		  const struct iovec *iov, int iovcnt);
+void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		  const struct sockaddr_storage *src,
+		  const struct sockaddr_storage *dst);
+const char *uroce_pcap_path(void);		/* "" when not capturing */
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

@@ -252,15 +252,15 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 		go_back(qp);
 		break;
 	case UROCE_NAK_INVALID_REQ:
-		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		uroce_count(dev, UROCE_CNT_RX_NAK_INV, 1);
 		fail_pending(qp, IBV_WC_REM_INV_REQ_ERR);
 		break;
 	case UROCE_NAK_REM_ACCESS:
-		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		uroce_count(dev, UROCE_CNT_RX_NAK_ACCESS, 1);
 		fail_pending(qp, IBV_WC_REM_ACCESS_ERR);
 		break;
 	case UROCE_NAK_REM_OP_ERR:
-		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+		uroce_count(dev, UROCE_CNT_RX_NAK_OP, 1);
 		fail_pending(qp, IBV_WC_REM_OP_ERR);
 		break;
 	default:

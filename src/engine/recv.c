@@ -46,6 +46,20 @@ static bool same_peer(const struct sockaddr_storage *a,
 		       sizeof(struct in6_addr));
 }
 
+static uint32_t transport_mask(enum ibv_qp_type type)
+{
+	switch (type) {
+	case IBV_QPT_RC:
+		return UROCE_M_RC;
+	case IBV_QPT_UC:
+		return UROCE_M_UC;
+	case IBV_QPT_UD:
+		return UROCE_M_UD;
+	default:
+		return 0;
+	}
+}
+
 /* Returns the counter to bump when the packet is not acceptable. */
 static int parse(uint8_t *buf, size_t len, struct uroce_pkt *pkt)
 {
@@ -109,7 +123,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		goto out;
 	}
 	/* the opcode must be of the QP's transport (IBA 9.6.1.1) */
-	if (qp->type != IBV_QPT_RC || !(pkt.mask & UROCE_M_RC) ||
+	if (!(pkt.mask & transport_mask(qp->type)) ||
 	    (pkt.mask & (UROCE_M_ATOMIC_WRITE | UROCE_M_FLUSH))) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		goto out;
@@ -118,8 +132,8 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
 		goto out;
 	}
-	/* RC: only the connected peer may speak to this QP */
-	if (!same_peer(&qp->peer, src)) {
+	/* connected QPs: only the peer may speak to them */
+	if (qp->type != IBV_QPT_UD && !same_peer(&qp->peer, src)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_SRC, 1);
 		goto out;
 	}

@@ -144,7 +144,7 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	unsigned int access = uroce_wqe_rd_atomic(wqe) ? IBV_ACCESS_LOCAL_WRITE : 0;
 
 	if (!is_inline(wqe) &&
-	    uroce_sge_check(qp, wqe->sge, wqe->num_sge, access))
+	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
 		return -EACCES;
 	wqe->started = true;
 	wqe->first_psn = qp->req.psn;
@@ -267,12 +267,15 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (window_full(qp, 1))
 		return 0;
 	op = pick_opcode(wqe, first, last);
+	if (qp->type == IBV_QPT_UC)
+		op |= 0x20;	/* UC opcodes mirror RC's SEND/WRITE ones */
 	info = &uroce_opcode[op];
 	/* ask for an ACK at message ends, every few packets, and on the
 	 * packet that fills the window: otherwise a small window could wait
 	 * for an ACK nobody was asked for */
-	ackreq = last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
-		 window_full(qp, 2);
+	ackreq = qp->type == IBV_QPT_RC &&
+		 (last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
+		  window_full(qp, 2));
 	se = last && (wqe->send_flags & IBV_SEND_SOLICITED) &&
 	     (info->mask & UROCE_M_SEND);
 	bth_init(hdr, op, se, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
@@ -287,8 +290,41 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	qp->req.cur_off += paylen;
+	if (qp->type == IBV_QPT_UC) {
+		/* UC is unacknowledged: done once the last packet is out */
+		qp->comp.psn = qp->req.psn;
+		if (last)
+			wqe->acked = true;
+	}
 	if (last)
 		next_wqe(qp);
+	return 1;
+}
+
+/* UD: one packet per message, done once it is on the wire (IBA 9.8.4) */
+static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	uint8_t hdr[UROCE_MAX_HDR_LEN];
+	struct iovec iov[UROCE_MAX_SGE];
+	bool imm = wqe->opcode == IBV_WR_SEND_WITH_IMM;
+	uint8_t op = imm ? UROCE_OP_UD_SEND_ONLY_IMM : UROCE_OP_UD_SEND_ONLY;
+	const struct uroce_opcode_info *info = &uroce_opcode[op];
+	int niov;
+
+	bth_init(hdr, op, wqe->send_flags & IBV_SEND_SOLICITED, 0,
+		 UROCE_DEFAULT_PKEY, wqe->ud_qpn, false, qp->req.psn);
+	deth_init(hdr + info->offset[UROCE_HDR_DETH], wqe->ud_qkey,
+		  uqp_ibqp(qp)->qp_num);
+	if (imm)
+		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
+	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, 0, (uint32_t)wqe->length,
+			     iov, UROCE_MAX_SGE);
+	uroce_xmit_to(qp, &wqe->ud_dst, hdr, info->length, iov, niov,
+		      (uint32_t)wqe->length);
+	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
+	qp->comp.psn = qp->req.psn;
+	wqe->acked = true;
+	next_wqe(qp);
 	return 1;
 }
 
@@ -328,7 +364,13 @@ void uroce_req_run(struct uroce_qp *qp)
 			/* resending after a rewind: same PSNs as before */
 			qp->req.psn = wqe->first_psn;
 		}
-		if (wqe->opcode == IBV_WR_RDMA_READ)
+		if (qp->type == IBV_QPT_UD) {
+			if (wqe->length > qp->mtu) {
+				local_error(qp, wqe, IBV_WC_LOC_LEN_ERR);
+				break;
+			}
+			sent = send_ud(qp, wqe);
+		} else if (wqe->opcode == IBV_WR_RDMA_READ)
 			sent = send_read(qp, wqe);
 		else if (uroce_wqe_rd_atomic(wqe))
 			sent = send_atomic(qp, wqe);

@@ -47,7 +47,7 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)
 {
-	struct uroce_rq *rq = &qp->rq;
+	struct uroce_rq *rq = uroce_qp_rq(qp);
 
 	if (rq->tail == rq->head)
 		return NULL;
@@ -135,9 +135,10 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
 	return RESP_DONE;
 }
 
-static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
-			  struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
-			  uint32_t byte_len)
+static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
+			       struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
+			       uint32_t byte_len, uint32_t src_qp,
+			       unsigned int flags)
 {
 	struct ibv_wc wc;
 
@@ -147,7 +148,8 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 	wc.opcode = opcode;
 	wc.byte_len = byte_len;
 	wc.qp_num = uqp_ibqp(qp)->qp_num;
-	wc.src_qp = qp->attr.dest_qp_num;
+	wc.src_qp = src_qp;
+	wc.wc_flags = flags;
 	if (pkt->mask & UROCE_M_IMMDT) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = immdt_raw(hdr_of(pkt, UROCE_HDR_IMMDT));
@@ -156,8 +158,103 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH));
 	}
-	qp->rq.tail++;
+	uroce_qp_rq(qp)->tail++;
+	if (qp->srq)
+		uroce_srq_consumed(qp->srq);
 	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth));
+}
+
+static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
+			  struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
+			  uint32_t byte_len)
+{
+	complete_recv_from(qp, wqe, pkt, opcode, byte_len,
+			   qp->attr.dest_qp_num, 0);
+}
+
+static uint16_t ip_csum(const uint8_t *p, size_t len)
+{
+	uint32_t sum = 0;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/*
+ * The 40 bytes RoCE v2 puts at the head of a UD receive buffer: the IPv6
+ * header, or for IPv4 20 zero bytes then the IPv4 header (as rxe does).
+ */
+static void build_grh(struct uroce_qp *qp, struct uroce_pkt *pkt, uint8_t *grh)
+{
+	uint32_t udp_len = 8 + pkt->len + UROCE_ICRC_LEN;
+
+	memset(grh, 0, 40);
+	if (pkt->src.ss_family == AF_INET) {
+		uint8_t *ip = grh + 20;
+		uint16_t tot = (uint16_t)(20 + udp_len), c;
+
+		ip[0] = 0x45;
+		ip[2] = (uint8_t)(tot >> 8);
+		ip[3] = (uint8_t)tot;
+		ip[6] = 0x40;		/* DF */
+		ip[8] = 64;		/* TTL */
+		ip[9] = IPPROTO_UDP;
+		memcpy(ip + 12, &((struct sockaddr_in *)&pkt->src)->sin_addr, 4);
+		memcpy(ip + 16,
+		       &((struct sockaddr_in *)&qp->dev->local)->sin_addr, 4);
+		c = ip_csum(ip, 20);
+		ip[10] = (uint8_t)(c >> 8);
+		ip[11] = (uint8_t)c;
+	} else {
+		grh[0] = 0x60;
+		grh[4] = (uint8_t)(udp_len >> 8);
+		grh[5] = (uint8_t)udp_len;
+		grh[6] = IPPROTO_UDP;
+		grh[7] = 64;
+		memcpy(grh + 8, &((struct sockaddr_in6 *)&pkt->src)->sin6_addr,
+		       16);
+		memcpy(grh + 24,
+		       &((struct sockaddr_in6 *)&qp->dev->local)->sin6_addr, 16);
+	}
+}
+
+/* UD receive (IBA 9.8.5): Q_Key check, GRH area, no ACK, no RNR. */
+static void do_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint8_t *deth = hdr_of(pkt, UROCE_HDR_DETH);
+	struct uroce_dev *dev = qp->dev;
+	struct uroce_recv_wqe *wqe;
+	uint8_t grh[40];
+
+	if (deth_qkey(deth) != qp->attr.qkey) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_QKEY, 1);
+		return;
+	}
+	wqe = rq_head(qp);
+	if (!wqe) {
+		uroce_count(dev, UROCE_CNT_DROP_NO_RECV, 1);
+		return;
+	}
+	if ((uint64_t)pkt->paylen + sizeof(grh) > wqe->length) {
+		uroce_count(dev, UROCE_CNT_DROP_TOO_LONG, 1);
+		return;
+	}
+	if (uroce_sge_check(dev, qp->srq ? qp->srq->pd : qp->pd, wqe->sge,
+			    wqe->num_sge, IBV_ACCESS_LOCAL_WRITE)) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
+		return;
+	}
+	build_grh(qp, pkt, grh);
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, 0, grh, sizeof(grh));
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, sizeof(grh), pkt->payload,
+			  pkt->paylen);
+	complete_recv_from(qp, wqe, pkt, IBV_WC_RECV,
+			   pkt->paylen + (uint32_t)sizeof(grh),
+			   deth_sqp(deth), IBV_WC_GRH);
 }
 
 /* Fault injection: answer this SEND as if no receive were posted. */
@@ -181,7 +278,8 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (pkt->mask & UROCE_M_FIRST) {
 		if (!wqe || forced_rnr(qp->dev))
 			return RESP_ERR_RNR;
-		if (uroce_sge_check(qp, wqe->sge, wqe->num_sge,
+		if (uroce_sge_check(qp->dev, qp->srq ? qp->srq->pd : qp->pd,
+				    wqe->sge, wqe->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE))
 			return RESP_ERR_OP;
 		r->in_send = true;
@@ -198,7 +296,7 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		};
 
 		/* IBA 9.7.5.2.2: a message longer than the receive buffer */
-		qp->rq.tail++;
+		uroce_qp_rq(qp)->tail++;
 		r->in_send = false;
 		uroce_cq_push(qp->rcq, &wc, false);
 		return RESP_ERR_INVALID;
@@ -372,6 +470,57 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			       uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK));
 }
 
+static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum resp_state res = check_sequence(qp, pkt);
+
+	if (res != RESP_DONE)
+		return res;
+	if (pkt->mask & UROCE_M_SEND)
+		return do_send(qp, pkt);
+	if (pkt->mask & UROCE_M_WRITE)
+		return do_write(qp, pkt);
+	if (pkt->mask & UROCE_M_READ)
+		return do_read(qp, pkt);
+	if (pkt->mask & UROCE_M_ATOMIC)
+		return do_atomic(qp, pkt);
+	return RESP_ERR_INVALID;
+}
+
+/*
+ * UC (IBA 9.8.3): no ACKs, no NAKs, no RNR.  A PSN gap or any error drops
+ * the message in progress; a FIRST or ONLY packet always starts afresh.
+ */
+static void do_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct uroce_dev *dev = qp->dev;
+
+	if (pkt->psn != r->epsn) {
+		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
+		if (r->in_send || r->in_write)
+			uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
+		r->in_send = false;
+		r->in_write = false;
+		r->epsn = uroce_psn_add(pkt->psn, 1);
+		if (!(pkt->mask & UROCE_M_FIRST))
+			return;
+	} else {
+		r->epsn = uroce_psn_add(r->epsn, 1);
+	}
+	/* a new message while one is open: the old one lost its end */
+	if ((pkt->mask & UROCE_M_FIRST) && (r->in_send || r->in_write)) {
+		uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
+		r->in_send = false;
+		r->in_write = false;
+	}
+	if (execute(qp, pkt) != RESP_DONE) {
+		uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
+		r->in_send = false;
+		r->in_write = false;
+	}
+}
+
 static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
 			 enum uroce_counter cnt)
 {
@@ -396,6 +545,14 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
 		return;
 	}
+	if (qp->type == IBV_QPT_UD) {
+		do_ud(qp, pkt);
+		return;
+	}
+	if (qp->type == IBV_QPT_UC) {
+		do_uc(qp, pkt);
+		return;
+	}
 	diff = uroce_psn_cmp(pkt->psn, r->epsn);
 	if (diff < 0) {
 		duplicate(qp, pkt);
@@ -414,19 +571,7 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	r->nak_sent = false;
 
-	res = check_sequence(qp, pkt);
-	if (res == RESP_DONE) {
-		if (pkt->mask & UROCE_M_SEND)
-			res = do_send(qp, pkt);
-		else if (pkt->mask & UROCE_M_WRITE)
-			res = do_write(qp, pkt);
-		else if (pkt->mask & UROCE_M_READ)
-			res = do_read(qp, pkt);
-		else if (pkt->mask & UROCE_M_ATOMIC)
-			res = do_atomic(qp, pkt);
-		else
-			res = RESP_ERR_INVALID;
-	}
+	res = execute(qp, pkt);
 
 	switch (res) {
 	case RESP_DONE:

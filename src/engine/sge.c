@@ -5,15 +5,15 @@
 
 #include "uroce.h"
 
-int uroce_sge_check(struct uroce_qp *qp, const struct ibv_sge *sge,
-		    uint32_t n, unsigned int access)
+int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
+		    const struct ibv_sge *sge, uint32_t n, unsigned int access)
 {
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;
-		if (!uroce_mr_check(qp->dev, qp->pd, sge[i].lkey, sge[i].addr,
+		if (!uroce_mr_check(dev, pd, sge[i].lkey, sge[i].addr,
 				    sge[i].length, access))
 			return -EACCES;
 	}

@@ -29,6 +29,14 @@ static void icrc_ip_of(struct uroce_dev *dev, const struct sockaddr_storage *dst
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen)
 {
+	return uroce_xmit_to(qp, &qp->peer, hdr, hdrlen, payload, npayload,
+			     paylen);
+}
+
+int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
+		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
+		  int npayload, uint32_t paylen)
+{
 	static const uint8_t zeros[4];
 	struct uroce_dev *dev = qp->dev;
 	struct iovec iov[XMIT_MAX_IOV];
@@ -48,12 +56,12 @@ int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 		iov[n].iov_base = (void *)zeros;
 		iov[n++].iov_len = pad;
 	}
-	icrc_ip_of(dev, &qp->peer, &ip);
+	icrc_ip_of(dev, dst, &ip);
 	uroce_icrc_store(icrc, uroce_icrc_compute(&ip, iov, n));
 	iov[n].iov_base = icrc;
 	iov[n++].iov_len = UROCE_ICRC_LEN;
 
-	err = dev->io->send(dev, &qp->peer, iov, n);
+	err = dev->io->send(dev, dst, iov, n);
 	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
 	uroce_count(dev, UROCE_CNT_TX_BYTES, hdrlen + paylen + pad + 4);
 	qp->cnt_tx_pkts++;

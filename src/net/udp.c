@@ -147,8 +147,10 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	};
 
 	for (;;) {
-		if (sendmsg(dev->sock, &msg, 0) >= 0)
+		if (sendmsg(dev->sock, &msg, 0) >= 0) {
+			uroce_tap_tx(dev, dst, iov, iovcnt);
 			return 0;
+		}
 		if (errno == EINTR)
 			continue;
 		/* a full socket buffer or a vanished peer is packet loss:
@@ -392,6 +394,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
 	dev->io = &udp_io;
 	fault_init(dev);
+	uroce_pcap_open(dev);
 	return 0;
 }
 
@@ -456,6 +459,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			continue;
 		}
 		dst_of(&msgs[i].msg_hdr, dev, &dst);
+		uroce_tap_rx(dev, rx_buf[i], msgs[i].msg_len, &src[i], &dst);
 		uroce_recv(dev, rx_buf[i], msgs[i].msg_len, &src[i], &dst);
 	}
 	return n;

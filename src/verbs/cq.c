@@ -316,6 +316,10 @@ static void count_reported(const struct ibv_async_event *ev)
 	case IBV_EVENT_QP_LAST_WQE_REACHED:
 		to_uqp(ev->element.qp)->async_events_reported++;
 		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		to_usrq(ev->element.srq)->async_events_reported++;
+		break;
 	default:
 		break;
 	}

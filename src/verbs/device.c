@@ -132,6 +132,7 @@ static void dev_init(void)
 	dev->wakefd = -1;
 	dev->active_mtu = IBV_MTU_1024;
 	dev->next_qpn = UROCE_QPN_FIRST;
+	dev->cnt = dev->cnt_private;
 	dev->guid = htobe64(make_guid());
 
 	dev->qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->qp_tbl));
@@ -177,6 +178,7 @@ int uroce_dev_up(struct uroce_dev *dev)
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
+	uroce_shm_open(dev);
 	ret = uroce_progress_start(dev);
 	if (ret) {
 		uroce_net_close(dev);
@@ -295,6 +297,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.req_notify_cq = uroce_req_notify_cq;
 	ctx->ops.post_send = uroce_post_send;
 	ctx->ops.post_recv = uroce_post_recv;
+	ctx->ops.post_srq_recv = uroce_post_srq_recv;
 
 	vctx->sz = sizeof(*vctx);
 	vctx->query_port = uroce_query_port;
@@ -302,6 +305,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	vctx->query_rt_values = query_rt_values;
 	vctx->create_qp_ex = uroce_create_qp_ex;
 	vctx->create_cq_ex = uroce_create_cq_ex;
+	vctx->create_srq_ex = uroce_create_srq_ex;
 	return ctx;
 
 err_free:
@@ -353,6 +357,9 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->max_res_rd_atom = (int)(UROCE_MAX_QP * UROCE_MAX_RD_ATOMIC);
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = UROCE_MAX_AH;
+	a->max_srq = 1 << 16;
+	a->max_srq_wr = UROCE_MAX_QP_WR;
+	a->max_srq_sge = UROCE_MAX_SGE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = UROCE_LOCAL_ACK_DELAY;
 	a->phys_port_cnt = 1;

@@ -63,8 +63,72 @@ static const struct qp_transition rc_table[QPS_NUM][QPS_NUM] = {
 	[IBV_QPS_ERR] = {},
 };
 
-static bool transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
-			  int mask)
+#define UC_RTS_OPT (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | \
+		    IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE)
+
+static const struct qp_transition uc_table[QPS_NUM][QPS_NUM] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { true, 0, 0 },
+		[IBV_QPS_INIT] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_ACCESS_FLAGS, 0 },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_INIT] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_ACCESS_FLAGS },
+		[IBV_QPS_RTR] = { true, IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+				  IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+				  IBV_QP_PKEY_INDEX },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RTS] = { true, IBV_QP_SQ_PSN, UC_RTS_OPT },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RTS] = { true, 0, UC_RTS_OPT & ~IBV_QP_CUR_STATE },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RTS] = { true, 0, UC_RTS_OPT },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_AV | IBV_QP_ALT_PATH |
+				  IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PATH_MIG_STATE },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RTS] = { true, 0, IBV_QP_CUR_STATE |
+				  IBV_QP_ACCESS_FLAGS },
+	},
+};
+
+static const struct qp_transition ud_table[QPS_NUM][QPS_NUM] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { true, 0, 0 },
+		[IBV_QPS_INIT] = { true, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_QKEY, 0 },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_INIT] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_QKEY },
+		[IBV_QPS_RTR] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RTS] = { true, IBV_QP_SQ_PSN,
+				  IBV_QP_CUR_STATE | IBV_QP_QKEY },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RTS] = { true, 0, IBV_QP_QKEY },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RTS] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+		[IBV_QPS_SQD] = { true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RTS] = { true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+	},
+};
+
+static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
+			  enum ibv_qp_state next, int mask)
 {
 	const struct qp_transition *t;
 	int attrs = mask & ~IBV_QP_STATE;
@@ -74,7 +138,12 @@ static bool transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 	/* Any state may go to RESET or ERR with nothing else (IBA 10.3.1). */
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
 		return (attrs & ~IBV_QP_CUR_STATE) == 0;
-	t = &rc_table[cur][next];
+	if (type == IBV_QPT_UD)
+		t = &ud_table[cur][next];
+	else if (type == IBV_QPT_UC)
+		t = &uc_table[cur][next];
+	else
+		t = &rc_table[cur][next];
 	if (!t->valid)
 		return false;
 	if ((attrs & t->req) != t->req)
@@ -192,7 +261,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -221,6 +291,11 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->rcq = to_ucq(attr->recv_cq);
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
+	if (attr->srq) {
+		qp->srq = to_usrq(attr->srq);
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
+	}
 	err = alloc_queues(qp, &attr->cap);
 	if (err)
 		goto err_free;
@@ -231,7 +306,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	ibqp->pd = attr->pd;
 	ibqp->send_cq = attr->send_cq;
 	ibqp->recv_cq = attr->recv_cq;
-	ibqp->srq = NULL;
+	ibqp->srq = attr->srq;
 	ibqp->state = IBV_QPS_RESET;
 	ibqp->qp_type = attr->qp_type;
 	pthread_mutex_init(&ibqp->mutex, NULL);
@@ -241,6 +316,11 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->attr.port_num = 1;
 	qp->attr.path_mtu = IBV_MTU_1024;
 	qp->mtu = 1024;
+	if (qp->type == IBV_QPT_UD) {
+		/* UD messages are bounded by the port MTU (IBA 9.8.4) */
+		qp->attr.path_mtu = dev->active_mtu;
+		qp->mtu = uroce_mtu_bytes(dev->active_mtu);
+	}
 
 	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		qp->is_ex = true;
@@ -257,6 +337,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	atomic_fetch_add(&qp->pd->refs, 1);
 	atomic_fetch_add(&qp->scq->refs, 1);
 	atomic_fetch_add(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->refs, 1);
 	return ibqp;
 
 err_free:
@@ -350,11 +432,23 @@ static void flush_rq(struct uroce_qp *qp)
 
 void uroce_qp_to_error(struct uroce_qp *qp)
 {
+	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
+
 	set_state(qp, IBV_QPS_ERR);
 	qp->req.deadline_ns = 0;
 	qp->req.rnr_deadline_ns = 0;
 	flush_sq(qp);
-	flush_rq(qp);
+	if (!qp->srq) {
+		flush_rq(qp);
+	} else if (!was_err) {
+		struct ibv_async_event ev = {
+			.element.qp = uqp_ibqp(qp),
+			.event_type = IBV_EVENT_QP_LAST_WQE_REACHED,
+		};
+
+		/* IBA 11.6.3.1: no more WQEs will be taken from the SRQ */
+		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
+	}
 }
 
 static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
@@ -435,7 +529,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		goto out;
 	}
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-	if (!transition_ok(cur, next, mask)) {
+	if (!transition_ok(qp->type, cur, next, mask)) {
 		err = EINVAL;
 		goto out;
 	}
@@ -500,6 +594,8 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
 		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
 
 	if (mask & IBV_QP_STATE) {
 		switch (next) {
@@ -572,6 +668,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&qp->pd->refs, 1);
 	atomic_fetch_sub(&qp->scq->refs, 1);
 	atomic_fetch_sub(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->refs, 1);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	free_queues(qp);
@@ -590,8 +688,14 @@ struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp)
 	return &sq->wqe[sq->head & (sq->size - 1)];
 }
 
-static bool opcode_ok(enum ibv_wr_opcode op)
+static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
+	if (type == IBV_QPT_UD)
+		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+	if (type == IBV_QPT_UC)
+		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+		       op == IBV_WR_RDMA_WRITE ||
+		       op == IBV_WR_RDMA_WRITE_WITH_IMM;
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
@@ -614,7 +718,7 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)
 		return EINVAL;
-	if (!opcode_ok(wqe->opcode))
+	if (!opcode_ok(qp->type, wqe->opcode))
 		return EINVAL;
 	if (wqe->num_sge > qp->sq.max_sge)
 		return EINVAL;
@@ -691,6 +795,14 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 		wqe->rkey = wr->wr.atomic.rkey;
 		wqe->compare_add = wr->wr.atomic.compare_add;
 		wqe->swap = wr->wr.atomic.swap;
+	} else if (qp->type == IBV_QPT_UD) {
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		wqe->ud_dst = to_uah(wr->wr.ud.ah)->dst;
+		wqe->ud_qpn = wr->wr.ud.remote_qpn & UROCE_QPN_MASK;
+		/* IBA 10.2.5: a Q_Key with the high bit set means the QP's */
+		wqe->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ?
+			       qp->attr.qkey : wr->wr.ud.remote_qkey;
 	} else {
 		wqe->remote_addr = wr->wr.rdma.remote_addr;
 		wqe->rkey = wr->wr.rdma.rkey;
@@ -751,7 +863,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		uint64_t len = 0;
 		int i;
 
-		if (qp->attr.qp_state == IBV_QPS_RESET ||
+		if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq ||
 		    wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
 			err = EINVAL;
 		} else if (rq->head - rq->tail >= rq->max_wr) {
@@ -772,7 +884,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		wqe->length = len;
 		rq->head++;
 	}
-	if (qp->attr.qp_state == IBV_QPS_ERR)
+	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq)
 		flush_rq(qp);
 	pthread_mutex_unlock(&qp->dev->lock);
 	return err;

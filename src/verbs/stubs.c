@@ -63,61 +63,9 @@ static void *fail_ptr(void)
 	return NULL;
 }
 
-static int fail_minus_one(void)
-{
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
 /* ---------------------------------------------------------------------
  * Public verbs uroce does not implement (yet)
  */
-
-struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
-			       struct ibv_srq_init_attr *srq_init_attr)
-{
-	return fail_ptr();
-}
-
-int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
-		   int srq_attr_mask)
-{
-	return EOPNOTSUPP;
-}
-
-int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
-{
-	return EOPNOTSUPP;
-}
-
-int ibv_destroy_srq(struct ibv_srq *srq)
-{
-	return EOPNOTSUPP;
-}
-
-struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	return fail_ptr();
-}
-
-int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	return EOPNOTSUPP;
-}
-
-/* ibv_init_ah_from_wc(3): 0 on success, -1 on error. */
-int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-			struct ibv_wc *wc, struct ibv_grh *grh,
-			struct ibv_ah_attr *ah_attr)
-{
-	return fail_minus_one();
-}
-
-struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
-				     struct ibv_grh *grh, uint8_t port_num)
-{
-	return fail_ptr();
-}
 
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 		     uint16_t lid)

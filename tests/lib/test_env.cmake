@@ -14,7 +14,7 @@
 # perftest, python3 and so on are not, so the runtime is preloaded into
 # them (tests/lib/uroce_test.sh does that only for the program under test,
 # not for bash, ss or grep).  UBSan alone needs no preload.
-include_guard(GLOBAL)
+include_guard(DIRECTORY)
 
 set(UROCE_TEST_LIBDIR ${CMAKE_BINARY_DIR}/lib)
 set(UROCE_TEST_PRELOAD "")
