@@ -169,6 +169,8 @@ struct uroce_dev {
 
 	/* engine/progress.c */
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	_Atomic uint64_t app_poll_ns;	/* when an application thread last
+					 * received for itself */
 	pthread_t thread;
 	int epfd;
 	int timerfd;
@@ -188,6 +190,12 @@ struct uroce_dev {
 
 	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
 	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
+
+	/* engine/req.c: pacing of unacknowledged (UC, UD) traffic, which
+	 * has no other defence against overrunning the peer's socket */
+	uint64_t pace_rate;		/* bytes per second, 0 = off */
+	int64_t pace_tokens;		/* bytes */
+	uint64_t pace_last_ns;
 
 	/* net/udp.c: fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
@@ -419,6 +427,7 @@ struct uroce_req_state {
 	uint32_t cur_psn_idx;		/* packet index in that WQE */
 	uint64_t deadline_ns;		/* retransmit timer, 0 = off */
 	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
+	uint64_t pace_deadline_ns;	/* UC/UD pacing wait, 0 = none */
 	unsigned int retry_left;
 	unsigned int rnr_retry_left;
 	uint32_t cwnd;			/* packets; shrinks on timeout */

@@ -230,6 +230,7 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 		go_back(qp);
 		return;
 	}
+	uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK received, AETH syndrome 0x%02x", syn);
 	if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK) {
 		uroce_count(dev, UROCE_CNT_RX_RNR_NAK, 1);
 		/* rnr_retry 7 means retry forever (IBA 9.7.5.2.8) */

@@ -54,12 +54,34 @@ static void run_timers(struct uroce_dev *dev)
 		uroce_req_timeout(qp, now);
 		d = qp->req.rnr_deadline_ns ? qp->req.rnr_deadline_ns :
 					      qp->req.deadline_ns;
+		if (qp->req.pace_deadline_ns && (!d || qp->req.pace_deadline_ns < d))
+			d = qp->req.pace_deadline_ns;
 		if (d && (!next || d < next))
 			next = d;
 	}
 	if (next && (!dev->armed_deadline_ns || next < dev->armed_deadline_ns))
 		set_timer(dev, next);
 	pthread_mutex_unlock(&dev->lock);
+}
+
+/*
+ * An application thread busy-polling its CQ receives for itself; the
+ * thread then only gets in its way (a wake-up per packet, a core less).
+ * While that goes on the thread naps and looks again, so that packets
+ * still move when the application stops polling.
+ */
+#define APP_POLL_NS 200000
+
+static bool app_is_polling(struct uroce_dev *dev)
+{
+	uint64_t last = atomic_load_explicit(&dev->app_poll_ns,
+					     memory_order_relaxed);
+	struct timespec nap = { 0, APP_POLL_NS };
+
+	if (!last || uroce_now_ns() - last > APP_POLL_NS)
+		return false;
+	nanosleep(&nap, NULL);
+	return true;
 }
 
 static void *progress_main(void *arg)
@@ -80,6 +102,8 @@ static void *progress_main(void *arg)
 			int fd = ev[i].data.fd;
 
 			if (fd == dev->sock) {
+				if (app_is_polling(dev))
+					continue;
 				pthread_mutex_lock(&dev->rx_lock);
 				while (uroce_net_poll(dev) > 0)
 					;
@@ -102,6 +126,8 @@ void uroce_progress_poll(struct uroce_dev *dev)
 {
 	if (!dev->net_up || pthread_mutex_trylock(&dev->rx_lock))
 		return;
+	atomic_store_explicit(&dev->app_poll_ns, uroce_now_ns(),
+			      memory_order_relaxed);
 	uroce_net_poll(dev);
 	pthread_mutex_unlock(&dev->rx_lock);
 }

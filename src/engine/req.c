@@ -223,6 +223,41 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	return 1;
 }
 
+/*
+ * UC and UD have no ACKs, so nothing tells the sender that the peer's
+ * socket buffer is full; a lossless RoCE fabric would pause the link
+ * (PFC).  A token bucket per device stands in for that pause.
+ */
+#define PACE_BURST (1 << 20)
+
+static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
+{
+	struct uroce_dev *dev = qp->dev;
+	uint64_t now;
+
+	if (!dev->pace_rate)
+		return true;
+	now = uroce_now_ns();
+	if (!dev->pace_last_ns) {
+		dev->pace_last_ns = now;
+		dev->pace_tokens = PACE_BURST;
+	}
+	dev->pace_tokens += (int64_t)((now - dev->pace_last_ns) *
+				      dev->pace_rate / 1000000000ull);
+	dev->pace_last_ns = now;
+	if (dev->pace_tokens > PACE_BURST)
+		dev->pace_tokens = PACE_BURST;
+	if (dev->pace_tokens >= (int64_t)bytes) {
+		dev->pace_tokens -= bytes;
+		return true;
+	}
+	qp->req.pace_deadline_ns = now + 1 +
+		((uint64_t)((int64_t)bytes - dev->pace_tokens) * 1000000000ull) /
+		dev->pace_rate;
+	uroce_timer_arm(dev, qp->req.pace_deadline_ns);
+	return false;
+}
+
 /* IBA 9.2: pick the opcode of a SEND/WRITE packet by its place. */
 static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
 			   bool last)
@@ -265,6 +300,8 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	int niov;
 
 	if (window_full(qp, 1))
+		return 0;
+	if (qp->type == IBV_QPT_UC && !pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
 	op = pick_opcode(wqe, first, last);
 	if (qp->type == IBV_QPT_UC)
@@ -311,6 +348,8 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	const struct uroce_opcode_info *info = &uroce_opcode[op];
 	int niov;
 
+	if (!pace_ok(qp, (uint32_t)wqe->length + info->length))
+		return 0;
 	bth_init(hdr, op, wqe->send_flags & IBV_SEND_SOLICITED, 0,
 		 UROCE_DEFAULT_PKEY, wqe->ud_qpn, false, qp->req.psn);
 	deth_init(hdr + info->offset[UROCE_HDR_DETH], wqe->ud_qkey,
@@ -345,7 +384,8 @@ void uroce_req_run(struct uroce_qp *qp)
 	struct uroce_sq *sq = &qp->sq;
 	bool was_idle = qp->comp.psn == qp->req.psn_max;
 
-	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.rnr_deadline_ns)
+	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.rnr_deadline_ns ||
+	    qp->req.pace_deadline_ns)
 		return;
 	while (sq->next != sq->head) {
 		struct uroce_send_wqe *wqe = &sq->wqe[sq->next & sq_mask(qp)];
@@ -426,6 +466,11 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return;
+	if (qp->req.pace_deadline_ns && now >= qp->req.pace_deadline_ns) {
+		qp->req.pace_deadline_ns = 0;
+		uroce_req_run(qp);
+		return;
+	}
 	if (qp->req.rnr_deadline_ns && now >= qp->req.rnr_deadline_ns) {
 		qp->req.rnr_deadline_ns = 0;
 		uroce_req_rewind(qp);
@@ -438,6 +483,7 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 	if (qp->comp.psn == qp->req.psn_max)
 		return;
 	uroce_count(dev, UROCE_CNT_TIMEOUTS, 1);
+	uroce_log_qp(UROCE_LOG_INFO, qp, qp->comp.psn, "ACK timeout, %u retries left", qp->req.retry_left);
 	if (!qp->req.retry_left) {
 		struct uroce_send_wqe *wqe =
 			&qp->sq.wqe[qp->sq.tail & sq_mask(qp)];

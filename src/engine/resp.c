@@ -43,6 +43,8 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	aeth_init(hdr + UROCE_BTH_LEN, syn, qp->resp.msn);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	uroce_count(qp->dev, UROCE_CNT_TX_ACKS, 1);
+	if ((syn & UROCE_AETH_TYPE_MASK) != UROCE_AETH_ACK)
+		uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK sent, AETH syndrome 0x%02x", syn);
 }
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)

@@ -25,7 +25,7 @@
 
 #define RX_BATCH	32
 #define RX_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-#define SOCK_BUF_SIZE	(8 << 20)
+#define SOCK_BUF_SIZE	(32 << 20)
 
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid)
 {
@@ -211,6 +211,19 @@ static const struct uroce_pkt_io udp_io = {
 	.send = udp_send,
 };
 
+/* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
+#define DEFAULT_UNRELIABLE_MBPS 4000
+
+static void pace_init(struct uroce_dev *dev)
+{
+	const char *env = getenv("UROCE_UNRELIABLE_MBPS");
+	uint64_t mbps = DEFAULT_UNRELIABLE_MBPS;
+
+	if (env && *env)
+		mbps = strtoull(env, NULL, 0);
+	dev->pace_rate = mbps * 1000000 / 8;
+}
+
 /* ---- address selection ---- */
 
 static int find_ifaddr(const char *ifname, struct sockaddr_storage *ss)
@@ -394,6 +407,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
 	dev->io = &udp_io;
 	fault_init(dev);
+	pace_init(dev);
 	uroce_pcap_open(dev);
 	return 0;
 }

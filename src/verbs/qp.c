@@ -434,6 +434,8 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 {
 	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
 
+	if (!was_err)
+		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
 	set_state(qp, IBV_QPS_ERR);
 	qp->req.deadline_ns = 0;
 	qp->req.rnr_deadline_ns = 0;

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The stats segment (include/uroce_shm.h): the device's counters live in
+ * /dev/shm/uroce.<pid>, where `uroce stats` reads them while we run, and a
+ * small thread answers `uroce qps` with a snapshot of the QP table.
+ *
+ * Lifetime: created when the device comes up, unlinked by a destructor at
+ * exit (the mapping itself stays until the process is gone, so late
+ * counter updates from the progress thread still land somewhere).  A
+ * process killed by a signal leaves its file behind; the next uroce
+ * process and the tool remove files whose process is gone.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+#include "uroce_shm.h"
+
+static struct uroce_shm_hdr *shm;
+static char shm_name[64];		/* "/uroce.<pid>" */
+static pid_t shm_pid;
+
+static uint64_t proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may hold spaces and ')': skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* field 3 (state) starts at p + 2; the start time is field 22 */
+	for (i = 3, p += 2; i < 22 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		st = strtoull(p, NULL, 10);
+	return st;
+}
+
+static void own_comm(char *out, size_t len)
+{
+	char buf[256] = "";
+	ssize_t n = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	const char *base;
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	base = strrchr(buf, '/');
+	snprintf(out, len, "%s", base ? base + 1 : buf);
+}
+
+/* Remove the segments of processes that died without unlinking theirs. */
+static void remove_stale(void)
+{
+	DIR *d = opendir(UROCE_SHM_DIR);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, UROCE_SHM_PREFIX,
+			    strlen(UROCE_SHM_PREFIX)))
+			continue;
+		pid = strtol(e->d_name + strlen(UROCE_SHM_PREFIX), &end, 10);
+		if (*end || pid <= 0 || pid > INT_MAX)
+			continue;
+		if (kill((pid_t)pid, 0) && errno == ESRCH &&
+		    !unlinkat(dirfd(d), e->d_name, 0))
+			uroce_log(UROCE_LOG_DEBUG,
+				  "removed stale stats segment of pid %ld", pid);
+	}
+	closedir(d);
+}
+
+static long futex(uint32_t *uaddr, int op, uint32_t val)
+{
+	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+}
+
+static uint8_t qp_state_of(const struct uroce_qp *qp)
+{
+	return (uint8_t)qp->attr.qp_state;
+}
+
+/* Fill the QP table; dev->lock held. */
+static void snapshot(struct uroce_dev *dev)
+{
+	struct uroce_shm_qp *tbl =
+		(struct uroce_shm_qp *)((char *)shm + shm->qp_off);
+	uint32_t n = 0, over = 0, i;
+	struct timespec ts;
+
+	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
+		const struct uroce_qp *qp = dev->qp_tbl[i];
+		struct uroce_shm_qp *e;
+
+		if (!qp)
+			continue;
+		if (n == shm->qp_slots) {
+			over++;
+			continue;
+		}
+		e = &tbl[n++];
+		memset(e, 0, sizeof(*e));
+		e->qpn = qp->ex.qp_base.qp_num;
+		e->dest_qpn = qp->attr.dest_qp_num;
+		e->state = qp_state_of(qp);
+		e->type = (uint8_t)qp->type;
+		e->mtu = (uint16_t)qp->mtu;
+		e->timeout = qp->attr.timeout;
+		e->retry_cnt = qp->attr.retry_cnt;
+		e->rnr_retry = qp->attr.rnr_retry;
+		memcpy(e->peer_gid, qp->attr.ah_attr.grh.dgid.raw, 16);
+		e->sq_psn = qp->req.psn;
+		e->unacked_psn = qp->comp.psn;
+		e->epsn = qp->resp.epsn;
+		e->sq_posted = qp->sq.head - qp->sq.tail;
+		e->sq_unsent = qp->sq.head - qp->sq.next;
+		e->sq_max_wr = qp->sq.max_wr;
+		e->rq_posted = qp->rq.head - qp->rq.tail;
+		e->rq_max_wr = qp->rq.max_wr;
+		e->cwnd = qp->req.cwnd;
+		e->retry_left = qp->req.retry_left;
+		e->rnr_retry_left = qp->req.rnr_retry_left;
+		e->tx_pkts = qp->cnt_tx_pkts;
+		e->rx_pkts = qp->cnt_rx_pkts;
+		e->retransmits = qp->cnt_retrans;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	shm->snap_time_ns = (uint64_t)ts.tv_sec * 1000000000ull +
+			    (uint64_t)ts.tv_nsec;
+	shm->nqps = n;
+	shm->qp_overflow = over;
+}
+
+/* Sleeps on snap_req until a reader asks for a QP snapshot. */
+static void *snap_main(void *arg)
+{
+	struct uroce_dev *dev = arg;
+
+	for (;;) {
+		uint32_t done = __atomic_load_n(&shm->snap_done,
+						__ATOMIC_ACQUIRE);
+		uint32_t req = __atomic_load_n(&shm->snap_req,
+					       __ATOMIC_ACQUIRE);
+
+		if (req == done) {
+			futex(&shm->snap_req, FUTEX_WAIT, done);
+			continue;
+		}
+		pthread_mutex_lock(&dev->lock);
+		snapshot(dev);
+		pthread_mutex_unlock(&dev->lock);
+		/* release: the table is written before snap_done says so */
+		__atomic_store_n(&shm->snap_done, req, __ATOMIC_RELEASE);
+		futex(&shm->snap_done, FUTEX_WAKE, INT_MAX);
+	}
+	return NULL;
+}
+
+__attribute__((destructor)) static void shm_unlink_at_exit(void)
+{
+	/* a forked child shares the mapping but not the name */
+	if (shm && shm_pid == getpid())
+		shm_unlink(shm_name);
+}
+
+static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
+		     uint32_t cnt_off, uint32_t qp_off)
+{
+	const char *fault = getenv("UROCE_FAULT");
+	char *names = (char *)shm + names_off;
+	int i;
+
+	shm->magic = UROCE_SHM_MAGIC;
+	shm->version = UROCE_SHM_VERSION;
+	shm->hdr_size = sizeof(*shm);
+	shm->size = size;
+	shm->ncounters = UROCE_CNT_NUM;
+	shm->names_off = names_off;
+	shm->cnt_off = cnt_off;
+	shm->qp_off = qp_off;
+	shm->qp_slots = UROCE_SHM_QP_SLOTS;
+	shm->qp_entry_size = sizeof(struct uroce_shm_qp);
+	shm->pid = (int32_t)shm_pid;
+	shm->start_time = proc_start_time(shm_pid);
+	own_comm(shm->comm, sizeof(shm->comm));
+	snprintf(shm->dev_name, sizeof(shm->dev_name), "%s", dev->ibdev.name);
+	memcpy(shm->gid, dev->gid.raw, 16);
+	inet_ntop(dev->family, dev->family == AF_INET ?
+		  (const void *)&((struct sockaddr_in *)&dev->local)->sin_addr :
+		  (const void *)&((struct sockaddr_in6 *)&dev->local)->sin6_addr,
+		  shm->addr, sizeof(shm->addr));
+	shm->node_guid = dev->guid;
+	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->active_mtu);
+	shm->netdev_mtu = dev->netdev_mtu;
+	snprintf(shm->pcap, sizeof(shm->pcap), "%s", uroce_pcap_path());
+	snprintf(shm->fault, sizeof(shm->fault), "%s", fault ? fault : "");
+	for (i = 0; i < UROCE_CNT_NUM; i++)
+		snprintf(names + (size_t)i * UROCE_SHM_NAME_LEN,
+			 UROCE_SHM_NAME_LEN, "%s", uroce_counter_name[i]);
+}
+
+void uroce_shm_open(struct uroce_dev *dev)
+{
+	uint32_t names_off = sizeof(struct uroce_shm_hdr);
+	uint32_t cnt_off = names_off + UROCE_CNT_NUM * UROCE_SHM_NAME_LEN;
+	uint32_t qp_off = cnt_off + UROCE_CNT_NUM * sizeof(uint64_t);
+	size_t size = qp_off + UROCE_SHM_QP_SLOTS * sizeof(struct uroce_shm_qp);
+	_Atomic uint64_t *cnt;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t thread;
+	void *p;
+	int fd, i, err;
+
+	if (shm)
+		return;
+	remove_stale();
+	shm_pid = getpid();
+	snprintf(shm_name, sizeof(shm_name), "/%s%d", UROCE_SHM_PREFIX,
+		 (int)shm_pid);
+	/* one left by an earlier program of this pid (exec) is not ours */
+	shm_unlink(shm_name);
+	fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	/* 0600 whatever the umask: the owner and root may look */
+	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)size))
+		goto fail_unlink;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail_unlink;
+	close(fd);
+	shm = p;
+	fill_hdr(dev, size, names_off, cnt_off, qp_off);
+
+	/* move the counters in: whatever was counted so far comes along */
+	cnt = (_Atomic uint64_t *)((char *)shm + cnt_off);
+	for (i = 0; i < UROCE_CNT_NUM; i++)
+		atomic_store(&cnt[i], atomic_load(&dev->cnt_private[i]));
+	dev->cnt = cnt;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	err = pthread_create(&thread, &attr, snap_main, dev);
+	if (err)
+		uroce_log(UROCE_LOG_WARN, "no QP snapshot thread: %s",
+			  strerror(err));
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	__atomic_store_n(&shm->ready, 1, __ATOMIC_RELEASE);
+	uroce_log(UROCE_LOG_INFO, "stats segment %s%s (uroce stats %d)",
+		  UROCE_SHM_DIR, shm_name, (int)shm_pid);
+	return;
+
+fail_unlink:
+	err = errno;
+	shm_unlink(shm_name);
+	close(fd);
+	errno = err;
+fail:
+	uroce_log(UROCE_LOG_WARN, "no stats segment %s%s: %s; uroce stats "
+		  "cannot see this process", UROCE_SHM_DIR, shm_name,
+		  strerror(errno));
+}
