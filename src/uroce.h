@@ -676,6 +676,7 @@ const char *uroce_pcap_path(void);		/* "" when not capturing */
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);
 void uroce_net_close(struct uroce_dev *dev);
+int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);
 /* receive and dispatch what is waiting on the socket, without blocking;
  * returns the number of datagrams handled */
 int uroce_net_poll(struct uroce_dev *dev);

@@ -5,8 +5,9 @@
  *
  * Address selection (DESIGN.md decision 3): UROCE_ADDR=<ip> binds that
  * address; UROCE_IFNAME=<ifname> binds the first address of that
- * interface; otherwise the first free loopback address 127.0.0.2 ...
- * 127.0.0.254, so that every process on a host owns one of its own.
+ * interface; otherwise the first free loopback address 127.0.0.1 ...
+ * 127.0.0.254, so that every process on a host owns one of its own (and
+ * the first one, typically a server, is reachable as 127.0.0.1).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -376,7 +378,7 @@ int uroce_net_open(struct uroce_dev *dev)
 		}
 		fd = open_bound(dev, &ss);
 	} else {
-		for (i = 2; i < 255 && fd == -EADDRINUSE; i++) {
+		for (i = 1; i < 255 && fd == -EADDRINUSE; i++) {
 			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
 
 			memset(&ss, 0, sizeof(ss));
@@ -409,6 +411,41 @@ int uroce_net_open(struct uroce_dev *dev)
 	fault_init(dev);
 	pace_init(dev);
 	uroce_pcap_open(dev);
+	return 0;
+}
+
+/* Move a running device to another address (rdma_bind_addr). */
+int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd, old;
+
+	memset(&ss, 0, sizeof(ss));
+	if (sa->sa_family == AF_INET)
+		memcpy(&ss, sa, sizeof(struct sockaddr_in));
+	else if (sa->sa_family == AF_INET6)
+		memcpy(&ss, sa, sizeof(struct sockaddr_in6));
+	else
+		return -EAFNOSUPPORT;
+	fd = open_bound(dev, &ss);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&dev->rx_lock);
+	pthread_mutex_lock(&dev->lock);
+	old = dev->sock;
+	ev.data.fd = fd;
+	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, old, NULL);
+	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	dev->sock = fd;
+	dev->family = ss.ss_family;
+	dev->local = ss;
+	uroce_gid_from_addr(&ss, &dev->gid);
+	dev->netdev_mtu = netdev_mtu_of(&ss);
+	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
+	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_unlock(&dev->rx_lock);
+	close(old);
 	return 0;
 }
 

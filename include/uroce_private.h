@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What our librdmacm needs from our libibverbs beyond the verbs ABI.
+ * Exported under the version node UROCE_PRIVATE_1, which no other
+ * program uses; the ABI test allows exactly these extra symbols.
+ */
+#ifndef UROCE_PRIVATE_H
+#define UROCE_PRIVATE_H
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#define UROCE_GSI_QPN	1
+#define UROCE_GSI_QKEY	0x80010000u
+
+/*
+ * The device's GSI QP (QP1): a UD QP, already in RTS, with Q_Key
+ * 0x80010000, receiving every datagram sent to QPN 1 (IB CM MADs).  One
+ * per process; EBUSY if it exists.  Destroy it with ibv_destroy_qp.
+ * cap is in/out as for ibv_create_qp.
+ */
+struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd, struct ibv_cq *send_cq,
+				struct ibv_cq *recv_cq, struct ibv_qp_cap *cap);
+
+/*
+ * Move the device to a given local IP address (UDP port 4791), as
+ * rdma_bind_addr to a specific address asks.  Fails with EBUSY once QPs
+ * exist, EADDRINUSE if another process owns the address.  Returns 0 or a
+ * positive errno.
+ */
+int uroce_dev_set_addr(struct ibv_context *ctx, const struct sockaddr *addr);
+
+/* The address the device owns now (port 4791). */
+int uroce_dev_get_addr(struct ibv_context *ctx, struct sockaddr_storage *addr);
+
+#endif /* UROCE_PRIVATE_H */

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The private interface our librdmacm uses (include/uroce_private.h):
+ * the GSI QP that carries IB CM MADs, and moving the device's address.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "uroce.h"
+#include "uroce_private.h"
+
+UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
+					     struct ibv_cq *send_cq,
+					     struct ibv_cq *recv_cq,
+					     struct ibv_qp_cap *cap)
+{
+	struct uroce_dev *dev = ctx_dev(pd->context);
+	struct ibv_qp_init_attr_ex init;
+	struct ibv_qp_attr attr;
+	struct ibv_qp *ibqp;
+	uint32_t old;
+	int err;
+
+	memset(&init, 0, sizeof(init));
+	init.send_cq = send_cq;
+	init.recv_cq = recv_cq;
+	init.cap = *cap;
+	init.qp_type = IBV_QPT_UD;
+	init.comp_mask = IBV_QP_INIT_ATTR_PD;
+	init.pd = pd;
+	ibqp = uroce_create_qp_ex(pd->context, &init);
+	if (!ibqp)
+		return NULL;
+	*cap = init.cap;
+
+	/* renumber it QP1: the number CM MADs are addressed to */
+	pthread_mutex_lock(&dev->lock);
+	old = ibqp->qp_num;
+	if (dev->qp_tbl[UROCE_GSI_QPN]) {
+		pthread_mutex_unlock(&dev->lock);
+		ibv_destroy_qp(ibqp);
+		errno = EBUSY;
+		return NULL;
+	}
+	dev->qp_tbl[old % UROCE_MAX_QP] = NULL;
+	dev->qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
+	ibqp->qp_num = UROCE_GSI_QPN;
+	ibqp->handle = UROCE_GSI_QPN;
+	pthread_mutex_unlock(&dev->lock);
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	attr.qkey = UROCE_GSI_QKEY;
+	err = ibv_modify_qp(ibqp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_QKEY);
+	if (!err) {
+		attr.qp_state = IBV_QPS_RTR;
+		err = ibv_modify_qp(ibqp, &attr, IBV_QP_STATE);
+	}
+	if (!err) {
+		attr.qp_state = IBV_QPS_RTS;
+		attr.sq_psn = 0;
+		err = ibv_modify_qp(ibqp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	}
+	if (err) {
+		ibv_destroy_qp(ibqp);
+		errno = err;
+		return NULL;
+	}
+	return ibqp;
+}
+
+UROCE_EXPORT int uroce_dev_set_addr(struct ibv_context *ctx,
+				    const struct sockaddr *addr)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	int err;
+
+	if (!addr)
+		return EINVAL;
+	if (dev->nqps)
+		return EBUSY;
+	err = uroce_net_rebind(dev, addr);
+	return err < 0 ? -err : 0;
+}
+
+UROCE_EXPORT int uroce_dev_get_addr(struct ibv_context *ctx,
+				    struct sockaddr_storage *addr)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+
+	pthread_mutex_lock(&dev->lock);
+	*addr = dev->local;
+	pthread_mutex_unlock(&dev->lock);
+	return 0;
+}
