@@ -272,11 +272,38 @@ struct uroce_mr {
 	uint64_t length;
 	unsigned int access;		/* enum ibv_access_flags */
 	uint32_t key;			/* lkey == rkey */
+	/* memory windows live in the same key table (verbs/mw.c) */
+	struct uroce_mr *parent;	/* MW: the MR it is bound over */
+	uint8_t mw_type;		/* 0: an MR; 1 or 2: a window */
+	bool mw_bound;
+	uint32_t mw_qpn;		/* type 2: the QP it is bound to */
+	_Atomic int mw_refs;		/* MR: windows bound over it */
 };
 
 static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
 {
 	return container_of(mr, struct uroce_mr, ibmr);
+}
+
+/*
+ * Keys (lkey == rkey): bits 8..23 index the key table; bits 24..31 and
+ * 0..7 are random for an MR.  IBA leaves the low 8 bits to the consumer
+ * for windows (ibv_inc_rkey), so a window's key keeps its upper 24 bits.
+ */
+#define UROCE_KEY_INDEX_SHIFT	8
+static inline uint32_t uroce_key_index(uint32_t key)
+{
+	return (key >> UROCE_KEY_INDEX_SHIFT) & (UROCE_MAX_MR - 1);
+}
+
+struct uroce_mw {
+	struct ibv_mw ibmw;
+	struct uroce_mr win;		/* the key table entry */
+};
+
+static inline struct uroce_mw *to_umw(struct ibv_mw *mw)
+{
+	return container_of(mw, struct uroce_mw, ibmw);
 }
 
 /* ---- CQ ---- */
@@ -345,6 +372,8 @@ struct uroce_send_wqe {
 	uint32_t rkey;
 	uint64_t compare_add;
 	uint64_t swap;
+	struct ibv_mw *bind_mw;		/* BIND_MW: the window, rkey = new key */
+	struct ibv_mw_bind_info bind_info;
 	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
 	uint32_t ud_qpn, ud_qkey;
 	uint32_t num_sge;
@@ -470,6 +499,8 @@ struct uroce_qp {
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
+	bool comm_est;			/* COMM_EST raised */
+	bool sqd_notify;		/* raise SQ_DRAINED when drained */
 	uint64_t send_ops_flags;
 
 	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
@@ -512,6 +543,8 @@ uint64_t uroce_now_ns(void);
 struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
 				uint32_t key, uint64_t va, uint64_t len,
 				unsigned int access);
+/* put mr in a free key-table slot and give it a key; dev->lock held */
+int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr);
 /* pointer to iova va inside mr (caller checked the range) */
 static inline uint8_t *uroce_mr_ptr(struct uroce_mr *mr, uint64_t va)
 {
@@ -567,6 +600,17 @@ static inline struct uroce_rq *uroce_qp_rq(struct uroce_qp *qp)
 }
 /* a receive WQE was consumed from the SRQ: raise the limit event */
 void uroce_srq_consumed(struct uroce_srq *srq);
+
+/* verbs/mw.c */
+struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int uroce_dealloc_mw(struct ibv_mw *mw);
+int uroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		  struct ibv_mw_bind *bind);
+/* run a bind / an invalidation; dev->lock held */
+enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *mw,
+				 uint32_t new_key,
+				 const struct ibv_mw_bind_info *info);
+enum ibv_wc_status uroce_invalidate(struct uroce_qp *qp, uint32_t key);
 
 /* verbs/wr_ex.c */
 void uroce_qp_ex_init(struct uroce_qp *qp);

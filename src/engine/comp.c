@@ -26,6 +26,12 @@ enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -57,6 +63,18 @@ void uroce_comp_retire(struct uroce_qp *qp)
 			uroce_qp_to_error(qp);
 			return;
 		}
+	}
+	/* IBA 11.6.3: RTS -> SQD with notify: tell when nothing is left */
+	if (qp->sqd_notify && qp->attr.qp_state == IBV_QPS_SQD &&
+	    sq->tail == sq->next && qp->comp.psn == qp->req.psn_max &&
+	    qp->req.cur_off == 0) {
+		struct ibv_async_event ev = {
+			.element.qp = uqp_ibqp(qp),
+			.event_type = IBV_EVENT_SQ_DRAINED,
+		};
+
+		qp->sqd_notify = false;
+		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 	}
 }
 

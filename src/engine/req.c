@@ -262,6 +262,14 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
 			   bool last)
 {
+	if (wqe->opcode == IBV_WR_ATOMIC_WRITE)
+		return UROCE_OP_RC_ATOMIC_WRITE;
+	if (wqe->opcode == IBV_WR_SEND_WITH_INV) {
+		if (last)
+			return first ? UROCE_OP_RC_SEND_ONLY_INV :
+				       UROCE_OP_RC_SEND_LAST_INV;
+		return first ? UROCE_OP_RC_SEND_FIRST : UROCE_OP_RC_SEND_MIDDLE;
+	}
 	bool write = wqe->opcode == IBV_WR_RDMA_WRITE ||
 		     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 	bool imm = wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
@@ -322,6 +330,8 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 			  wqe->rkey, (uint32_t)wqe->length);
 	if (info->mask & UROCE_M_IMMDT)
 		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
+	if (info->mask & UROCE_M_IETH)
+		ieth_init(hdr + info->offset[UROCE_HDR_IETH], wqe->imm);
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, qp->req.cur_off, paylen,
 			     iov, UROCE_MAX_SGE);
 	uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
@@ -367,8 +377,8 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	return 1;
 }
 
-/* A WQE that failed before reaching the wire: the completer reports it
- * in order and moves the QP to the error state. */
+/* A WQE done (or failed) before reaching the wire: the completer reports
+ * it in order, and on failure moves the QP to the error state. */
 static void local_error(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 			enum ibv_wc_status status)
 {
@@ -384,13 +394,27 @@ void uroce_req_run(struct uroce_qp *qp)
 	struct uroce_sq *sq = &qp->sq;
 	bool was_idle = qp->comp.psn == qp->req.psn_max;
 
-	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.rnr_deadline_ns ||
+	if ((qp->attr.qp_state != IBV_QPS_RTS &&
+	     qp->attr.qp_state != IBV_QPS_SQD) || qp->req.rnr_deadline_ns ||
 	    qp->req.pace_deadline_ns)
 		return;
 	while (sq->next != sq->head) {
 		struct uroce_send_wqe *wqe = &sq->wqe[sq->next & sq_mask(qp)];
 		int sent;
 
+		/* SQD: finish the message on the wire, start nothing new */
+		if (qp->attr.qp_state == IBV_QPS_SQD &&
+		    (!wqe->started || qp->req.cur_off == 0))
+			break;
+		if (!wqe->started && (wqe->opcode == IBV_WR_BIND_MW ||
+				      wqe->opcode == IBV_WR_LOCAL_INV)) {
+			/* local operations: done in order, no packet */
+			local_error(qp, wqe, wqe->opcode == IBV_WR_BIND_MW ?
+				    uroce_mw_bind(qp, wqe->bind_mw, wqe->rkey,
+						  &wqe->bind_info) :
+				    uroce_invalidate(qp, wqe->imm));
+			continue;
+		}
 		if (!wqe->started) {
 			/* IBA 10.8.3.3: a fenced WQE waits for prior READs/atomics */
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&

@@ -13,8 +13,12 @@ int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
 	for (i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;
-		if (!uroce_mr_check(dev, pd, sge[i].lkey, sge[i].addr,
-				    sge[i].length, access))
+		struct uroce_mr *mr = uroce_mr_check(dev, pd, sge[i].lkey,
+						     sge[i].addr, sge[i].length,
+						     access);
+
+		/* a window's key is remote only (IBA 10.6.7) */
+		if (!mr || mr->mw_type)
 			return -EACCES;
 	}
 	return 0;

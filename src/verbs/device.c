@@ -298,6 +298,9 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_send = uroce_post_send;
 	ctx->ops.post_recv = uroce_post_recv;
 	ctx->ops.post_srq_recv = uroce_post_srq_recv;
+	ctx->ops.alloc_mw = uroce_alloc_mw;
+	ctx->ops.dealloc_mw = uroce_dealloc_mw;
+	ctx->ops.bind_mw = uroce_bind_mw;
 
 	vctx->sz = sizeof(*vctx);
 	vctx->query_port = uroce_query_port;
@@ -344,6 +347,8 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->max_qp = UROCE_MAX_QP - UROCE_QPN_FIRST;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_MEM_WINDOW |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B |
 			      IBV_DEVICE_SHUTDOWN_PORT |
 			      IBV_DEVICE_SYS_IMAGE_GUID;
 	a->max_sge = UROCE_MAX_SGE;
@@ -358,6 +363,7 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = UROCE_MAX_AH;
 	a->max_srq = 1 << 16;
+	a->max_mw = UROCE_MAX_MR;
 	a->max_srq_wr = UROCE_MAX_QP_WR;
 	a->max_srq_sge = UROCE_MAX_SGE;
 	a->max_pkeys = 1;

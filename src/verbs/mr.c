@@ -102,12 +102,15 @@ static uint32_t key_tag(uint32_t old)
 
 static uint32_t make_key(uint32_t index, uint32_t old_key)
 {
-	return index | key_tag(old_key >> KEY_INDEX_BITS) << KEY_INDEX_BITS;
+	uint32_t old_tag = (old_key >> 24) << 8 | (old_key & 0xff);
+	uint32_t tag = key_tag((uint16_t)old_tag);
+
+	return (tag >> 8) << 24 | index << UROCE_KEY_INDEX_SHIFT | (tag & 0xff);
 }
 
 /* Put mr in a free slot, searching on from the last one handed out so a
  * freed slot rests as long as possible.  dev->lock held. */
-static int mr_insert(struct uroce_dev *dev, struct uroce_mr *mr)
+int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr)
 {
 	uint32_t i, idx = 0;
 
@@ -169,7 +172,7 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr,
 	mr->ibmr.length = length;
 
 	pthread_mutex_lock(&dev->lock);
-	ret = mr_insert(dev, mr);
+	ret = uroce_mr_insert(dev, mr);
 	if (!ret)
 		set_keys(mr);
 	pthread_mutex_unlock(&dev->lock);
@@ -248,7 +251,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	}
 	mr->pd = new_pd;
 	mr->access = new_access;
-	mr->key = make_key(mr->key & KEY_INDEX_MASK, mr->key);
+	mr->key = make_key(uroce_key_index(mr->key), mr->key);
 	set_keys(mr);
 	pthread_mutex_unlock(&dev->lock);
 
@@ -268,12 +271,17 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct uroce_mr *mr = to_umr(ibmr);
 	struct uroce_dev *dev = ctx_dev(ibmr->context);
-	uint32_t idx = mr->key & KEY_INDEX_MASK;
+	uint32_t idx = uroce_key_index(mr->key);
 
 	pthread_mutex_lock(&dev->lock);
 	if (dev->mr_tbl[idx] != mr) {
 		pthread_mutex_unlock(&dev->lock);
 		return EINVAL;
+	}
+	/* IBA 10.6.7.2.5: not while windows are bound over it */
+	if (atomic_load(&mr->mw_refs)) {
+		pthread_mutex_unlock(&dev->lock);
+		return EBUSY;
 	}
 	dev->mr_tbl[idx] = NULL;
 	dev->nmrs--;
@@ -294,9 +302,11 @@ struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
 				uint32_t key, uint64_t va, uint64_t len,
 				unsigned int access)
 {
-	struct uroce_mr *mr = dev->mr_tbl[key & KEY_INDEX_MASK];
+	struct uroce_mr *mr = dev->mr_tbl[uroce_key_index(key)];
 
 	if (!mr || mr->key != key)
+		return NULL;
+	if (mr->mw_type && !mr->mw_bound)
 		return NULL;
 	if (pd && mr->pd != pd)
 		return NULL;

@@ -240,6 +240,9 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 }
 
 #define SUPPORTED_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
+			    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+			    IBV_QP_EX_WITH_SEND_WITH_INV | \
+			    IBV_QP_EX_WITH_ATOMIC_WRITE | \
 			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
 			    IBV_QP_EX_WITH_RDMA_READ | \
@@ -610,7 +613,14 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			break;
 		case IBV_QPS_RTS:
 			set_state(qp, next);
+			qp->sqd_notify = false;
 			uroce_req_run(qp);
+			break;
+		case IBV_QPS_SQD:
+			set_state(qp, next);
+			qp->sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) &&
+					 attr->en_sqd_async_notify;
+			uroce_comp_retire(qp);
 			break;
 		default:
 			set_state(qp, next);
@@ -697,8 +707,13 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	if (type == IBV_QPT_UC)
 		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
 		       op == IBV_WR_RDMA_WRITE ||
-		       op == IBV_WR_RDMA_WRITE_WITH_IMM;
+		       op == IBV_WR_RDMA_WRITE_WITH_IMM ||
+		       op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
 	switch (op) {
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_ATOMIC_WRITE:
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE:
@@ -722,10 +737,18 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return EINVAL;
 	if (!opcode_ok(qp->type, wqe->opcode))
 		return EINVAL;
+	if (wqe->opcode == IBV_WR_BIND_MW || wqe->opcode == IBV_WR_LOCAL_INV) {
+		if (wqe->opcode == IBV_WR_BIND_MW && !wqe->bind_mw)
+			return EINVAL;
+		wqe->num_sge = 0;	/* local operations move no data */
+	}
 	if (wqe->num_sge > qp->sq.max_sge)
 		return EINVAL;
 	for (i = 0; i < wqe->num_sge; i++)
 		len += wqe->sge[i].length;
+	/* IBA 9.4.7: an atomic write carries exactly 8 bytes */
+	if (wqe->opcode == IBV_WR_ATOMIC_WRITE && len != 8)
+		return EINVAL;
 	if (len > UROCE_MAX_MSG_SIZE)
 		return EINVAL;
 	if (wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -776,6 +799,17 @@ static int copy_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	return 0;
 }
 
+static int commit_one(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	int err = uroce_sq_check(qp, wqe);
+
+	if (err)
+		return err;
+	qp->sq.head++;
+	uroce_sq_flush_if_error(qp);
+	return 0;
+}
+
 static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 {
 	struct uroce_send_wqe *wqe = uroce_sq_slot(qp);
@@ -788,9 +822,18 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	wqe->wr_id = wr->wr_id;
 	wqe->opcode = wr->opcode;
 	wqe->send_flags = wr->send_flags;
-	wqe->imm = wr->imm_data;
+	wqe->imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey :
+		   wr->imm_data;
 	wqe->compare_add = 0;
 	wqe->swap = 0;
+	wqe->bind_mw = NULL;
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		wqe->bind_mw = wr->bind_mw.mw;
+		wqe->rkey = wr->bind_mw.rkey;
+		wqe->bind_info = wr->bind_mw.bind_info;
+		wqe->num_sge = 0;
+		return commit_one(qp, wqe);
+	}
 	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	    wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		wqe->remote_addr = wr->wr.atomic.remote_addr;
@@ -824,12 +867,7 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 			memcpy(wqe->sge, wr->sg_list,
 			       sizeof(*wqe->sge) * (size_t)wr->num_sge);
 	}
-	err = uroce_sq_check(qp, wqe);
-	if (err)
-		return err;
-	qp->sq.head++;
-	uroce_sq_flush_if_error(qp);
-	return 0;
+	return commit_one(qp, wqe);
 }
 
 int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stats segment: what a uroce process publishes about itself, for the
+ * `uroce` tool and anyone else on the host to read while it runs.
+ *
+ * One POSIX shared-memory object per process, /dev/shm/uroce.<pid>, mode
+ * 0600, created when the device comes up and unlinked at exit.  Layout:
+ *
+ *	struct uroce_shm_hdr			at 0
+ *	char names[ncounters][NAME_LEN]		at names_off
+ *	_Atomic uint64_t counters[ncounters]	at cnt_off (the device's own
+ *						counters: the datapath bumps
+ *						them here, nothing is copied)
+ *	struct uroce_shm_qp qps[qp_slots]	at qp_off
+ *
+ * Readers find everything through the offsets and sizes in the header, so
+ * a newer library with more counters or longer QP entries stays readable
+ * by an older tool of the same major version.  Everything is
+ * little-endian/host order: the segment never leaves the host.
+ *
+ * The QP table is a snapshot taken on request, not kept up to date by the
+ * datapath: a reader increments snap_req and FUTEX_WAKEs it; the process
+ * fills the table under its engine lock, then stores snap_req's value in
+ * snap_done and FUTEX_WAKEs that.  Nobody looking costs nothing.
+ */
+#ifndef UROCE_SHM_H
+#define UROCE_SHM_H
+
+#include <stdint.h>
+
+#define UROCE_SHM_PREFIX	"uroce."	/* /dev/shm/uroce.<pid> */
+#define UROCE_SHM_DIR		"/dev/shm"
+#define UROCE_SHM_MAGIC		0x5441545345435255ull	/* "URCESTAT" */
+#define UROCE_SHM_VERSION	1
+#define UROCE_SHM_NAME_LEN	32
+#define UROCE_SHM_QP_SLOTS	4096
+
+struct uroce_shm_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_size;		/* sizeof(struct uroce_shm_hdr) */
+	uint64_t size;			/* of the whole segment */
+	uint32_t ncounters;
+	uint32_t names_off;
+	uint32_t cnt_off;
+	uint32_t qp_off;
+	uint32_t qp_slots;
+	uint32_t qp_entry_size;		/* sizeof(struct uroce_shm_qp) */
+
+	/* who: a pid alone is not enough, pids are reused */
+	int32_t pid;
+	uint32_t reserved0;
+	uint64_t start_time;		/* /proc/<pid>/stat field 22 */
+	char comm[64];			/* argv[0]'s base name */
+
+	/* the device */
+	char dev_name[64];
+	uint8_t gid[16];		/* RoCE v2 GID, index 0 */
+	char addr[48];			/* its IP address as text */
+	uint64_t node_guid;		/* big-endian, as ibv_get_device_guid */
+	uint32_t active_mtu;		/* bytes */
+	uint32_t netdev_mtu;		/* bytes */
+	char pcap[256];			/* UROCE_PCAP file, "" when off */
+	char fault[128];		/* UROCE_FAULT setting, "" when off */
+
+	/* QP snapshot handshake (futex words) */
+	uint32_t snap_req;
+	uint32_t snap_done;
+	uint32_t nqps;			/* entries valid in the snapshot */
+	uint32_t qp_overflow;		/* live QPs that did not fit */
+	uint64_t snap_time_ns;		/* CLOCK_REALTIME of the snapshot */
+
+	uint32_t ready;			/* 1 once everything above is set */
+	uint32_t reserved1;
+};
+
+/* One QP as the snapshot saw it. */
+struct uroce_shm_qp {
+	uint32_t qpn;
+	uint32_t dest_qpn;
+	uint8_t state;			/* enum ibv_qp_state */
+	uint8_t type;			/* enum ibv_qp_type */
+	uint16_t mtu;			/* path MTU, bytes */
+	uint8_t timeout;		/* local ACK timeout exponent */
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	uint8_t reserved;
+	uint8_t peer_gid[16];
+	uint32_t sq_psn;		/* next PSN the requester sends */
+	uint32_t unacked_psn;		/* oldest PSN not yet acknowledged */
+	uint32_t epsn;			/* responder: next PSN expected */
+	uint32_t sq_posted;		/* send WRs posted, not completed */
+	uint32_t sq_unsent;		/* ... of which not started on the wire */
+	uint32_t sq_max_wr;
+	uint32_t rq_posted;		/* receive WRs waiting for a SEND */
+	uint32_t rq_max_wr;
+	uint32_t cwnd;			/* packets the requester may have in flight */
+	uint32_t retry_left;
+	uint32_t rnr_retry_left;
+	uint32_t reserved2;
+	uint64_t tx_pkts;
+	uint64_t rx_pkts;
+	uint64_t retransmits;
+};
+
+#endif /* UROCE_SHM_H */
