@@ -124,7 +124,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	}
 	/* the opcode must be of the QP's transport (IBA 9.6.1.1) */
 	if (!(pkt.mask & transport_mask(qp->type)) ||
-	    (pkt.mask & (UROCE_M_ATOMIC_WRITE | UROCE_M_FLUSH))) {
+	    (pkt.mask & UROCE_M_FLUSH)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		goto out;
 	}
@@ -138,6 +138,17 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		goto out;
 	}
 	qp->cnt_rx_pkts++;
+	/* IBA 11.6.3.1: the first packet on an RTR QP establishes it */
+	if (qp->attr.qp_state == IBV_QPS_RTR && !qp->comm_est &&
+	    qp->type != IBV_QPT_UD) {
+		struct ibv_async_event ev = {
+			.element.qp = uqp_ibqp(qp),
+			.event_type = IBV_EVENT_COMM_EST,
+		};
+
+		qp->comm_est = true;
+		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
+	}
 	if (pkt.mask & UROCE_M_REQ)
 		uroce_resp_rx(qp, &pkt);
 	else

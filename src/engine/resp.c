@@ -34,6 +34,20 @@ static uint8_t *hdr_of(struct uroce_pkt *pkt, enum uroce_hdr_type t)
 	return pkt->bth + pkt->info->offset[t];
 }
 
+/* An rkey check for this QP: a type 2 window answers only the QP it is
+ * bound to (IBA 10.6.7.3). */
+static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
+				   uint64_t va, uint64_t len,
+				   unsigned int access)
+{
+	struct uroce_mr *mr = uroce_mr_check(qp->dev, qp->pd, rkey, va, len,
+					     access);
+
+	if (mr && mr->mw_type == 2 && mr->mw_qpn != uqp_ibqp(qp)->qp_num)
+		return NULL;
+	return mr;
+}
+
 void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
@@ -307,6 +321,11 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			  pkt->paylen);
 	r->send_off += pkt->paylen;
 	if (pkt->mask & UROCE_M_LAST) {
+		/* IBA 9.4.1.1: invalidate the named window before completing */
+		if ((pkt->mask & UROCE_M_INV) &&
+		    uroce_invalidate(qp, ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH))) !=
+		    IBV_WC_SUCCESS)
+			return RESP_ERR_INVALID;
 		complete_recv(qp, wqe, pkt, IBV_WC_RECV, (uint32_t)r->send_off);
 		r->in_send = false;
 		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
@@ -329,10 +348,9 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		r->write_rkey = reth_rkey(reth);
 		r->write_mr = NULL;
 		if (r->write_len) {
-			r->write_mr = uroce_mr_check(qp->dev, qp->pd,
-						     r->write_rkey, r->write_va,
-						     r->write_len,
-						     IBV_ACCESS_REMOTE_WRITE);
+			r->write_mr = rkey_check(qp, r->write_rkey,
+						 r->write_va, r->write_len,
+						 IBV_ACCESS_REMOTE_WRITE);
 			if (!r->write_mr)
 				return RESP_ERR_ACCESS;
 		}
@@ -351,9 +369,8 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	if (pkt->paylen) {
 		/* look the key up again: the MR may be gone since FIRST */
-		r->write_mr = uroce_mr_check(qp->dev, qp->pd, r->write_rkey,
-					     r->write_va, pkt->paylen,
-					     IBV_ACCESS_REMOTE_WRITE);
+		r->write_mr = rkey_check(qp, r->write_rkey, r->write_va,
+					 pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (!r->write_mr)
 			return RESP_ERR_ACCESS;
 		memcpy(uroce_mr_ptr(r->write_mr, r->write_va), pkt->payload,
@@ -381,14 +398,35 @@ static enum resp_state do_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
 		return RESP_ERR_INVALID;
 	if (len) {
-		mr = uroce_mr_check(qp->dev, qp->pd, reth_rkey(reth), va, len,
-				    IBV_ACCESS_REMOTE_READ);
+		mr = rkey_check(qp, reth_rkey(reth), va, len,
+				IBV_ACCESS_REMOTE_READ);
 		if (!mr)
 			return RESP_ERR_ACCESS;
 	}
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	send_read_resp(qp, mr, va, len, pkt->psn);
 	qp->resp.epsn = uroce_psn_add(pkt->psn, read_npkts(qp, len) - 1);
+	return RESP_DONE;
+}
+
+/* ATOMIC WRITE (opcode 0x1D): 8 bytes stored at once, ACKed like a write */
+static enum resp_state do_atomic_write(struct uroce_qp *qp,
+				       struct uroce_pkt *pkt)
+{
+	uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
+	uint64_t va = reth_va(reth), val;
+	struct uroce_mr *mr;
+
+	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+		return RESP_ERR_INVALID;
+	if ((va & 7) || pkt->paylen != 8 || reth_len(reth) != 8)
+		return RESP_ERR_INVALID;
+	mr = rkey_check(qp, reth_rkey(reth), va, 8, IBV_ACCESS_REMOTE_WRITE);
+	if (!mr)
+		return RESP_ERR_ACCESS;
+	memcpy(&val, pkt->payload, 8);
+	__atomic_store_n((uint64_t *)uroce_mr_ptr(mr, va), val, __ATOMIC_SEQ_CST);
+	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	return RESP_DONE;
 }
 
@@ -417,8 +455,7 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return RESP_ERR_INVALID;
 	if (va & 7)
 		return RESP_ERR_INVALID;	/* IBA 9.4.5: misaligned */
-	mr = uroce_mr_check(qp->dev, qp->pd, atmeth_rkey(ath), va, 8,
-			    IBV_ACCESS_REMOTE_ATOMIC);
+	mr = rkey_check(qp, atmeth_rkey(ath), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 	if (!mr)
 		return RESP_ERR_ACCESS;
 	p = (uint64_t *)uroce_mr_ptr(mr, va);
@@ -451,9 +488,8 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 		/* READs have no side effects: serve the (re)request again */
 		if (len) {
-			mr = uroce_mr_check(qp->dev, qp->pd, reth_rkey(reth),
-					    reth_va(reth), len,
-					    IBV_ACCESS_REMOTE_READ);
+			mr = rkey_check(qp, reth_rkey(reth), reth_va(reth),
+					len, IBV_ACCESS_REMOTE_READ);
 			if (!mr)
 				return;
 		}
@@ -478,6 +514,8 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (res != RESP_DONE)
 		return res;
+	if (pkt->mask & UROCE_M_ATOMIC_WRITE)
+		return do_atomic_write(qp, pkt);
 	if (pkt->mask & UROCE_M_SEND)
 		return do_send(qp, pkt);
 	if (pkt->mask & UROCE_M_WRITE)
@@ -527,11 +565,20 @@ static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
 			 enum uroce_counter cnt)
 {
 	struct uroce_dev *dev = qp->dev;
+	struct ibv_async_event ev = { .element.qp = uqp_ibqp(qp) };
 
 	uroce_count(dev, cnt, 1);
 	uroce_send_ack(qp, UROCE_AETH_NAK | code, psn);
-	/* IBA 9.7.5.2: class C errors put the responder in the error state */
+	/* IBA 9.7.5.2: class C errors put the responder in the error state,
+	 * and 11.6.3.1 says which affiliated event tells the consumer */
 	uroce_qp_to_error(qp);
+	if (code == UROCE_NAK_REM_ACCESS)
+		ev.event_type = IBV_EVENT_QP_ACCESS_ERR;
+	else if (code == UROCE_NAK_INVALID_REQ)
+		ev.event_type = IBV_EVENT_QP_REQ_ERR;
+	else
+		ev.event_type = IBV_EVENT_QP_FATAL;
+	uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 }
 
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)

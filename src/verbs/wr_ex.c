@@ -180,18 +180,36 @@ static void wr_unsupported(struct ibv_qp_ex *q)
 
 static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_SEND_WITH_INV);
+
+	if (wqe)
+		wqe->imm = rkey;
 }
 
 static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_LOCAL_INV);
+
+	if (wqe)
+		wqe->imm = rkey;
 }
 
 static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
-	wr_unsupported(q);
+	struct uroce_send_wqe *wqe;
+
+	/* ibv_wr_bind_mw binds type 2 windows (type 1: ibv_bind_mw) */
+	if (!mw || mw->type != IBV_MW_TYPE_2 || !info) {
+		ex_qp(q)->sq.ex_err = EINVAL;
+		return;
+	}
+	wqe = new_wqe(q, IBV_WR_BIND_MW);
+	if (wqe) {
+		wqe->bind_mw = mw;
+		wqe->rkey = rkey;
+		wqe->bind_info = *info;
+	}
 }
 
 static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz,
@@ -203,14 +221,36 @@ static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz,
 static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 			    const void *data)
 {
-	wr_unsupported(q);
+	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_ATOMIC_WRITE);
+
+	if (!wqe)
+		return;
+	wqe->rkey = rkey;
+	wqe->remote_addr = addr;
+	/* the 8 bytes travel from the WQE itself, like inline data */
+	memcpy(&wqe->compare_add, data, 8);
+	wqe->sge[0].addr = (uintptr_t)&wqe->compare_add;
+	wqe->sge[0].length = 8;
+	wqe->sge[0].lkey = 0;
+	wqe->num_sge = 1;
+	wqe->send_flags |= IBV_SEND_INLINE;
 }
 
 static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 			   uint32_t qpn, uint32_t qkey)
 {
-	/* RC has no per-WR address; UD is not offered yet */
-	wr_unsupported(q);
+	struct uroce_qp *qp = ex_qp(q);
+	struct uroce_send_wqe *wqe = cur_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (qp->type != IBV_QPT_UD || !ah) {
+		qp->sq.ex_err = EINVAL;
+		return;
+	}
+	wqe->ud_dst = to_uah(ah)->dst;
+	wqe->ud_qpn = qpn & UROCE_QPN_MASK;
+	wqe->ud_qkey = (qkey & 0x80000000u) ? qp->attr.qkey : qkey;
 }
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Our librdmacm: the rdma_cm API over an IB CM that runs inside the
+ * process, speaking CM MADs on the device's QP1 (docs/rdmacm.md).
+ *
+ * Locking: one mutex (cm.lock) protects every id, channel queue, the GSI
+ * resources and the counters.  The CM thread (gsi.c) takes it per batch
+ * of completions or timeouts; API calls take it for their bookkeeping and
+ * never hold it while they block for an event.  Order: cm.lock, then
+ * whatever libibverbs takes inside (it never calls back into us).
+ */
+#ifndef UROCE_RDMACM_CM_H
+#define UROCE_RDMACM_CM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#define CM_EXPORT	__attribute__((visibility("default")))
+
+/* ---- mad.c: CM MAD wire format (IBA vol 1 ch. 12, tables 106-120) ---- */
+
+#define CM_MAD_SIZE		256
+#define CM_GRH_SIZE		40
+#define CM_MGMT_CLASS		0x07
+#define CM_CLASS_VERSION	2
+#define CM_METHOD_SEND		0x03
+
+enum cm_attr {
+	CM_ATTR_REQ = 0x0010,
+	CM_ATTR_MRA = 0x0011,
+	CM_ATTR_REJ = 0x0012,
+	CM_ATTR_REP = 0x0013,
+	CM_ATTR_RTU = 0x0014,
+	CM_ATTR_DREQ = 0x0015,
+	CM_ATTR_DREP = 0x0016,
+	CM_ATTR_SIDR_REQ = 0x0017,
+	CM_ATTR_SIDR_REP = 0x0018,
+};
+
+/* private data sizes of each message (IBA table 105) */
+#define CM_REQ_PDATA	92
+#define CM_MRA_PDATA	222
+#define CM_REJ_PDATA	148
+#define CM_REP_PDATA	196
+#define CM_RTU_PDATA	224
+#define CM_DREQ_PDATA	220
+#define CM_DREP_PDATA	224
+#define CM_SIDR_REQ_PDATA 216
+#define CM_SIDR_REP_PDATA 136
+
+/* REJ reasons (IBA table 109) and SIDR_REP status (table 121) */
+enum {
+	CM_REJ_TIMEOUT = 4,
+	CM_REJ_INVALID_COMM_ID = 6,
+	CM_REJ_INVALID_SERVICE_ID = 8,
+	CM_REJ_INVALID_TRANSPORT = 9,
+	CM_REJ_STALE_CONN = 10,
+	CM_REJ_CONSUMER_DEFINED = 28,
+	CM_SIDR_SUCCESS = 0,
+	CM_SIDR_UNSUPPORTED = 1,
+	CM_SIDR_REJECT = 2,
+};
+enum { CM_REJ_MSG_REQ = 0, CM_REJ_MSG_REP = 1, CM_REJ_MSG_OTHER = 2 };
+
+/* The rdma_cm private-data header in REQ and SIDR_REQ (kernel cma.c). */
+#define CMA_HDR_SIZE	36
+#define CM_SID_PREFIX	0x0000000001000000ULL
+
+/* Every CM message, parsed to host order; which fields mean anything
+ * depends on attr. */
+struct cm_msg {
+	uint16_t attr;
+	uint64_t tid;
+	uint32_t local_id, remote_id;	/* comm IDs; SIDR: request ID */
+	uint64_t sid;
+	uint64_t ca_guid;
+	uint32_t qkey, qpn, psn;
+	uint8_t resp_res, init_depth;
+	uint8_t remote_resp_to, local_resp_to;	/* CM response timeouts */
+	uint8_t qp_type;		/* REQ transport: 0 RC, 1 UC */
+	uint8_t flow_ctrl, retry_cnt, rnr_retry, max_cm_retries, srq;
+	uint8_t mtu;
+	uint8_t ack_timeout;		/* REQ primary local ACK timeout */
+	uint8_t tclass, hop_limit;
+	union ibv_gid sgid, dgid;	/* REQ primary local / remote GID */
+	uint8_t target_ack_delay;
+	uint8_t msg_mraed, service_to;	/* MRA */
+	uint8_t msg_rejected;		/* REJ */
+	uint16_t reason;		/* REJ reason, SIDR_REP status */
+	const uint8_t *pdata;
+	uint8_t pdata_len;
+};
+
+int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m);
+void cm_mad_build(uint8_t *mad, const struct cm_msg *m);
+
+/* ---- cma.c: ids, channels, events ---- */
+
+enum cm_state {
+	CM_IDLE,
+	CM_BOUND,		/* rdma_bind_addr */
+	CM_ADDR_RESOLVED,
+	CM_ROUTE_RESOLVED,
+	CM_LISTEN,
+	CM_REQ_SENT,		/* active: waiting for REP/REJ/MRA */
+	CM_REP_RCVD,		/* active: CONNECT_RESPONSE, no QP */
+	CM_REQ_RCVD,		/* passive: CONNECT_REQUEST being decided */
+	CM_REP_SENT,		/* passive: waiting for RTU */
+	CM_ESTABLISHED,
+	CM_DREQ_SENT,
+	CM_DISCONNECTED,	/* DISCONNECTED reported, or rejected */
+	CM_SIDR_REQ_SENT,
+	CM_SIDR_REQ_RCVD,
+	CM_SIDR_DONE,
+	CM_NSTATES
+};
+
+struct cm_event {
+	struct rdma_cm_event ev;	/* first: what the user holds */
+	struct cm_id *owner;		/* counted against this id */
+	struct cm_event *next;
+	bool delivered;
+	uint8_t pdata[256];
+};
+
+struct cm_chan {
+	struct rdma_event_channel ch;	/* first: fd, an eventfd readable
+					 * while the queue is not empty */
+	struct cm_event *head, *tail;
+	unsigned int nids;
+	bool sync;			/* private to one synchronous id */
+};
+
+struct cm_id {
+	struct rdma_cm_id id;		/* first: what the user holds */
+	struct cm_id *next;		/* cm.ids */
+	enum cm_state state;
+	unsigned int nevents;		/* queued or delivered, not acked */
+	bool sync;
+
+	uint16_t port;			/* bound port (host order), 0 = none */
+	bool bound;
+	bool reuseaddr;
+	int backlog;			/* listener */
+	unsigned int queued_reqs;	/* listener: CONNECT_REQUESTs not
+					 * yet retrieved */
+	struct cm_id *listener;		/* child: until its request is read */
+	bool deferred;			/* child: held back by the backlog */
+
+	uint32_t local_id, remote_id;	/* CM comm IDs */
+	uint64_t tid;			/* of the REQ / DREQ we answer */
+	uint64_t sid;
+	union ibv_gid peer_gid;		/* where MADs go */
+	uint32_t remote_qpn, remote_psn, local_psn, remote_qkey;
+	uint8_t resp_res, init_depth;
+	uint8_t retry_cnt, rnr_retry, peer_rnr_retry, srq;
+	uint8_t mtu;			/* enum ibv_mtu agreed */
+	uint8_t tos;
+	uint8_t ack_timeout;
+	uint8_t peer_resp_to;		/* exponent for our retransmissions */
+	uint8_t peer_max_retries;
+	bool connect_error;
+
+	/* the MAD we retransmit until its answer comes */
+	uint8_t mad[CM_MAD_SIZE];
+	bool mad_pending;
+	int retries_left;
+	uint64_t timeout_ns, deadline_ns;
+
+	struct ibv_sa_path_rec path;
+	struct ibv_qp_init_attr *ep_qp_attr;	/* rdma_create_ep passive */
+	uint8_t ep_pdata[CM_REQ_PDATA];		/* rai->ai_connect */
+	uint8_t ep_pdata_len;
+	bool own_cqs;
+};
+
+struct cm_counters {
+	uint64_t rx, tx, drop_malformed, drop_state, drop_nolistener,
+		 retrans, timeouts, tx_fail;
+};
+
+struct cm_global {
+	pthread_mutex_t lock;
+	bool dev_up, gsi_up, thread_up;
+	struct ibv_context *ctx;	/* the CM's own: PD, CQ, QP1 */
+	struct ibv_context *app_ctx;	/* handed out as id->verbs */
+	struct ibv_pd *pd, *app_pd;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_qp *gsi;
+	struct ibv_mr *mr;
+	uint8_t *buf;			/* recv slots, then send slots */
+	struct ibv_ah *send_ah[256];
+	bool send_busy[256];
+	int timerfd;
+	pthread_t thread;
+	struct cm_id *ids;
+	struct ibv_device_attr attr;
+	enum ibv_mtu mtu;
+	uint64_t guid;
+	struct sockaddr_storage addr;	/* the device's (port 0) */
+	union ibv_gid gid;
+	bool addr_pinned;		/* bound to a specific address */
+	uint64_t tid_hi;
+	struct cm_counters cnt;
+};
+
+extern struct cm_global cm;
+
+struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
+			  enum rdma_port_space ps, enum ibv_qp_type qpt);
+void cm_id_free(struct cm_id *id);
+struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
+			      int status);
+void cm_event_queue(struct cm_event *e);
+void cm_wait_init(void);
+int cm_set_errno(int err);
+int cm_dev_up(void);
+int cm_ensure_gsi(void);
+uint16_t cm_alloc_port(enum rdma_port_space ps);
+struct cm_chan *cm_chan_new(bool sync);
+void cm_fill_path(struct cm_id *id);
+int cm_qp_to_rtr_rts(struct cm_id *id);
+void cm_qp_to_err(struct cm_id *id);
+const char *cm_state_name(enum cm_state s);
+
+static inline struct cm_id *to_cid(struct rdma_cm_id *id)
+{
+	return (struct cm_id *)id;
+}
+
+static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
+{
+	return (struct cm_chan *)ch;
+}
+
+/* ---- gsi.c: QP1, MAD send and receive, the CM thread, timers ---- */
+
+int cm_gsi_start(void);
+void cm_gsi_stop(void);
+int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad);
+void cm_timer_arm(void);
+uint64_t cm_now_ns(void);
+void cm_gid_from_sa(const struct sockaddr *sa, union ibv_gid *gid);
+void cm_sa_from_gid(const union ibv_gid *gid, uint16_t port,
+		    struct sockaddr_storage *ss);
+
+/* ---- proto.c: the CM state machine ---- */
+
+void cm_handle_mad(const uint8_t *grh, const uint8_t *mad, size_t len);
+void cm_handle_timeouts(uint64_t now);
+int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len);
+int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len);
+int cm_send_rtu(struct cm_id *id);
+int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
+		uint8_t len);
+int cm_send_dreq(struct cm_id *id);
+int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len);
+int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
+		     const void *pdata, uint8_t len);
+void cm_release_deferred(struct cm_id *listener);
+void cm_id_drop_mad(struct cm_id *id);
+
+#endif /* UROCE_RDMACM_CM_H */

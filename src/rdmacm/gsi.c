@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CM's device resources: its own context, PD, CQs and QP1 (the GSI QP
+ * that our libibverbs gives us through uroce_gsi_create), MAD send and
+ * receive, and the CM thread, which sleeps on the receive CQ's completion
+ * channel and a timerfd armed to the earliest retransmission deadline.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cm.h"
+#include "uroce_private.h"
+
+#define NRECV		256
+#define NSEND		256
+#define RECV_SLOT	(CM_GRH_SIZE + CM_MAD_SIZE)
+#define SEND_WRID	0x10000u
+
+struct cm_global cm = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.timerfd = -1,
+};
+
+static struct ibv_cq *send_cq;
+
+uint64_t cm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cm_gid_from_sa(const struct sockaddr *sa, union ibv_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	if (sa->sa_family == AF_INET) {
+		gid->raw[10] = 0xff;
+		gid->raw[11] = 0xff;
+		memcpy(&gid->raw[12],
+		       &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(gid->raw, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+		       16);
+	}
+}
+
+void cm_sa_from_gid(const union ibv_gid *gid, uint16_t port,
+		    struct sockaddr_storage *ss)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	memset(ss, 0, sizeof(*ss));
+	if (!memcmp(gid->raw, v4mapped, 12)) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		memcpy(&in->sin_addr, &gid->raw[12], 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		memcpy(&in6->sin6_addr, gid->raw, 16);
+	}
+}
+
+static int post_recv(unsigned int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(cm.buf + (size_t)i * RECV_SLOT),
+		.length = RECV_SLOT,
+		.lkey = cm.mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+
+	return ibv_post_recv(cm.gsi, &wr, &bad);
+}
+
+static uint8_t *send_slot(unsigned int i)
+{
+	return cm.buf + (size_t)NRECV * RECV_SLOT + (size_t)i * CM_MAD_SIZE;
+}
+
+static void free_send_slot(unsigned int i)
+{
+	if (cm.send_ah[i])
+		ibv_destroy_ah(cm.send_ah[i]);
+	cm.send_ah[i] = NULL;
+	cm.send_busy[i] = false;
+}
+
+/* Reap send completions.  cm.lock held. */
+static void drain_send(void)
+{
+	struct ibv_wc wc[32];
+	int n, i;
+
+	while ((n = ibv_poll_cq(send_cq, 32, wc)) > 0)
+		for (i = 0; i < n; i++)
+			if ((wc[i].wr_id & SEND_WRID) &&
+			    (wc[i].wr_id & 0xffff) < NSEND)
+				free_send_slot(wc[i].wr_id & 0xffff);
+}
+
+/* Receive completions: each a MAD behind its 40-byte GRH area.
+ * cm.lock held. */
+static void drain_recv(void)
+{
+	struct ibv_wc wc[32];
+	int n, i;
+
+	while (cm.gsi && (n = ibv_poll_cq(cm.cq, 32, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			unsigned int slot = (unsigned int)wc[i].wr_id;
+			uint8_t *b;
+
+			if (slot >= NRECV)
+				continue;
+			b = cm.buf + (size_t)slot * RECV_SLOT;
+			if (wc[i].status == IBV_WC_SUCCESS) {
+				cm.cnt.rx++;
+				if (wc[i].byte_len >= RECV_SLOT &&
+				    (wc[i].wc_flags & IBV_WC_GRH))
+					cm_handle_mad(b, b + CM_GRH_SIZE,
+						      CM_MAD_SIZE);
+				else
+					cm.cnt.drop_malformed++;
+			}
+			if (wc[i].status != IBV_WC_WR_FLUSH_ERR && cm.gsi)
+				post_recv(slot);
+		}
+	}
+}
+
+/* Sends one MAD to QP1 of the port owning dgid.  cm.lock held. */
+int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad)
+{
+	struct ibv_ah_attr ah = {
+		.is_global = 1,
+		.port_num = 1,
+		.grh = { .dgid = *dgid, .sgid_index = 0, .hop_limit = 64 },
+	};
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	unsigned int i;
+	int err;
+
+	if (!cm.gsi)
+		return -ENODEV;
+	drain_send();
+	for (i = 0; i < NSEND && cm.send_busy[i]; i++)
+		;
+	if (i == NSEND) {
+		cm.cnt.tx_fail++;
+		return -ENOBUFS;
+	}
+	cm.send_ah[i] = ibv_create_ah(cm.pd, &ah);
+	if (!cm.send_ah[i]) {
+		cm.cnt.tx_fail++;
+		return -errno;
+	}
+	cm.send_busy[i] = true;
+	memcpy(send_slot(i), mad, CM_MAD_SIZE);
+	sge.addr = (uintptr_t)send_slot(i);
+	sge.length = CM_MAD_SIZE;
+	sge.lkey = cm.mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = SEND_WRID | i;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = cm.send_ah[i];
+	wr.wr.ud.remote_qpn = UROCE_GSI_QPN;
+	wr.wr.ud.remote_qkey = UROCE_GSI_QKEY;
+	err = ibv_post_send(cm.gsi, &wr, &bad);
+	if (err) {
+		free_send_slot(i);
+		cm.cnt.tx_fail++;
+		return -err;
+	}
+	cm.cnt.tx++;
+	return 0;
+}
+
+/* Arms the timerfd to the earliest pending deadline.  cm.lock held. */
+void cm_timer_arm(void)
+{
+	struct itimerspec its;
+	uint64_t next = 0;
+	struct cm_id *id;
+
+	for (id = cm.ids; id; id = id->next)
+		if (id->mad_pending && (!next || id->deadline_ns < next))
+			next = id->deadline_ns;
+	memset(&its, 0, sizeof(its));
+	if (next) {
+		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+		its.it_value.tv_nsec = (long)(next % 1000000000ull);
+	}
+	timerfd_settime(cm.timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void *cm_thread(void *arg)
+{
+	struct pollfd p[2];
+
+	(void)arg;
+	p[0].fd = cm.cc->fd;
+	p[0].events = POLLIN;
+	p[1].fd = cm.timerfd;
+	p[1].events = POLLIN;
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		pthread_mutex_lock(&cm.lock);
+		if (p[0].revents & POLLIN) {
+			struct ibv_cq *ev_cq;
+			void *ev_ctx;
+
+			if (!ibv_get_cq_event(cm.cc, &ev_cq, &ev_ctx))
+				ibv_ack_cq_events(ev_cq, 1);
+		}
+		if (p[1].revents & POLLIN) {
+			uint64_t n;
+
+			if (read(cm.timerfd, &n, sizeof(n)) < 0)
+				n = 0;
+		}
+		if (cm.gsi) {
+			drain_recv();
+			ibv_req_notify_cq(cm.cq, 0);
+			drain_recv();
+		}
+		cm_handle_timeouts(cm_now_ns());
+		drain_send();
+		cm_timer_arm();
+		pthread_mutex_unlock(&cm.lock);
+	}
+	return NULL;
+}
+
+/* Refreshes what we know of the device's address.  cm.lock held. */
+static void read_addr(void)
+{
+	struct ibv_port_attr pa;
+
+	uroce_dev_get_addr(cm.ctx, &cm.addr);
+	cm_gid_from_sa((struct sockaddr *)&cm.addr, &cm.gid);
+	if (!ibv_query_port(cm.ctx, 1, &pa))
+		cm.mtu = pa.active_mtu;
+}
+
+/*
+ * Opens the device for the CM, once per process: two contexts (ours, and
+ * the one applications get as id->verbs, which they may close), PD, CQs,
+ * buffers and the CM thread.  QP1 comes later (cm_ensure_gsi), so that a
+ * specific rdma_bind_addr can still move the device.  cm.lock held.
+ */
+int cm_dev_up(void)
+{
+	struct ibv_device **list;
+	size_t bufsz = (size_t)NRECV * RECV_SLOT + (size_t)NSEND * CM_MAD_SIZE;
+	int n, err;
+
+	if (cm.dev_up)
+		return 0;
+	list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		if (list)
+			ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	cm.ctx = ibv_open_device(list[0]);
+	cm.app_ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!cm.ctx || !cm.app_ctx)
+		goto err;
+	if (ibv_query_device(cm.ctx, &cm.attr))
+		goto err;
+	cm.guid = be64toh(cm.attr.node_guid);
+	cm.pd = ibv_alloc_pd(cm.ctx);
+	cm.app_pd = ibv_alloc_pd(cm.app_ctx);
+	cm.cc = ibv_create_comp_channel(cm.ctx);
+	if (!cm.pd || !cm.app_pd || !cm.cc)
+		goto err;
+	fcntl(cm.cc->fd, F_SETFL, fcntl(cm.cc->fd, F_GETFL) | O_NONBLOCK);
+	cm.cq = ibv_create_cq(cm.ctx, NRECV, NULL, cm.cc, 0);
+	send_cq = ibv_create_cq(cm.ctx, NSEND, NULL, NULL, 0);
+	if (!cm.cq || !send_cq)
+		goto err;
+	cm.buf = calloc(1, bufsz);
+	if (!cm.buf)
+		goto err;
+	cm.mr = ibv_reg_mr(cm.pd, cm.buf, bufsz, IBV_ACCESS_LOCAL_WRITE);
+	if (!cm.mr)
+		goto err;
+	cm.timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (cm.timerfd < 0)
+		goto err;
+	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
+	read_addr();
+	err = pthread_create(&cm.thread, NULL, cm_thread, NULL);
+	if (err) {
+		errno = err;
+		goto err;
+	}
+	pthread_detach(cm.thread);
+	cm.dev_up = true;
+	return 0;
+err:
+	/* half-made resources are kept out of use; a retry starts over */
+	err = errno ? errno : ENODEV;
+	return -err;
+}
+
+/* Creates QP1 and fills its receive queue.  cm.lock held. */
+int cm_gsi_start(void)
+{
+	struct ibv_qp_cap cap = {
+		.max_send_wr = NSEND,
+		.max_recv_wr = NRECV,
+		.max_send_sge = 1,
+		.max_recv_sge = 1,
+	};
+	unsigned int i;
+
+	if (cm.gsi)
+		return 0;
+	cm.gsi = uroce_gsi_create(cm.pd, send_cq, cm.cq, &cap);
+	if (!cm.gsi)
+		return -errno;
+	for (i = 0; i < NRECV; i++)
+		post_recv(i);
+	ibv_req_notify_cq(cm.cq, 0);
+	read_addr();
+	return 0;
+}
+
+/* Destroys QP1, so that the device may move.  cm.lock held. */
+void cm_gsi_stop(void)
+{
+	struct ibv_wc wc[32];
+	unsigned int i;
+
+	if (!cm.gsi)
+		return;
+	ibv_destroy_qp(cm.gsi);
+	cm.gsi = NULL;
+	drain_send();
+	while (ibv_poll_cq(cm.cq, 32, wc) > 0)
+		;
+	for (i = 0; i < NSEND; i++)
+		if (cm.send_busy[i])
+			free_send_slot(i);
+}
+
+/* The device up and QP1 receiving.  cm.lock held. */
+int cm_ensure_gsi(void)
+{
+	int err = cm_dev_up();
+
+	return err ? err : cm_gsi_start();
+}
