@@ -619,7 +619,8 @@ void uroce_qp_ex_init(struct uroce_qp *qp);
 void uroce_req_run(struct uroce_qp *qp);
 void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
 void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
-void uroce_req_progress(struct uroce_qp *qp);	/* the completer moved on */
+void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
+void uroce_req_loss(struct uroce_qp *qp);	/* a gap was seen */
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 {
 	return wqe->opcode == IBV_WR_RDMA_READ ||

@@ -96,7 +96,9 @@ static struct uroce_send_wqe *pending_wqe(struct uroce_qp *qp)
 
 static void progress(struct uroce_qp *qp, uint32_t new_psn)
 {
-	if (uroce_psn_cmp(new_psn, qp->comp.psn) <= 0)
+	int32_t acked = uroce_psn_cmp(new_psn, qp->comp.psn);
+
+	if (acked <= 0)
 		return;
 	qp->comp.psn = new_psn;
 	qp->comp.rewound = false;
@@ -105,7 +107,7 @@ static void progress(struct uroce_qp *qp, uint32_t new_psn)
 		uroce_req_rewind(qp);
 	qp->req.retry_left = qp->attr.retry_cnt;
 	qp->req.rnr_retry_left = qp->attr.rnr_retry;
-	uroce_req_progress(qp);
+	uroce_req_progress(qp, (uint32_t)acked);
 	uroce_req_arm(qp);
 }
 
@@ -149,6 +151,7 @@ static void go_back(struct uroce_qp *qp)
 		return;
 	qp->comp.rewound = true;
 	qp->comp.rewind_psn = qp->comp.psn;
+	uroce_req_loss(qp);
 	uroce_count(qp->dev, UROCE_CNT_RETRANSMITS, 1);
 	qp->cnt_retrans++;
 	uroce_req_rewind(qp);

@@ -41,12 +41,22 @@ static uint32_t cur_window(struct uroce_qp *qp)
 	return qp->req.cwnd;
 }
 
-void uroce_req_progress(struct uroce_qp *qp)
+void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 {
 	uint32_t w = tx_window(qp);
 
+	/* grow by what was acknowledged: doubles once per round trip */
 	qp->req.backoff = 0;
-	qp->req.cwnd = qp->req.cwnd * 2 > w ? w : qp->req.cwnd * 2;
+	qp->req.cwnd = qp->req.cwnd + acked > w ? w : qp->req.cwnd + acked;
+}
+
+void uroce_req_loss(struct uroce_qp *qp)
+{
+	/* a packet was lost: halve, so a lossy path is not flooded with
+	 * whole-window resends (go-back-N resends all after the gap) */
+	qp->req.cwnd = cur_window(qp) / 2;
+	if (qp->req.cwnd < UROCE_TX_WINDOW_MIN)
+		qp->req.cwnd = UROCE_TX_WINDOW_MIN;
 }
 
 static uint32_t max_rd(const struct uroce_qp *qp)

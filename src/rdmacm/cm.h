@@ -149,12 +149,14 @@ struct cm_id {
 					 * yet retrieved */
 	struct cm_id *listener;		/* child: until its request is read */
 	bool deferred;			/* child: held back by the backlog */
+	struct cm_event *deferred_ev;	/* its CONNECT_REQUEST meanwhile */
 
 	uint32_t local_id, remote_id;	/* CM comm IDs */
 	uint64_t tid;			/* of the REQ / DREQ we answer */
 	uint64_t sid;
 	union ibv_gid peer_gid;		/* where MADs go */
 	uint32_t remote_qpn, remote_psn, local_psn, remote_qkey;
+	uint32_t param_qpn;		/* conn_param->qp_num, without id->qp */
 	uint8_t resp_res, init_depth;
 	uint8_t retry_cnt, rnr_retry, peer_rnr_retry, srq;
 	uint8_t mtu;			/* enum ibv_mtu agreed */

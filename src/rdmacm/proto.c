@@ -1,0 +1,882 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The IB CM state machine (IBA vol 1 ch. 12) as the kernel's rdma_cm uses
+ * it: REQ/REP/RTU to connect, MRA to ask for time, REJ to refuse,
+ * DREQ/DREP to disconnect, SIDR_REQ/SIDR_REP to resolve a UD service.
+ * Each received message is routed by attribute to one handler, which
+ * finds its id by comm ID and acts only in the states the spec allows;
+ * anything else is dropped and counted.  Everything here runs with
+ * cm.lock held.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "cm.h"
+
+/* Our CM response timeout: 4.096 us * 2^18 = 1.07 s (IBA 12.7.39), and
+ * how often we retry a request before giving up on the peer. */
+#define CM_RESP_TIMEOUT		18
+#define CM_MAX_RETRIES		8
+#define CM_DREQ_RETRIES		3
+/* MRA service timeout: 4.096 us * 2^19 = 2.1 s */
+#define CM_MRA_TIMEOUT		19
+
+static const char *const state_names[CM_NSTATES] = {
+	[CM_IDLE] = "IDLE",
+	[CM_BOUND] = "BOUND",
+	[CM_ADDR_RESOLVED] = "ADDR_RESOLVED",
+	[CM_ROUTE_RESOLVED] = "ROUTE_RESOLVED",
+	[CM_LISTEN] = "LISTEN",
+	[CM_REQ_SENT] = "REQ_SENT",
+	[CM_REP_RCVD] = "REP_RCVD",
+	[CM_REQ_RCVD] = "REQ_RCVD",
+	[CM_REP_SENT] = "REP_SENT",
+	[CM_ESTABLISHED] = "ESTABLISHED",
+	[CM_DREQ_SENT] = "DREQ_SENT",
+	[CM_DISCONNECTED] = "DISCONNECTED",
+	[CM_SIDR_REQ_SENT] = "SIDR_REQ_SENT",
+	[CM_SIDR_REQ_RCVD] = "SIDR_REQ_RCVD",
+	[CM_SIDR_DONE] = "SIDR_DONE",
+};
+
+const char *cm_state_name(enum cm_state s)
+{
+	return s < CM_NSTATES ? state_names[s] : "?";
+}
+
+static uint64_t exp_ns(uint8_t e)
+{
+	return 4096ull << (e > 31 ? 31 : e);
+}
+
+static uint32_t new_comm_id(void)
+{
+	uint32_t v;
+	struct cm_id *id;
+
+again:
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = (uint32_t)cm_now_ns();
+	if (!v)
+		goto again;
+	for (id = cm.ids; id; id = id->next)
+		if (id->local_id == v)
+			goto again;
+	return v;
+}
+
+static uint64_t new_tid(uint32_t local_id)
+{
+	static uint32_t seq;
+
+	return cm.tid_hi | (uint64_t)(local_id ^ (++seq << 24));
+}
+
+/* Sends id's MAD and keeps it for retransmission. */
+static int send_armed(struct cm_id *id, uint8_t timeout_exp, int retries)
+{
+	int err = cm_send_mad(&id->peer_gid, id->mad);
+
+	id->mad_pending = true;
+	id->retries_left = retries;
+	id->timeout_ns = exp_ns(timeout_exp);
+	id->deadline_ns = cm_now_ns() + id->timeout_ns;
+	cm_timer_arm();
+	/* a failed first send is retried like a lost one */
+	(void)err;
+	return 0;
+}
+
+void cm_id_drop_mad(struct cm_id *id)
+{
+	id->mad_pending = false;
+}
+
+static int send_once(const union ibv_gid *gid, struct cm_msg *m)
+{
+	uint8_t mad[CM_MAD_SIZE];
+
+	cm_mad_build(mad, m);
+	return cm_send_mad(gid, mad);
+}
+
+/* ---- the rdma_cm private-data header (kernel cma.c, struct cma_hdr) ---- */
+
+static void put_ip(uint8_t *p, const struct sockaddr *sa)
+{
+	memset(p, 0, 16);
+	if (sa->sa_family == AF_INET)
+		memcpy(p + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa->sa_family == AF_INET6)
+		memcpy(p, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+static size_t make_cma_hdr(struct cm_id *id, uint8_t *hdr, const void *pdata,
+			   uint8_t len, size_t room)
+{
+	struct rdma_addr *a = &id->id.route.addr;
+
+	memset(hdr, 0, room);
+	hdr[0] = 0;
+	hdr[1] = a->src_addr.sa_family == AF_INET6 ? 6 << 4 : 4 << 4;
+	hdr[2] = (uint8_t)(id->port >> 8);
+	hdr[3] = (uint8_t)id->port;
+	put_ip(hdr + 4, &a->src_addr);
+	put_ip(hdr + 20, &a->dst_addr);
+	if (pdata && len)
+		memcpy(hdr + CMA_HDR_SIZE, pdata,
+		       len < room - CMA_HDR_SIZE ? len : room - CMA_HDR_SIZE);
+	return room;
+}
+
+/* Reads the header: 0 and the two addresses, or -1 if it is not one. */
+static int parse_cma_hdr(const uint8_t *hdr, struct sockaddr_storage *src,
+			 struct sockaddr_storage *dst)
+{
+	uint16_t port = (uint16_t)(hdr[2] << 8 | hdr[3]);
+	union ibv_gid g;
+
+	if (hdr[0] != 0)
+		return -1;
+	memset(src, 0, sizeof(*src));
+	memset(dst, 0, sizeof(*dst));
+	switch (hdr[1] >> 4) {
+	case 4: {
+		struct sockaddr_in *s = (struct sockaddr_in *)src;
+		struct sockaddr_in *d = (struct sockaddr_in *)dst;
+
+		s->sin_family = d->sin_family = AF_INET;
+		memcpy(&s->sin_addr, hdr + 16, 4);
+		memcpy(&d->sin_addr, hdr + 32, 4);
+		s->sin_port = htons(port);
+		return 0;
+	}
+	case 6:
+		memcpy(g.raw, hdr + 4, 16);
+		cm_sa_from_gid(&g, port, src);
+		memcpy(g.raw, hdr + 20, 16);
+		cm_sa_from_gid(&g, 0, dst);
+		return 0;
+	}
+	return -1;
+}
+
+/* ---- sending ---- */
+
+int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len)
+{
+	uint8_t hdr[CM_REQ_PDATA];
+	struct cm_msg m = {
+		.attr = CM_ATTR_REQ,
+		.sid = id->sid,
+		.ca_guid = cm.guid,
+		.qpn = id->id.qp ? id->id.qp->qp_num : id->param_qpn,
+		.resp_res = id->resp_res,
+		.init_depth = id->init_depth,
+		.remote_resp_to = CM_RESP_TIMEOUT,
+		.local_resp_to = CM_RESP_TIMEOUT,
+		.qp_type = id->id.qp_type == IBV_QPT_UC ? 1 : 0,
+		.flow_ctrl = 1,
+		.psn = id->local_psn,
+		.retry_cnt = id->retry_cnt,
+		.rnr_retry = id->rnr_retry,
+		.max_cm_retries = CM_MAX_RETRIES,
+		.srq = id->srq,
+		.mtu = id->mtu,
+		.tclass = id->tos,
+		.hop_limit = 64,
+		.ack_timeout = id->ack_timeout,
+		.pdata = hdr,
+		.pdata_len = CM_REQ_PDATA,
+	};
+
+	id->local_id = new_comm_id();
+	id->tid = new_tid(id->local_id);
+	m.local_id = id->local_id;
+	m.tid = id->tid;
+	m.sgid = cm.gid;
+	m.dgid = id->peer_gid;
+	make_cma_hdr(id, hdr, pdata, len, sizeof(hdr));
+	cm_mad_build(id->mad, &m);
+	id->state = CM_REQ_SENT;
+	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES);
+}
+
+int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_REP,
+		.tid = id->tid,
+		.local_id = id->local_id,
+		.remote_id = id->remote_id,
+		.qpn = id->id.qp ? id->id.qp->qp_num : id->param_qpn,
+		.psn = id->local_psn,
+		.resp_res = id->resp_res,
+		.init_depth = id->init_depth,
+		.target_ack_delay = cm.attr.local_ca_ack_delay,
+		.flow_ctrl = 1,
+		.rnr_retry = id->rnr_retry,
+		.srq = id->srq,
+		.ca_guid = cm.guid,
+		.pdata = pdata,
+		.pdata_len = len,
+	};
+
+	cm_mad_build(id->mad, &m);
+	id->state = CM_REP_SENT;
+	return send_armed(id, id->peer_resp_to, id->peer_max_retries);
+}
+
+int cm_send_rtu(struct cm_id *id)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_RTU,
+		.tid = id->tid,
+		.local_id = id->local_id,
+		.remote_id = id->remote_id,
+	};
+
+	return send_once(&id->peer_gid, &m);
+}
+
+int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
+		uint8_t len)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_REJ,
+		.tid = id->tid,
+		.local_id = id->local_id,
+		.remote_id = id->remote_id,
+		.msg_rejected = id->state == CM_REP_RCVD ? CM_REJ_MSG_REP :
+				id->state == CM_REQ_RCVD ? CM_REJ_MSG_REQ :
+				CM_REJ_MSG_OTHER,
+		.reason = reason,
+		.pdata = pdata,
+		.pdata_len = len,
+	};
+
+	id->mad_pending = false;
+	return send_once(&id->peer_gid, &m);
+}
+
+int cm_send_dreq(struct cm_id *id)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_DREQ,
+		.local_id = id->local_id,
+		.remote_id = id->remote_id,
+		.qpn = id->remote_qpn,
+	};
+
+	id->tid = new_tid(id->local_id);
+	m.tid = id->tid;
+	cm_mad_build(id->mad, &m);
+	id->state = CM_DREQ_SENT;
+	return send_armed(id, CM_RESP_TIMEOUT, CM_DREQ_RETRIES);
+}
+
+int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len)
+{
+	uint8_t hdr[CM_SIDR_REQ_PDATA];
+	struct cm_msg m = {
+		.attr = CM_ATTR_SIDR_REQ,
+		.sid = id->sid,
+		.pdata = hdr,
+		.pdata_len = CM_SIDR_REQ_PDATA,
+	};
+
+	id->local_id = new_comm_id();
+	id->tid = new_tid(id->local_id);
+	m.local_id = id->local_id;
+	m.tid = id->tid;
+	make_cma_hdr(id, hdr, pdata, len, sizeof(hdr));
+	cm_mad_build(id->mad, &m);
+	id->state = CM_SIDR_REQ_SENT;
+	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES);
+}
+
+int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
+		     const void *pdata, uint8_t len)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_SIDR_REP,
+		.tid = id->tid,
+		.local_id = id->remote_id,
+		.reason = status,
+		.qpn = qpn,
+		.sid = id->sid,
+		.qkey = RDMA_UDP_QKEY,
+		.pdata = pdata,
+		.pdata_len = len,
+	};
+
+	/* kept (not armed) so that a repeated SIDR_REQ gets it again */
+	cm_mad_build(id->mad, &m);
+	id->mad_pending = false;
+	id->state = CM_SIDR_DONE;
+	return cm_send_mad(&id->peer_gid, id->mad);
+}
+
+/* ---- events ---- */
+
+static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
+		       int status, const struct cm_msg *m)
+{
+	struct cm_event *e = cm_event_new(id, type, status);
+	struct rdma_conn_param *c;
+
+	if (!e)
+		return;
+	c = &e->ev.param.conn;
+	if (m && m->pdata_len) {
+		memcpy(e->pdata, m->pdata, m->pdata_len);
+		c->private_data = e->pdata;
+		c->private_data_len = m->pdata_len;
+	}
+	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ)) {
+		/* seen from the receiver: the peer's depth is our resources */
+		c->responder_resources = m->init_depth;
+		c->initiator_depth = m->resp_res;
+		c->flow_control = m->flow_ctrl;
+		c->retry_count = m->retry_cnt;
+		c->rnr_retry_count = m->rnr_retry;
+		c->srq = m->srq;
+		c->qp_num = m->qpn;
+	}
+	cm_event_queue(e);
+}
+
+static void ud_fill_ah(struct cm_id *id, struct ibv_ah_attr *ah)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = 1;
+	ah->grh.dgid = id->peer_gid;
+	ah->grh.sgid_index = 0;
+	ah->grh.hop_limit = 64;
+	ah->grh.traffic_class = id->tos;
+}
+
+/* ---- receiving ---- */
+
+static struct cm_id *find_local(uint32_t local_id)
+{
+	struct cm_id *id;
+
+	if (!local_id)
+		return NULL;
+	for (id = cm.ids; id; id = id->next)
+		if (id->local_id == local_id)
+			return id;
+	return NULL;
+}
+
+static bool sa_is_any(const struct sockaddr *sa)
+{
+	static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+		       htonl(INADDR_ANY);
+	if (sa->sa_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+			       &any6, sizeof(any6));
+	return true;
+}
+
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	union ibv_gid ga, gb;
+
+	cm_gid_from_sa(a, &ga);
+	cm_gid_from_sa(b, &gb);
+	return !memcmp(ga.raw, gb.raw, 16);
+}
+
+static struct cm_id *find_listener(uint16_t ps, uint16_t port,
+				   const struct sockaddr *dst)
+{
+	struct cm_id *id;
+
+	for (id = cm.ids; id; id = id->next)
+		if (id->state == CM_LISTEN && id->id.ps == ps &&
+		    id->port == port &&
+		    (sa_is_any(&id->id.route.addr.src_addr) ||
+		     same_ip(&id->id.route.addr.src_addr, dst)))
+			return id;
+	return NULL;
+}
+
+static void reject_req(const struct cm_msg *m, const union ibv_gid *peer,
+		       uint16_t reason)
+{
+	struct cm_msg r = {
+		.attr = CM_ATTR_REJ,
+		.tid = m->tid,
+		.remote_id = m->local_id,
+		.msg_rejected = CM_REJ_MSG_REQ,
+		.reason = reason,
+	};
+
+	send_once(peer, &r);
+}
+
+static void sidr_status(const struct cm_msg *m, const union ibv_gid *peer,
+			uint16_t status)
+{
+	struct cm_msg r = {
+		.attr = CM_ATTR_SIDR_REP,
+		.tid = m->tid,
+		.local_id = m->local_id,
+		.reason = status,
+		.sid = m->sid,
+	};
+
+	send_once(peer, &r);
+}
+
+/* A REQ or SIDR_REQ we have already seen from this peer. */
+static struct cm_id *find_dup(const struct cm_msg *m, const union ibv_gid *peer)
+{
+	struct cm_id *id;
+
+	for (id = cm.ids; id; id = id->next)
+		if (id->remote_id == m->local_id && id->state >= CM_REQ_RCVD &&
+		    !memcmp(id->peer_gid.raw, peer->raw, 16) &&
+		    id->tid == m->tid)
+			return id;
+	return NULL;
+}
+
+static void send_mra(struct cm_id *id)
+{
+	struct cm_msg m = {
+		.attr = CM_ATTR_MRA,
+		.tid = id->tid,
+		.local_id = id->local_id,
+		.remote_id = id->remote_id,
+		.msg_mraed = 0,
+		.service_to = CM_MRA_TIMEOUT,
+	};
+
+	send_once(&id->peer_gid, &m);
+}
+
+/* IBA 12.6.5 / 12.9.6: a REQ (or SIDR_REQ) for a listening service makes a
+ * new id, reported as CONNECT_REQUEST on the listener's channel. */
+static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
+{
+	bool sidr = m->attr == CM_ATTR_SIDR_REQ;
+	struct sockaddr_storage src, dst;
+	struct cm_id *lid, *id, *dup;
+	struct cm_event *e;
+	uint16_t ps, port;
+	struct cm_chan *ch;
+
+	dup = find_dup(m, peer);
+	if (dup) {
+		/* our answer was lost, or the application is still deciding */
+		if (dup->state == CM_REQ_RCVD)
+			send_mra(dup);
+		else if (dup->state == CM_REP_SENT || dup->state == CM_SIDR_DONE)
+			cm_send_mad(&dup->peer_gid, dup->mad);
+		return;
+	}
+	if ((m->sid & ~0xffffffULL) != CM_SID_PREFIX) {
+		cm.cnt.drop_nolistener++;
+		if (sidr)
+			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
+		else
+			reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	if (parse_cma_hdr(m->pdata, &src, &dst)) {
+		cm.cnt.drop_malformed++;
+		return;
+	}
+	ps = (uint16_t)(m->sid >> 16);
+	port = (uint16_t)m->sid;
+	lid = find_listener(ps, port, (struct sockaddr *)&dst);
+	if (!lid) {
+		cm.cnt.drop_nolistener++;
+		if (sidr)
+			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
+		else
+			reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	/* the port space decides the transport (kernel cma_check_req_qp_type) */
+	if ((sidr && ps == RDMA_PS_TCP) || (!sidr && ps == RDMA_PS_UDP) ||
+	    (!sidr && m->qp_type > 1)) {
+		if (sidr)
+			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
+		else
+			reject_req(m, peer, CM_REJ_INVALID_TRANSPORT);
+		return;
+	}
+
+	ch = lid->sync ? cm_chan_new(true) : to_chan(lid->id.channel);
+	id = ch ? cm_id_alloc(ch, lid->id.context, lid->id.ps,
+			      sidr ? IBV_QPT_UD :
+			      m->qp_type == 1 ? IBV_QPT_UC : IBV_QPT_RC) : NULL;
+	if (!id) {
+		if (sidr)
+			sidr_status(m, peer, CM_SIDR_REJECT);
+		else
+			reject_req(m, peer, 3 /* no resources */);
+		return;
+	}
+	id->sync = lid->sync;
+	id->listener = lid;
+	id->state = sidr ? CM_SIDR_REQ_RCVD : CM_REQ_RCVD;
+	id->remote_id = m->local_id;
+	id->local_id = new_comm_id();
+	id->tid = m->tid;
+	id->sid = m->sid;
+	id->peer_gid = *peer;
+	id->port = port;
+	id->bound = true;
+	id->id.verbs = cm.app_ctx;
+	id->id.port_num = 1;
+	memcpy(&id->id.route.addr.dst_storage, &src, sizeof(src));
+	memcpy(&id->id.route.addr.src_storage, &dst, sizeof(dst));
+	if (dst.ss_family == AF_INET)
+		((struct sockaddr_in *)&id->id.route.addr.src_storage)->sin_port =
+			htons(port);
+	else
+		((struct sockaddr_in6 *)&id->id.route.addr.src_storage)->sin6_port =
+			htons(port);
+	id->id.route.addr.addr.ibaddr.sgid = cm.gid;
+	id->id.route.addr.addr.ibaddr.dgid = *peer;
+	id->id.route.addr.addr.ibaddr.pkey = htobe16(0xffff);
+	if (!sidr) {
+		uint32_t psn;
+
+		id->remote_qpn = m->qpn;
+		id->remote_psn = m->psn;
+		if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
+			psn = (uint32_t)cm_now_ns();
+		id->local_psn = psn & 0xffffff;
+		id->resp_res = m->init_depth;
+		id->init_depth = m->resp_res;
+		id->retry_cnt = m->retry_cnt;
+		id->peer_rnr_retry = m->rnr_retry;
+		id->rnr_retry = 7;
+		id->mtu = m->mtu && m->mtu < cm.mtu ? m->mtu : (uint8_t)cm.mtu;
+		id->tos = m->tclass;
+		id->ack_timeout = m->ack_timeout ? m->ack_timeout : 14;
+		id->peer_resp_to = m->local_resp_to;
+		id->peer_max_retries = m->max_cm_retries;
+		id->srq = m->srq;
+	}
+	cm_fill_path(id);
+
+	e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	if (!e) {
+		cm_id_free(id);
+		return;
+	}
+	e->ev.listen_id = &lid->id;
+	memcpy(e->pdata, m->pdata + CMA_HDR_SIZE, m->pdata_len - CMA_HDR_SIZE);
+	if (sidr) {
+		struct rdma_ud_param *u = &e->ev.param.ud;
+
+		u->private_data = e->pdata;
+		u->private_data_len = (uint8_t)(m->pdata_len - CMA_HDR_SIZE);
+		ud_fill_ah(id, &u->ah_attr);
+		u->qkey = RDMA_UDP_QKEY;
+	} else {
+		e->ev.param.conn.private_data = e->pdata;
+		e->ev.param.conn.private_data_len =
+			(uint8_t)(m->pdata_len - CMA_HDR_SIZE);
+		e->ev.param.conn.responder_resources = m->init_depth;
+		e->ev.param.conn.initiator_depth = m->resp_res;
+		e->ev.param.conn.flow_control = m->flow_ctrl;
+		e->ev.param.conn.retry_count = m->retry_cnt;
+		e->ev.param.conn.rnr_retry_count = m->rnr_retry;
+		e->ev.param.conn.srq = m->srq;
+		e->ev.param.conn.qp_num = m->qpn;
+	}
+	/* beyond the backlog, requests wait (answering repeats with MRA)
+	 * until the application has read earlier ones */
+	if (lid->queued_reqs >= (unsigned int)lid->backlog) {
+		id->deferred = true;
+		e->next = NULL;
+		id->deferred_ev = e;
+		return;
+	}
+	lid->queued_reqs++;
+	cm_event_queue(e);
+}
+
+void cm_release_deferred(struct cm_id *lid)
+{
+	struct cm_id *id;
+
+	while (lid->queued_reqs < (unsigned int)lid->backlog) {
+		for (id = cm.ids; id; id = id->next)
+			if (id->listener == lid && id->deferred)
+				break;
+		if (!id)
+			return;
+		id->deferred = false;
+		lid->queued_reqs++;
+		cm_event_queue(id->deferred_ev);
+		id->deferred_ev = NULL;
+	}
+}
+
+static void handle_mra(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->remote_id);
+
+	if (!id || !id->mad_pending ||
+	    !((id->state == CM_REQ_SENT && m->msg_mraed == 0) ||
+	      (id->state == CM_REP_SENT && m->msg_mraed == 1))) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	/* IBA 12.6.6: the peer needs service_to more before it answers */
+	id->deadline_ns = cm_now_ns() + exp_ns(m->service_to) + id->timeout_ns;
+	cm_timer_arm();
+}
+
+static void handle_rej(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->remote_id);
+
+	if (!id || (id->state != CM_REQ_SENT && id->state != CM_REP_SENT &&
+		    id->state != CM_REP_RCVD)) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	id->mad_pending = false;
+	id->state = CM_DISCONNECTED;
+	cm_qp_to_err(id);
+	conn_event(id, RDMA_CM_EVENT_REJECTED, m->reason, m);
+}
+
+static void handle_rep(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->remote_id);
+
+	if (!id) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	if (id->state == CM_ESTABLISHED && id->remote_id == m->local_id) {
+		/* our RTU was lost: the REP comes again (IBA 12.9.5) */
+		cm_send_rtu(id);
+		return;
+	}
+	if (id->state != CM_REQ_SENT) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	id->mad_pending = false;
+	id->remote_id = m->local_id;
+	id->remote_qpn = m->qpn;
+	id->remote_psn = m->psn;
+	id->resp_res = m->init_depth;
+	id->init_depth = m->resp_res;
+	id->peer_rnr_retry = m->rnr_retry;
+	id->tid = m->tid;
+	id->state = CM_REP_RCVD;
+	if (!id->id.qp) {
+		conn_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m);
+		return;
+	}
+	if (cm_qp_to_rtr_rts(id)) {
+		cm_send_rej(id, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		id->state = CM_DISCONNECTED;
+		id->connect_error = true;
+		conn_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, m);
+		return;
+	}
+	cm_send_rtu(id);
+	id->state = CM_ESTABLISHED;
+	conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m);
+}
+
+static void handle_rtu(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->remote_id);
+
+	if (!id || id->state != CM_REP_SENT || id->remote_id != m->local_id) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	id->mad_pending = false;
+	id->state = CM_ESTABLISHED;
+	conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m);
+}
+
+static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
+{
+	struct cm_id *id = find_local(m->remote_id);
+	struct cm_msg r = {
+		.attr = CM_ATTR_DREP,
+		.tid = m->tid,
+		.local_id = m->remote_id,
+		.remote_id = m->local_id,
+	};
+
+	if (!id || id->remote_id != m->local_id) {
+		/* IBA 12.9.8.4: a DREQ for no connection still gets a DREP */
+		cm.cnt.drop_state++;
+		send_once(peer, &r);
+		return;
+	}
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+	case CM_DREQ_SENT:
+		send_once(&id->peer_gid, &r);
+		id->mad_pending = false;
+		id->state = CM_DISCONNECTED;
+		conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
+		break;
+	case CM_DISCONNECTED:
+		send_once(&id->peer_gid, &r);
+		break;
+	default:
+		cm.cnt.drop_state++;
+	}
+}
+
+static void handle_drep(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->remote_id);
+
+	if (!id || id->state != CM_DREQ_SENT) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	id->mad_pending = false;
+	id->state = CM_DISCONNECTED;
+	conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
+}
+
+static void handle_sidr_rep(const struct cm_msg *m)
+{
+	struct cm_id *id = find_local(m->local_id);
+	struct cm_event *e;
+
+	if (!id || id->state != CM_SIDR_REQ_SENT) {
+		cm.cnt.drop_state++;
+		return;
+	}
+	id->mad_pending = false;
+	id->state = CM_SIDR_DONE;
+	e = cm_event_new(id, m->reason == CM_SIDR_SUCCESS ?
+			 RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_UNREACHABLE,
+			 m->reason);
+	if (!e)
+		return;
+	memcpy(e->pdata, m->pdata, m->pdata_len);
+	e->ev.param.ud.private_data = e->pdata;
+	e->ev.param.ud.private_data_len = m->pdata_len;
+	if (m->reason == CM_SIDR_SUCCESS) {
+		ud_fill_ah(id, &e->ev.param.ud.ah_attr);
+		e->ev.param.ud.qp_num = m->qpn;
+		e->ev.param.ud.qkey = m->qkey;
+		id->remote_qpn = m->qpn;
+		id->remote_qkey = m->qkey;
+	}
+	cm_event_queue(e);
+}
+
+/* The sender's GID: from the IPv4 header in the last 20 bytes of the GRH
+ * area, or the IPv6 header filling it (RoCE v2, IBA A17.4.5.1). */
+static int peer_of(const uint8_t *grh, union ibv_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	if ((grh[20] >> 4) == 4) {
+		gid->raw[10] = 0xff;
+		gid->raw[11] = 0xff;
+		memcpy(&gid->raw[12], grh + 20 + 12, 4);
+		return 0;
+	}
+	if ((grh[0] >> 4) == 6) {
+		memcpy(gid->raw, grh + 8, 16);
+		return 0;
+	}
+	return -1;
+}
+
+void cm_handle_mad(const uint8_t *grh, const uint8_t *mad, size_t len)
+{
+	union ibv_gid peer;
+	struct cm_msg m;
+
+	if (cm_mad_parse(mad, len, &m) || peer_of(grh, &peer)) {
+		cm.cnt.drop_malformed++;
+		return;
+	}
+	switch (m.attr) {
+	case CM_ATTR_REQ:
+	case CM_ATTR_SIDR_REQ:
+		handle_req(&m, &peer);
+		break;
+	case CM_ATTR_MRA:
+		handle_mra(&m);
+		break;
+	case CM_ATTR_REJ:
+		handle_rej(&m);
+		break;
+	case CM_ATTR_REP:
+		handle_rep(&m);
+		break;
+	case CM_ATTR_RTU:
+		handle_rtu(&m);
+		break;
+	case CM_ATTR_DREQ:
+		handle_dreq(&m, &peer);
+		break;
+	case CM_ATTR_DREP:
+		handle_drep(&m);
+		break;
+	case CM_ATTR_SIDR_REP:
+		handle_sidr_rep(&m);
+		break;
+	}
+}
+
+/* Retransmits what is due; a request that ran out of retries ends its
+ * handshake with the event the kernel's rdma_cm gives. */
+void cm_handle_timeouts(uint64_t now)
+{
+	struct cm_id *id;
+
+	for (id = cm.ids; id; id = id->next) {
+		if (!id->mad_pending || id->deadline_ns > now)
+			continue;
+		if (id->retries_left > 0) {
+			id->retries_left--;
+			cm.cnt.retrans++;
+			cm_send_mad(&id->peer_gid, id->mad);
+			id->deadline_ns = now + id->timeout_ns;
+			continue;
+		}
+		id->mad_pending = false;
+		cm.cnt.timeouts++;
+		switch (id->state) {
+		case CM_REQ_SENT:
+		case CM_REP_SENT:
+		case CM_SIDR_REQ_SENT:
+			id->state = CM_DISCONNECTED;
+			conn_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
+				   NULL);
+			break;
+		case CM_DREQ_SENT:
+			id->state = CM_DISCONNECTED;
+			conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);
+			break;
+		default:
+			break;
+		}
+	}
+}
