@@ -25,6 +25,21 @@
 
 #define UROCE_EXPORT __attribute__((visibility("default")))
 
+/*
+ * FLUSH (IBA 1.5, opcode 0x1C) came to libibverbs after the rdma-core 44
+ * headers we build against; these are the values rdma-core 45 gave it, so
+ * programs built against newer headers reach it.
+ */
+#define UROCE_WR_FLUSH			14
+#define UROCE_WC_FLUSH			8
+#define UROCE_ACCESS_FLUSH_GLOBAL	(1 << 8)
+#define UROCE_ACCESS_FLUSH_PERSISTENT	(1 << 9)
+#define UROCE_QP_EX_WITH_FLUSH		(1 << 11)
+#define UROCE_FLUSH_GLOBAL		1	/* placement type bits */
+#define UROCE_FLUSH_PERSISTENT		2
+#define UROCE_FLUSH_RANGE		0	/* selectivity level */
+#define UROCE_FLUSH_MR			1
+
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -490,8 +505,13 @@ struct uroce_resp_state {
 	uint32_t res_next;
 };
 
+typedef void (*uroce_wr_flush_fn)(struct ibv_qp_ex *qp, uint32_t rkey,
+				  uint64_t remote_addr, size_t len,
+				  uint8_t type, uint8_t level);
+
 struct uroce_qp {
 	struct ibv_qp_ex ex;		/* ibv_qp is its head */
+	uroce_wr_flush_fn wr_flush;	/* ibv_qp_ex.wr_flush in rdma-core 45+ */
 	struct uroce_dev *dev;
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
@@ -519,6 +539,9 @@ struct uroce_qp {
 	 * destroy_qp waits for ibv_qp.events_completed to reach it */
 	uint32_t async_events_reported;
 };
+
+_Static_assert(offsetof(struct uroce_qp, wr_flush) == 352,
+	       "wr_flush sits where rdma-core 45 put it in ibv_qp_ex");
 
 static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
 {
@@ -624,6 +647,7 @@ void uroce_req_loss(struct uroce_qp *qp);	/* a gap was seen */
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 {
 	return wqe->opcode == IBV_WR_RDMA_READ ||
+	       wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH ||
 	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }

@@ -16,6 +16,8 @@ static struct uroce_send_wqe *sq_at(struct uroce_qp *qp, uint32_t i)
 
 enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op)
 {
+	if ((int)op == UROCE_WR_FLUSH)
+		return (enum ibv_wc_opcode)UROCE_WC_FLUSH;
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -188,6 +190,13 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	wqe = pending_wqe(qp);
+	/* IBA 1.5: a FLUSH is answered with an empty READ response */
+	if (wqe && wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH &&
+	    wqe->first_psn == pkt->psn && !pkt->paylen) {
+		wqe->acked = true;
+		progress(qp, uroce_psn_add(pkt->psn, 1));
+		return;
+	}
 	if (!wqe || wqe->opcode != IBV_WR_RDMA_READ ||
 	    uroce_psn_cmp(pkt->psn, wqe->first_psn) < 0 ||
 	    uroce_psn_cmp(pkt->psn, wqe->last_psn) > 0) {

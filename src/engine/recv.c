@@ -123,8 +123,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		goto out;
 	}
 	/* the opcode must be of the QP's transport (IBA 9.6.1.1) */
-	if (!(pkt.mask & transport_mask(qp->type)) ||
-	    (pkt.mask & UROCE_M_FLUSH)) {
+	if (!(pkt.mask & transport_mask(qp->type))) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		goto out;
 	}

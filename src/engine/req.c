@@ -136,9 +136,8 @@ static uint32_t npkts_of(const struct uroce_qp *qp,
 {
 	uint64_t n;
 
-	if (wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	    wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-		return 1;
+	if (uroce_wqe_rd_atomic(wqe) && wqe->opcode != IBV_WR_RDMA_READ)
+		return 1;	/* atomics and FLUSH */
 	n = (wqe->length + qp->mtu - 1) / qp->mtu;
 	return n ? (uint32_t)n : 1;
 }
@@ -210,6 +209,27 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	qp->req.cur_off += (uint32_t)seg;
 	if (qp->req.cur_off >= wqe->length)
 		next_wqe(qp);
+	return 1;
+}
+
+/* FLUSH: FETH + RETH, one PSN, answered like a READ (IBA 1.5 9.4.8) */
+static int send_flush(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	const struct uroce_opcode_info *info = &uroce_opcode[UROCE_OP_RC_FLUSH];
+	uint8_t hdr[UROCE_MAX_HDR_LEN];
+
+	if (window_full(qp, 1) || !rd_room(qp))
+		return 0;
+	bth_init(hdr, UROCE_OP_RC_FLUSH, false, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, true, qp->req.psn);
+	/* swap holds the selectivity level, compare_add the length */
+	feth_init(hdr + info->offset[UROCE_HDR_FETH], (uint8_t)(wqe->swap >> 8),
+		  (uint8_t)wqe->swap);
+	reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,
+		  wqe->rkey, (uint32_t)wqe->compare_add);
+	uroce_xmit(qp, hdr, info->length, NULL, 0, 0);
+	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
+	next_wqe(qp);
 	return 1;
 }
 
@@ -446,6 +466,8 @@ void uroce_req_run(struct uroce_qp *qp)
 			sent = send_ud(qp, wqe);
 		} else if (wqe->opcode == IBV_WR_RDMA_READ)
 			sent = send_read(qp, wqe);
+		else if (wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH)
+			sent = send_flush(qp, wqe);
 		else if (uroce_wqe_rd_atomic(wqe))
 			sent = send_atomic(qp, wqe);
 		else

@@ -430,6 +430,42 @@ static enum resp_state do_atomic_write(struct uroce_qp *qp,
 	return RESP_DONE;
 }
 
+/*
+ * FLUSH (IBA 1.5 9.4.8): make earlier writes to the range visible (our
+ * memory is ordinary RAM: a full fence does it; there is no persistent
+ * memory to write back), then answer with an empty READ response.
+ */
+static enum resp_state do_flush(struct uroce_qp *qp, struct uroce_pkt *pkt,
+				bool dup)
+{
+	uint8_t *feth = hdr_of(pkt, UROCE_HDR_FETH);
+	uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
+	uint8_t plt = feth_plt(feth);
+	unsigned int access = 0;
+	uint64_t va = reth_va(reth), len = reth_len(reth);
+	struct uroce_mr *mr;
+
+	if (plt & UROCE_FLUSH_GLOBAL)
+		access |= UROCE_ACCESS_FLUSH_GLOBAL;
+	if (plt & UROCE_FLUSH_PERSISTENT)
+		access |= UROCE_ACCESS_FLUSH_PERSISTENT;
+	if (!access || (plt & ~3u) || feth_sel(feth) > UROCE_FLUSH_MR)
+		return RESP_ERR_INVALID;
+	if ((qp->attr.qp_access_flags & access) != access)
+		return RESP_ERR_INVALID;
+	/* level MR flushes the whole region: only the key matters */
+	if (feth_sel(feth) == UROCE_FLUSH_MR)
+		len = 0;
+	mr = rkey_check(qp, reth_rkey(reth), va, len, access);
+	if (!mr)
+		return RESP_ERR_ACCESS;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!dup)
+		qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
+	send_read_resp(qp, NULL, 0, 0, pkt->psn);
+	return RESP_DONE;
+}
+
 static struct uroce_resp_res *find_res(struct uroce_qp *qp, uint32_t psn)
 {
 	uint32_t i;
@@ -481,6 +517,10 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	uroce_count(qp->dev, UROCE_CNT_DUPLICATES, 1);
+	if (pkt->mask & UROCE_M_FLUSH) {
+		do_flush(qp, pkt, true);	/* idempotent: answer again */
+		return;
+	}
 	if (pkt->mask & UROCE_M_READ) {
 		uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
 		uint32_t len = reth_len(reth);
@@ -516,6 +556,8 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return res;
 	if (pkt->mask & UROCE_M_ATOMIC_WRITE)
 		return do_atomic_write(qp, pkt);
+	if (pkt->mask & UROCE_M_FLUSH)
+		return do_flush(qp, pkt, false);
 	if (pkt->mask & UROCE_M_SEND)
 		return do_send(qp, pkt);
 	if (pkt->mask & UROCE_M_WRITE)
@@ -626,7 +668,8 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	case RESP_DONE:
 		r->epsn = uroce_psn_add(r->epsn, 1);
 		if (bth_ackreq(pkt->bth) &&
-		    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC)))
+		    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC |
+				   UROCE_M_FLUSH)))
 			uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
 		break;
 	case RESP_ERR_RNR:

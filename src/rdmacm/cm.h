@@ -121,6 +121,7 @@ enum cm_state {
 struct cm_event {
 	struct rdma_cm_event ev;	/* first: what the user holds */
 	struct cm_id *owner;		/* counted against this id */
+	struct cm_chan *chan;		/* queued here if not owner's */
 	struct cm_event *next;
 	bool delivered;
 	uint8_t pdata[256];

@@ -109,7 +109,7 @@ struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 
 void cm_event_queue(struct cm_event *e)
 {
-	struct cm_chan *ch = to_chan(e->owner->id.channel);
+	struct cm_chan *ch = e->chan ? e->chan : to_chan(e->owner->id.channel);
 
 	e->next = NULL;
 	if (ch->tail)
@@ -131,6 +131,7 @@ static void unqueue_events(struct cm_chan *ch, struct cm_id *owner,
 		if (e->owner == owner) {
 			*pp = e->next;
 			if (to) {
+				e->chan = NULL;
 				cm_event_queue(e);
 			} else {
 				owner->nevents--;
@@ -379,6 +380,8 @@ static void destroy_children(struct cm_id *lid)
 			cm_send_sidr_rep(c, CM_SIDR_REJECT, 0, NULL, 0);
 		else
 			cm_send_rej(c, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		/* its CONNECT_REQUEST waits on the listener's channel */
+		unqueue_events(to_chan(lid->id.channel), c, NULL);
 		cm_id_free(c);
 		/* the list changed under us: start over */
 		next = cm.ids;

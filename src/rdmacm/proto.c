@@ -580,6 +580,7 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 		return;
 	}
 	e->ev.listen_id = &lid->id;
+	e->chan = to_chan(lid->id.channel);
 	memcpy(e->pdata, m->pdata + CMA_HDR_SIZE, m->pdata_len - CMA_HDR_SIZE);
 	if (sidr) {
 		struct rdma_ud_param *u = &e->ev.param.ud;

@@ -386,7 +386,10 @@ int uroce_query_device_ex(struct ibv_context *ctx,
 	fill_device_attr(ctx_dev(ctx), &full.orig_attr);
 	full.completion_timestamp_mask = UINT64_MAX;
 	full.hca_core_clock = UROCE_HCA_CLOCK_KHZ;
-	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	/* the kernel's IB_UVERBS_DEVICE_FLUSH_GLOBAL/_PERSISTENT and
+	 * _ATOMIC_WRITE bits (1 << 38..40); rdma-core 44 has no names yet */
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags |
+				   1ull << 38 | 1ull << 39 | 1ull << 40;
 	full.phys_port_cnt_ex = 1;
 
 	if (attr_size > sizeof(full)) {

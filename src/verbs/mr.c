@@ -22,11 +22,13 @@
 #define KEY_INDEX_MASK	((1u << KEY_INDEX_BITS) - 1)
 
 _Static_assert(UROCE_MAX_MR == 1u << KEY_INDEX_BITS,
-	       "an MR key holds its table index in the low 16 bits");
+	       "an MR key table index has 16 bits");
 
 /* What ibv_reg_mr accepts, as the kernel's ib_check_mr_access does:
  * the eight classic bits and the optional range, which we may ignore. */
 #define ACCESS_SUPPORTED (((IBV_ACCESS_HUGETLB << 1) - 1) | \
+			  UROCE_ACCESS_FLUSH_GLOBAL | \
+			  UROCE_ACCESS_FLUSH_PERSISTENT | \
 			  IBV_ACCESS_OPTIONAL_RANGE)
 
 static int check_access(unsigned int access)

@@ -242,7 +242,7 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 #define SUPPORTED_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
 			    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
 			    IBV_QP_EX_WITH_SEND_WITH_INV | \
-			    IBV_QP_EX_WITH_ATOMIC_WRITE | \
+			    IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH | \
 			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
 			    IBV_QP_EX_WITH_RDMA_READ | \
@@ -474,7 +474,8 @@ static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 {
 	const int access_ok = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
-			      IBV_ACCESS_MW_BIND;
+			      IBV_ACCESS_MW_BIND | UROCE_ACCESS_FLUSH_GLOBAL |
+			      UROCE_ACCESS_FLUSH_PERSISTENT;
 
 	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
 		return EINVAL;
@@ -702,6 +703,8 @@ struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp)
 
 static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
+	if ((int)op == UROCE_WR_FLUSH)
+		return type == IBV_QPT_RC;
 	if (type == IBV_QPT_UD)
 		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 	if (type == IBV_QPT_UC)
@@ -737,7 +740,8 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return EINVAL;
 	if (!opcode_ok(qp->type, wqe->opcode))
 		return EINVAL;
-	if (wqe->opcode == IBV_WR_BIND_MW || wqe->opcode == IBV_WR_LOCAL_INV) {
+	if (wqe->opcode == IBV_WR_BIND_MW || wqe->opcode == IBV_WR_LOCAL_INV ||
+	    wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH) {
 		if (wqe->opcode == IBV_WR_BIND_MW && !wqe->bind_mw)
 			return EINVAL;
 		wqe->num_sge = 0;	/* local operations move no data */

@@ -173,6 +173,25 @@ static void wr_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 	}
 }
 
+static void wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+		     size_t len, uint8_t type, uint8_t level)
+{
+	struct uroce_send_wqe *wqe;
+
+	if (len > UINT32_MAX || !type || (type & ~3u) ||
+	    level > UROCE_FLUSH_MR) {
+		ex_qp(q)->sq.ex_err = EINVAL;
+		return;
+	}
+	wqe = new_wqe(q, (enum ibv_wr_opcode)UROCE_WR_FLUSH);
+	if (!wqe)
+		return;
+	wqe->rkey = rkey;
+	wqe->remote_addr = addr;
+	wqe->compare_add = len;
+	wqe->swap = (uint64_t)level << 8 | type;
+}
+
 static void wr_unsupported(struct ibv_qp_ex *q)
 {
 	ex_qp(q)->sq.ex_err = EOPNOTSUPP;
@@ -342,4 +361,5 @@ void uroce_qp_ex_init(struct uroce_qp *qp)
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;
+	qp->wr_flush = wr_flush;
 }

@@ -1,0 +1,202 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# One interop scenario: an unmodified client/server RDMA program with one
+# side on this host over uroce and the other in the interop guest (vm.sh)
+# over the kernel's Soft-RoCE (rxe0).
+#
+#   scenario.sh --name NAME --server host|guest --kind pingpong|perftest
+#               --port TCP_PORT [--timeout SECONDS] -- PROGRAM [ARGS...]
+#
+# Both sides run "PROGRAM ARGS -p PORT" plus their device and GID:
+#   host   (uroce)  pingpong: -g 0              perftest: -d uroce0 -x 0
+#   guest  (rxe)    pingpong: -d rxe0 -g GIDX   perftest: -d rxe0 -x GIDX
+# where GIDX is rxe0's RoCE v2 IPv4-mapped GID (index 0 is the IPv6
+# link-local one).  The client also gets the server's address.  The host
+# side binds the tap address (UROCE_ADDR) and prints its counters
+# (UROCE_STATS=1).
+#
+# Checks: both sides exit 0, print none of UROCE_FAIL_RE, and print their
+# results (pingpong: "<iters> iters in"; perftest: a results row); and the
+# packet accounting: every packet the host sent passed rxe's checks (the
+# guest's rcvd_pkts counter, counted only after the ICRC and address
+# checks, grew by the host's tx_pkts), unless the tap link itself dropped
+# it (counted too).  The scenario's figures are appended to
+# $UROCE_INTEROP_STATE/accounting for the final counters test.
+#
+# Exits 77 (skipped) when the guest could not be started on this machine.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/uroce_test.sh
+source "$here/../lib/uroce_test.sh"
+vm=$here/vm.sh
+state=${UROCE_INTEROP_STATE:-/tmp/uroce-interop}
+net=${UROCE_INTEROP_NET:-10.77.0}
+tap=${UROCE_INTEROP_TAP:-uroce-tap0}
+host_ip=$net.1 guest_ip=$net.2
+
+name='' server='' kind='' port='' tmo=120
+while (($#)); do
+	case $1 in
+	--name) name=$2; shift 2 ;;
+	--server) server=$2; shift 2 ;;
+	--kind) kind=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--timeout) tmo=$2; shift 2 ;;
+	--) shift; break ;;
+	*) uroce_die "scenario.sh: unknown option $1" ;;
+	esac
+done
+(($# >= 1)) || uroce_die "scenario.sh: no program given"
+[[ $server == host || $server == guest ]] || uroce_die "--server must be host or guest"
+[[ $kind == pingpong || $kind == perftest ]] || uroce_die "--kind must be pingpong or perftest"
+[[ $port =~ ^[0-9]+$ ]] || uroce_die "--port needs a number"
+[[ -n $name ]] || name=$1
+prog=$1; shift
+args=("$@")
+
+st=$("$vm" status 2>&1); rc=$?
+if ((rc == 77)); then
+	echo "SKIP: the interop guest cannot run on this machine: ${st#skipped: }"
+	exit 77
+fi
+((rc == 0)) || uroce_die "the interop guest is not running ($st): run the interop_vm_up test first (ctest adds it as a fixture)"
+
+uroce_preflight "$prog"
+
+logdir=$state/logs/$name
+mkdir -p "$logdir"
+hlog=$logdir/host.log glog=$logdir/guest.log
+: >"$hlog"; : >"$glog"
+
+# rxe0's RoCE v2 IPv4-mapped GID index.
+gidx=$("$vm" exec -t 20 -- '
+	p=/sys/class/infiniband/rxe0/ports/1
+	for f in $p/gids/*; do
+		i=${f##*/}
+		case $(cat $f) in 0000:0000:0000:0000:0000:ffff:*) ;; *) continue ;; esac
+		[ "$(cat $p/gid_attrs/types/$i 2>/dev/null)" = "RoCE v2" ] && { echo $i; break; }
+	done') || uroce_die "cannot read rxe0's GID table in the guest"
+[[ $gidx =~ ^[0-9]+$ ]] || uroce_die "rxe0 has no RoCE v2 IPv4 GID (got '$gidx')"
+
+case $kind in
+pingpong) hargs=(-g 0); gargs=(-d rxe0 -g "$gidx") ;;
+perftest) hargs=(-d uroce0 -x 0); gargs=(-d rxe0 -x "$gidx") ;;
+esac
+
+counters() {	# prints "rcvd_pkts sent_pkts"
+	"$vm" exec -t 20 -- 'c=/sys/class/infiniband/rxe0/ports/1/hw_counters; echo $(cat $c/rcvd_pkts) $(cat $c/sent_pkts)'
+}
+tap_tx_dropped() {
+	cat "/sys/class/net/$tap/statistics/tx_dropped" 2>/dev/null || echo 0
+}
+read -r rcvd0 sent0 < <(counters) || uroce_die "cannot read rxe0's counters"
+drop0=$(tap_tx_dropped)
+
+mapfile -t penv < <(uroce_prog_env)
+penv+=("UROCE_ADDR=$host_ip" "UROCE_STATS=1")
+quoted_guest() { printf '%q ' "$prog" "${args[@]}" "${gargs[@]}" -p "$port" "$@"; }
+host_cmd=(env "${penv[@]}" timeout -k 5 "$tmo" "$prog" "${args[@]}" "${hargs[@]}" -p "$port")
+if [[ $server == host ]]; then
+	scmd=("${host_cmd[@]}"); slog=$hlog
+	ccmd=("$vm" exec -t "$tmo" -- "$(quoted_guest "$host_ip")"); clog=$glog
+else
+	scmd=("$vm" exec -t "$tmo" -- "$(quoted_guest)"); slog=$glog
+	ccmd=("${host_cmd[@]}" "$guest_ip"); clog=$hlog
+fi
+
+spid=
+cleanup() {
+	if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then
+		kill -TERM "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+	fi
+	# A guest server left over from a failed run would hold the port.
+	if [[ $server == guest ]]; then
+		"$vm" exec -t 10 -- "killall $(basename "$prog") 2>/dev/null; true" >/dev/null 2>&1
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+	printf 'FAIL: %s: %s\n' "$name" "$*"
+	uroce_print_log "server ($server): ${scmd[*]}" "$slog"
+	uroce_print_log "client: ${ccmd[*]}" "$clog"
+	"$vm" exec -t 20 -- 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . * | tr "\n" " "; echo; dmesg | tail -n 20' 2>&1 |
+		sed 's/^/guest: /'
+	exit 1
+}
+
+echo "== $name: $server is the server; rxe0 GID index $gidx"
+SECONDS=0
+"${scmd[@]}" >"$slog" 2>&1 &
+spid=$!
+# Wait until the server listens on its TCP port.
+deadline=$((SECONDS + 30))
+while :; do
+	kill -0 "$spid" 2>/dev/null || { wait "$spid"; fail "the server exited early ($(uroce_rc_text $?))"; }
+	if [[ $server == host ]]; then
+		uroce_port_listening "$port" && break
+	else
+		"$vm" exec -t 10 -- "netstat -ltn | grep -q ':$port '" >/dev/null 2>&1 && break
+	fi
+	((SECONDS < deadline)) || fail "the server did not listen on TCP port $port within 30s"
+	sleep 0.2
+done
+
+"${ccmd[@]}" >"$clog" 2>&1
+crc=$?
+# The server finishes on its own once the client is done.
+deadline=$((SECONDS + 30))
+while kill -0 "$spid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+wait "$spid"; src=$?
+spid=
+elapsed=$SECONDS
+
+((crc == 0)) || fail "the client failed ($(uroce_rc_text $crc))"
+((src == 0)) || fail "the server failed ($(uroce_rc_text $src))"
+for f in "$slog" "$clog"; do
+	if bad=$(grep -E "$UROCE_FAIL_RE" "$f" | grep -v 'uroce-stats:'); then
+		fail "error output in $(basename "$f"): $(head -n 3 <<<"$bad")"
+	fi
+done
+case $kind in
+pingpong)
+	iters=100
+	for ((i = 0; i < ${#args[@]}; i++)); do
+		[[ ${args[$i]} == -n ]] && iters=${args[$((i + 1))]}
+	done
+	for f in "$slog" "$clog"; do
+		grep -q "^$iters iters in" "$f" || fail "$(basename "$f") has no '$iters iters in' line"
+	done
+	result=$(grep -h 'iters in' "$clog")
+	;;
+perftest)
+	row=$(awk '/#bytes/ { hdr = 1; next } hdr && $1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$clog")
+	[[ -n $row ]] || fail "the client printed no results row"
+	awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row" ||
+		fail "the results row is all zero: $row"
+	result=$(awk 'NR == 1 { print "bytes=" $1, "iters=" $2, "peak_MB/s=" $3, "avg_MB/s=" $4 }' <<<"$row")
+	;;
+esac
+
+# Packet accounting.
+# (perftest's last line has no newline: the stats may follow it.)
+stats=$(grep -ho 'uroce-stats:.*' "$hlog" | tail -n 1)
+[[ -n $stats ]] || fail "the host side printed no uroce-stats line"
+stat() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$stats"; }
+htx=$(stat tx_pkts) hrx=$(stat rx_pkts)
+read -r rcvd1 sent1 < <(counters) || fail "cannot read rxe0's counters"
+drop1=$(tap_tx_dropped)
+grcvd=$((rcvd1 - rcvd0)) gsent=$((sent1 - sent0)) tapdrop=$((drop1 - drop0))
+echo "result: $result (${elapsed}s)"
+echo "packets: uroce sent $htx, rxe0 accepted $grcvd (tap dropped $tapdrop); rxe0 sent $gsent, uroce received $hrx"
+echo "uroce: retransmits=$(stat retransmits) timeouts=$(stat timeouts) duplicates=$(stat duplicates) drop_bad_icrc=$(stat drop_bad_icrc) drop_bad_hdr=$(stat drop_bad_hdr) drop_bad_src=$(stat drop_bad_src) tx_nak_inv=$(stat tx_nak_inv)"
+printf '%s %s %s %s %s %s\n' "$name" "$htx" "$grcvd" "$tapdrop" "$gsent" "$hrx" >>"$state/accounting"
+((grcvd + tapdrop >= htx)) ||
+	fail "rxe0 dropped $((htx - grcvd - tapdrop)) of the $htx packets uroce sent (bad ICRC, wrong address or malformed: rxe drops them silently before counting rcvd_pkts)"
+for c in drop_bad_icrc drop_bad_hdr drop_bad_src; do
+	(($(stat $c) == 0)) || fail "uroce dropped packets from rxe: $c=$(stat $c)"
+done
+uroce_say "PASS: $name"
