@@ -200,6 +200,7 @@ struct uroce_dev {
 
 	/* MR table (verbs/mr.c), indexed by key % UROCE_MAX_MR */
 	struct uroce_mr **mr_tbl;
+	uint32_t *mr_last_key;		/* per slot: the key it last had */
 	uint32_t next_mr_index;
 	uint32_t nmrs;
 

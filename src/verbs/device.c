@@ -137,7 +137,10 @@ static void dev_init(void)
 
 	dev->qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->qp_tbl));
 	dev->mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->mr_tbl));
-	if (!dev->qp_tbl || !dev->mr_tbl) {
+	dev->mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->mr_last_key));
+	if (!dev->qp_tbl || !dev->mr_tbl || !dev->mr_last_key) {
+		free(dev->mr_last_key);
+		dev->mr_last_key = NULL;
 		free(dev->qp_tbl);
 		free(dev->mr_tbl);
 		dev->qp_tbl = NULL;

@@ -124,7 +124,9 @@ int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr)
 			break;
 	}
 	dev->next_mr_index = (idx + 1) & KEY_INDEX_MASK;
-	mr->key = make_key(idx, 0);
+	/* never the key this slot had last: a stale rkey must not revive */
+	mr->key = make_key(idx, dev->mr_last_key[idx]);
+	dev->mr_last_key[idx] = mr->key;
 	dev->mr_tbl[idx] = mr;
 	dev->nmrs++;
 	return 0;
@@ -254,6 +256,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	mr->pd = new_pd;
 	mr->access = new_access;
 	mr->key = make_key(uroce_key_index(mr->key), mr->key);
+	dev->mr_last_key[uroce_key_index(mr->key)] = mr->key;
 	set_keys(mr);
 	pthread_mutex_unlock(&dev->lock);
 
