@@ -15,6 +15,8 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
+#include <sys/syscall.h>
 
 #include "uroce.h"
 
@@ -84,11 +86,39 @@ static bool app_is_polling(struct uroce_dev *dev)
 	return true;
 }
 
+/*
+ * Ask for a short time slice (EEVDF custom slice, Linux 6.12+; older
+ * kernels ignore it).  The thread runs for microseconds at a time; with a
+ * short slice its wake-up may preempt an application spinning on memory
+ * (ib_write_lat polls the last byte of its buffer) instead of waiting for
+ * that task's slice to end.  Any user may shorten its own slice.
+ */
+struct sched_attr_v1 {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+};
+
+static void short_slice(void)
+{
+	struct sched_attr_v1 a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.policy = SCHED_OTHER;
+	a.runtime = 100000;	/* ns */
+	syscall(SYS_sched_setattr, 0, &a, 0);
+}
+
 static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct epoll_event ev[4];
 	uint64_t v;
+
+	short_slice();
 
 	while (!dev->stopping) {
 		int n = epoll_wait(dev->epfd, ev, 4, -1);

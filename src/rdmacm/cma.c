@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -811,6 +812,28 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	return sync_wait(ci);
 }
 
+/*
+ * UROCE_CM_LISTEN_FILE=<path>: append "listen <port>" there once a
+ * listener is up, so that a test runner can start the client without
+ * guessing when the server got that far.
+ */
+static void notify_listen(struct cm_id *ci)
+{
+	const char *path = getenv("UROCE_CM_LISTEN_FILE");
+	char line[32];
+	int fd, n;
+
+	if (!path || !*path)
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "listen %u\n", ci->port);
+	if (write(fd, line, (size_t)n) < 0)
+		n = 0;
+	close(fd);
+}
+
 CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
 	struct cm_id *ci = to_cid(id);
@@ -834,7 +857,10 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		ci->state = CM_LISTEN;
 	}
 	pthread_mutex_unlock(&cm.lock);
-	return err ? cm_set_errno(err) : 0;
+	if (err)
+		return cm_set_errno(err);
+	notify_listen(ci);
+	return 0;
 }
 
 /* ---- connecting ---- */

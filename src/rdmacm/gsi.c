@@ -329,6 +329,25 @@ err:
 	return -err;
 }
 
+/* UROCE_STATS=1: the CM's counters at exit, next to the device's. */
+static void __attribute__((destructor)) print_stats(void)
+{
+	const char *e = getenv("UROCE_STATS");
+
+	if (!cm.dev_up || !e || !*e || !strcmp(e, "0"))
+		return;
+	fprintf(stderr, "uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
+		"drop_state=%llu drop_nolistener=%llu retrans=%llu "
+		"timeouts=%llu tx_fail=%llu\n",
+		(unsigned long long)cm.cnt.rx, (unsigned long long)cm.cnt.tx,
+		(unsigned long long)cm.cnt.drop_malformed,
+		(unsigned long long)cm.cnt.drop_state,
+		(unsigned long long)cm.cnt.drop_nolistener,
+		(unsigned long long)cm.cnt.retrans,
+		(unsigned long long)cm.cnt.timeouts,
+		(unsigned long long)cm.cnt.tx_fail);
+}
+
 /* Creates QP1 and fills its receive queue.  cm.lock held. */
 int cm_gsi_start(void)
 {

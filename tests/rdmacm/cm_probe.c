@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A small rdma_cm program for the cases the Debian tools do not reach:
+ * reject with private data, a closed port, a backlog under many
+ * concurrent connects, disconnect from either side, a peer that dies
+ * mid-handshake, and the API's error paths.  Prints "PASS: ..." and
+ * exits 0, or prints "FAIL: ..." and exits 1.
+ *
+ *   cm_probe server ADDR PORT accept N BACKLOG [server-disconnects]
+ *   cm_probe server ADDR PORT reject
+ *   cm_probe server ADDR PORT die            (_exit on CONNECT_REQUEST)
+ *   cm_probe server ADDR PORT expect-unreachable
+ *   cm_probe client ADDR PORT connect N [client-disconnects]
+ *   cm_probe client ADDR PORT expect-reject
+ *   cm_probe client ADDR PORT expect-refused
+ *   cm_probe client ADDR PORT expect-unreachable
+ *   cm_probe client ADDR PORT die-after-connect
+ *   cm_probe api
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
+
+#define REJ_DATA	"no-thanks"
+#define MAXC		512
+
+static struct rdma_event_channel *ch;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+
+static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("FAIL: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(1);
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Next event, through poll on the channel's fd (it must be pollable). */
+static struct rdma_cm_event *next_event(int timeout_s)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+
+	if (poll(&p, 1, timeout_s * 1000) != 1)
+		fail("no event within %d seconds", timeout_s);
+	if (rdma_get_cm_event(ch, &e))
+		fail("rdma_get_cm_event: %s", strerror(errno));
+	return e;
+}
+
+static void make_addr(const char *a, const char *port, struct sockaddr_in *sin)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)atoi(port));
+	if (inet_pton(AF_INET, a, &sin->sin_addr) != 1)
+		fail("bad address %s", a);
+}
+
+static void make_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+
+	if (!pd) {
+		pd = ibv_alloc_pd(id->verbs);
+		cq = ibv_create_cq(id->verbs, 4 * MAXC, NULL, NULL, 0);
+		if (!pd || !cq)
+			fail("pd/cq: %s", strerror(errno));
+	}
+	qa.send_cq = qa.recv_cq = cq;
+	if (rdma_create_qp(id, pd, &qa))
+		fail("rdma_create_qp: %s", strerror(errno));
+}
+
+static int server(const char *addr, const char *port, int argc, char **argv)
+{
+	const char *mode = argv[0];
+	struct rdma_cm_id *lid, *conns[MAXC];
+	struct sockaddr_in sin;
+	int n = 1, backlog = 0, est = 0, disc = 0, i;
+	int server_disc = argc > 3 && !strcmp(argv[3], "server-disconnects");
+
+	if (!strcmp(mode, "accept")) {
+		n = argc > 1 ? atoi(argv[1]) : 1;
+		backlog = argc > 2 ? atoi(argv[2]) : 0;
+	}
+	if (n > MAXC)
+		fail("too many connections: %s", argv[1]);
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
+	    rdma_listen(lid, backlog))
+		fail("listen: %s", strerror(errno));
+	printf("listening on %s:%s\n", addr, port);
+	fflush(stdout);
+	while (est < n || disc < n) {
+		struct rdma_cm_event *e = next_event(120);
+		struct rdma_cm_id *id = e->id;
+		enum rdma_cm_event_type t = e->event;
+		int status = e->status;
+
+		if (t == RDMA_CM_EVENT_CONNECT_REQUEST && !strcmp(mode, "die"))
+			_exit(3);
+		rdma_ack_cm_event(e);
+		switch (t) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			if (!strcmp(mode, "reject")) {
+				if (rdma_reject(id, REJ_DATA, sizeof(REJ_DATA)))
+					fail("rdma_reject: %s", strerror(errno));
+				rdma_destroy_id(id);
+				printf("PASS: rejected with private data\n");
+				return 0;
+			}
+			make_qp(id);
+			{
+				struct rdma_conn_param cp = {
+					.responder_resources = 1,
+					.initiator_depth = 1,
+					.rnr_retry_count = 7,
+				};
+				if (rdma_accept(id, &cp))
+					fail("rdma_accept: %s", strerror(errno));
+			}
+			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			conns[est++] = id;
+			if (server_disc && rdma_disconnect(id))
+				fail("rdma_disconnect: %s", strerror(errno));
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			disc++;
+			if (!server_disc)
+				rdma_disconnect(id);
+			break;
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+			if (!strcmp(mode, "expect-unreachable")) {
+				printf("PASS: %s (status %d) after the client died\n",
+				       rdma_event_str(t), status);
+				return 0;
+			}
+			/* fall through */
+		default:
+			printf("FAIL: unexpected %s status %d\n",
+			       rdma_event_str(t), status);
+			return 1;
+		}
+	}
+	for (i = 0; i < est; i++) {
+		rdma_destroy_qp(conns[i]);
+		if (rdma_destroy_id(conns[i]))
+			fail("rdma_destroy_id: %s", strerror(errno));
+	}
+	rdma_destroy_id(lid);
+	printf("PASS: %d connections accepted and disconnected (%s side "
+	       "first)\n", n, server_disc ? "server" : "client");
+	return 0;
+}
+
+static int client(const char *addr, const char *port, int argc, char **argv)
+{
+	const char *mode = argv[0];
+	struct rdma_cm_id *ids[MAXC];
+	struct sockaddr_in sin;
+	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) : 1;
+	int client_disc = argc > 2 && !strcmp(argv[2], "client-disconnects");
+	int est = 0, disc = 0, i;
+	double t0 = now();
+
+	if (n > MAXC)
+		fail("too many connections: %s", argv[1]);
+	make_addr(addr, port, &sin);
+	for (i = 0; i < n; i++) {
+		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP) ||
+		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin, 2000))
+			fail("resolve: %s", strerror(errno));
+	}
+	while (est + disc < 2 * n) {
+		struct rdma_cm_event *e = next_event(60);
+		struct rdma_cm_id *id = e->id;
+		enum rdma_cm_event_type t = e->event;
+		int status = e->status;
+		char pdata[64] = "";
+
+		if (t == RDMA_CM_EVENT_REJECTED && e->param.conn.private_data)
+			memcpy(pdata, e->param.conn.private_data,
+			       sizeof(REJ_DATA));
+		rdma_ack_cm_event(e);
+		switch (t) {
+		case RDMA_CM_EVENT_ADDR_RESOLVED:
+			if (rdma_resolve_route(id, 2000))
+				fail("rdma_resolve_route: %s", strerror(errno));
+			break;
+		case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+			struct rdma_conn_param cp = {
+				.responder_resources = 1,
+				.initiator_depth = 1,
+				.retry_count = 7,
+				.rnr_retry_count = 7,
+			};
+
+			make_qp(id);
+			if (rdma_connect(id, &cp))
+				fail("rdma_connect: %s", strerror(errno));
+			if (!strcmp(mode, "die-after-connect"))
+				_exit(0);
+			break;
+		}
+		case RDMA_CM_EVENT_ESTABLISHED:
+			est++;
+			if (client_disc && rdma_disconnect(id))
+				fail("rdma_disconnect: %s", strerror(errno));
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			disc++;
+			if (!client_disc)
+				rdma_disconnect(id);
+			break;
+		case RDMA_CM_EVENT_REJECTED:
+			if (!strcmp(mode, "expect-reject")) {
+				if (status != 28 || strcmp(pdata, REJ_DATA))
+					fail("rejected, but not as expected: %s",
+					     pdata);
+				printf("PASS: REJECTED status 28 with '%s'\n",
+				       pdata);
+				return 0;
+			}
+			if (!strcmp(mode, "expect-refused")) {
+				if (status != 8)
+					fail("rejected with status %d, not 8", status);
+				if (now() - t0 > 3)
+					fail("refusal took %.2f s", now() - t0);
+				printf("PASS: REJECTED (invalid service ID) in "
+				       "%.3f s\n", now() - t0);
+				return 0;
+			}
+			printf("FAIL: REJECTED status %d\n", status);
+			return 1;
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+			if (!strcmp(mode, "expect-unreachable")) {
+				printf("PASS: %s (status %d) in %.1f s\n",
+				       rdma_event_str(t), status, now() - t0);
+				return 0;
+			}
+			/* fall through */
+		default:
+			printf("FAIL: unexpected %s status %d\n",
+			       rdma_event_str(t), status);
+			return 1;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		rdma_destroy_qp(ids[i]);
+		if (rdma_destroy_id(ids[i]))
+			fail("rdma_destroy_id: %s", strerror(errno));
+	}
+	printf("PASS: %d connections established and disconnected in "
+	       "%.2f s\n", n, now() - t0);
+	return 0;
+}
+
+/* Error paths of the API itself, in one process. */
+static int api(void)
+{
+	struct rdma_event_channel *c2 = rdma_create_event_channel();
+	struct rdma_cm_id *id, *id2;
+	struct rdma_cm_event *e;
+	struct sockaddr_in sin;
+
+	if (!c2 || rdma_create_id(c2, &id, NULL, RDMA_PS_TCP))
+		fail("create: %s", strerror(errno));
+	/* a channel with ids on it is not destroyed */
+	errno = 0;
+	rdma_destroy_event_channel(c2);
+	if (errno != EBUSY)
+		fail("destroying a channel with ids: errno %s", strerror(errno));
+	/* an event held unacknowledged keeps its id */
+	make_addr("127.0.0.1", "0", &sin);
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 1000))
+		fail("rdma_resolve_addr: %s", strerror(errno));
+	if (rdma_get_cm_event(c2, &e) || e->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+		fail("no ADDR_RESOLVED: %s", strerror(errno));
+	if (rdma_destroy_id(id) != -1 || errno != EBUSY)
+		fail("rdma_destroy_id with an event held: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	if (rdma_destroy_id(id))
+		fail("rdma_destroy_id: %s", strerror(errno));
+	rdma_destroy_event_channel(c2);
+	/* non-blocking channel: EAGAIN, not a hang */
+	if (rdma_create_id(ch, &id2, NULL, RDMA_PS_UDP))
+		fail("create UDP id: %s", strerror(errno));
+	{
+		int fl = fcntl(ch->fd, F_GETFL);
+
+		fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+		if (rdma_get_cm_event(ch, &e) != -1 || errno != EAGAIN)
+			fail("empty non-blocking channel: %s", strerror(errno));
+		fcntl(ch->fd, F_SETFL, fl);
+	}
+	if (rdma_join_multicast(id2, (struct sockaddr *)&sin, NULL) != -1)
+		fail("rdma_join_multicast %s", "succeeded");
+	if (rsocket(AF_INET, SOCK_STREAM, 0) != -1 || errno != ENOSYS)
+		fail("rsocket: %s", strerror(errno));
+	if (strcmp(rdma_event_str(RDMA_CM_EVENT_REJECTED),
+		   "RDMA_CM_EVENT_REJECTED"))
+		fail("rdma_event_str: %s", rdma_event_str(RDMA_CM_EVENT_REJECTED));
+	rdma_destroy_id(id2);
+	printf("PASS: API error paths\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ch = rdma_create_event_channel();
+	if (!ch)
+		fail("rdma_create_event_channel: %s", strerror(errno));
+	if (argc >= 2 && !strcmp(argv[1], "api"))
+		return api();
+	if (argc < 5)
+		fail("usage: see the top of %s", __FILE__);
+	if (!strcmp(argv[1], "server"))
+		return server(argv[2], argv[3], argc - 4, argv + 4);
+	if (!strcmp(argv[1], "client"))
+		return client(argv[2], argv[3], argc - 4, argv + 4);
+	fail("unknown role %s", argv[1]);
+	return 1;
+}
