@@ -104,6 +104,7 @@ enum uroce_counter {
 	UROCE_CNT_DROP_NO_RECV,
 	UROCE_CNT_DROP_TOO_LONG,
 	UROCE_CNT_UC_MSG_DROPS,
+	UROCE_CNT_DUP_ATOMIC_LOST,
 	UROCE_CNT_FAULT_DROPS,
 	UROCE_CNT_FAULT_DUPS,
 	UROCE_CNT_FAULT_DELAYS,
@@ -206,6 +207,11 @@ struct uroce_dev {
 
 	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
 	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
+
+	/* engine/req.c: packets all RC QPs have in flight, against one
+	 * socket buffer, and the QPs waiting for room (a list) */
+	uint32_t inflight;
+	struct uroce_qp *blocked_head, *blocked_tail;
 
 	/* engine/req.c: pacing of unacknowledged (UC, UD) traffic, which
 	 * has no other defence against overrunning the peer's socket */
@@ -520,6 +526,8 @@ struct uroce_qp {
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
+	bool blocked;			/* on dev's list, waiting for room */
+	struct uroce_qp *blocked_next;
 	bool comm_est;			/* COMM_EST raised */
 	bool sqd_notify;		/* raise SQ_DRAINED when drained */
 	uint64_t send_ops_flags;
@@ -645,6 +653,10 @@ void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
 void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
 void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
 void uroce_req_loss(struct uroce_qp *qp);	/* a gap was seen */
+/* comp.psn moved by n: give the device budget back, wake waiters */
+void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
+/* the QP stops (error, reset, destroy): give back all it holds */
+void uroce_req_release(struct uroce_qp *qp);
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 {
 	return wqe->opcode == IBV_WR_RDMA_READ ||
@@ -666,6 +678,12 @@ int uroce_progress_start(struct uroce_dev *dev);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* the application found what it polled for: it may stop polling now, so
+ * the progress thread must not wait for it */
+static inline void uroce_progress_poll_done(struct uroce_dev *dev)
+{
+	atomic_store_explicit(&dev->app_poll_ns, 0, memory_order_relaxed);
+}
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
  * headers, payload iov follows, pad and ICRC are added here. */

@@ -104,6 +104,7 @@ static void progress(struct uroce_qp *qp, uint32_t new_psn)
 		return;
 	qp->comp.psn = new_psn;
 	qp->comp.rewound = false;
+	uroce_req_credit(qp, (uint32_t)acked);
 	/* acks of packets sent before a rewind: skip what is done */
 	if (uroce_psn_cmp(new_psn, qp->req.psn) > 0)
 		uroce_req_rewind(qp);

@@ -67,12 +67,14 @@ static void run_timers(struct uroce_dev *dev)
 }
 
 /*
- * An application thread busy-polling its CQ receives for itself; the
+ * An application thread busy-polling an empty CQ receives for itself; the
  * thread then only gets in its way (a wake-up per packet, a core less).
  * While that goes on the thread naps and looks again, so that packets
- * still move when the application stops polling.
+ * still move when the application stops polling.  A poll that finds a
+ * completion clears the mark: a program like ib_write_lat polls once,
+ * then spins on memory, and needs the thread at once.
  */
-#define APP_POLL_NS 200000
+#define APP_POLL_NS 100000
 
 static bool app_is_polling(struct uroce_dev *dev)
 {

@@ -124,9 +124,9 @@ void uroce_req_arm(struct uroce_qp *qp)
 		qp->req.deadline_ns = 0;
 		return;
 	}
-	/* consecutive timeouts wait longer, up to 4x (the IBA value is a
-	 * minimum): a busy peer gets time to answer */
-	t <<= qp->req.backoff < 2 ? qp->req.backoff : 2;
+	/* consecutive timeouts wait longer, up to 8x (the IBA value is a
+	 * minimum): a peer descheduled for a while gets time to answer */
+	t <<= qp->req.backoff < 3 ? qp->req.backoff : 3;
 	qp->req.deadline_ns = uroce_now_ns() + t;
 	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
 }
@@ -164,12 +164,96 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	return 0;
 }
 
+/* Packets every RC QP of the device may have in flight together: what
+ * the one socket buffer holds.  Many QPs each within their own window
+ * would overrun it (ib_read_bw -q 1024). */
+static uint32_t dev_window(const struct uroce_dev *dev)
+{
+	uint32_t w = dev->rcvbuf / (4096 + 512);
+
+	return w < UROCE_TX_WINDOW_MAX ? UROCE_TX_WINDOW_MAX : w;
+}
+
+static void block(struct uroce_qp *qp)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	if (qp->blocked)
+		return;
+	qp->blocked = true;
+	qp->blocked_next = NULL;
+	if (dev->blocked_tail)
+		dev->blocked_tail->blocked_next = qp;
+	else
+		dev->blocked_head = qp;
+	dev->blocked_tail = qp;
+}
+
+static void unblock(struct uroce_qp *qp)
+{
+	struct uroce_dev *dev = qp->dev;
+	struct uroce_qp **pp = &dev->blocked_head, *prev = NULL;
+
+	if (!qp->blocked)
+		return;
+	while (*pp && *pp != qp) {
+		prev = *pp;
+		pp = &(*pp)->blocked_next;
+	}
+	if (*pp)
+		*pp = qp->blocked_next;
+	if (dev->blocked_tail == qp)
+		dev->blocked_tail = prev;
+	qp->blocked = false;
+}
+
 static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 {
 	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
+	struct uroce_dev *dev = qp->dev;
 
 	/* always let one request out when nothing is in flight */
-	return inflight && inflight + npkts > cur_window(qp);
+	if (inflight && inflight + npkts > cur_window(qp))
+		return true;
+	/* resending what was sent before takes no new room */
+	if (qp->type != IBV_QPT_RC || !dev->inflight ||
+	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts),
+			  qp->req.psn_max) <= 0 ||
+	    dev->inflight + npkts <= dev_window(dev))
+		return false;
+	block(qp);
+	return true;
+}
+
+void uroce_req_credit(struct uroce_qp *qp, uint32_t n)
+{
+	struct uroce_dev *dev = qp->dev;
+	uint32_t rounds;
+
+	dev->inflight = dev->inflight > n ? dev->inflight - n : 0;
+	/* let waiting QPs try again, each once, oldest first */
+	for (rounds = 0; dev->blocked_head && rounds < 64; rounds++) {
+		struct uroce_qp *w = dev->blocked_head;
+
+		if (dev->inflight + UROCE_TX_WINDOW_MIN > dev_window(dev))
+			break;
+		unblock(w);
+		if (w != qp)
+			uroce_req_run(w);
+	}
+}
+
+void uroce_req_release(struct uroce_qp *qp)
+{
+	struct uroce_dev *dev = qp->dev;
+	uint32_t held;
+
+	unblock(qp);
+	if (qp->type != IBV_QPT_RC)
+		return;
+	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
+	dev->inflight = dev->inflight > held ? dev->inflight - held : 0;
+	qp->comp.psn = qp->req.psn_max;
 }
 
 static void next_wqe(struct uroce_qp *qp)
@@ -474,8 +558,13 @@ void uroce_req_run(struct uroce_qp *qp)
 			sent = send_data(qp, wqe);
 		if (!sent)
 			break;
-		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0)
+		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0) {
+			if (qp->type == IBV_QPT_RC)
+				qp->dev->inflight += (qp->req.psn -
+						      qp->req.psn_max) &
+						     UROCE_PSN_MASK;
 			qp->req.psn_max = qp->req.psn;
+		}
 	}
 	if (was_idle || !qp->req.deadline_ns)
 		uroce_req_arm(qp);

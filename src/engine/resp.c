@@ -541,6 +541,8 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 		if (res)
 			send_atomic_ack(qp, pkt->psn, res->atomic_orig);
+		else
+			uroce_count(qp->dev, UROCE_CNT_DUP_ATOMIC_LOST, 1);
 		return;
 	}
 	if (bth_ackreq(pkt->bth))

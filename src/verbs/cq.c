@@ -481,6 +481,8 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		cq->head++;
 	}
 	pthread_mutex_unlock(&cq->lock);
+	if (i)
+		uroce_progress_poll_done(cq->dev);
 	return i;
 }
 

@@ -381,6 +381,7 @@ UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 /* Forget all transport state: back to what create_qp made (RESET). */
 static void reset_qp(struct uroce_qp *qp)
 {
+	uroce_req_release(qp);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
 	free(qp->resp.res);
@@ -440,6 +441,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	if (!was_err)
 		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
 	set_state(qp, IBV_QPS_ERR);
+	uroce_req_release(qp);
 	qp->req.deadline_ns = 0;
 	qp->req.rnr_deadline_ns = 0;
 	flush_sq(qp);
@@ -668,6 +670,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct uroce_dev *dev = qp->dev;
 
 	pthread_mutex_lock(&dev->lock);
+	uroce_req_release(qp);
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;
 	pthread_mutex_unlock(&dev->lock);
