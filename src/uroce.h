@@ -612,6 +612,10 @@ int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr);
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn);
+/* append receive WRs to a receive queue (a QP's or an SRQ's); dev->lock
+ * held; returns 0 or a positive errno with *bad_wr set */
+int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr);
 /* check a filled WQE and compute its length; dev->lock held.  Returns 0
  * or a positive errno. */
 int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe);

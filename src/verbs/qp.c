@@ -877,6 +877,36 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	return commit_one(qp, wqe);
 }
 
+int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr)
+{
+	for (; wr; wr = wr->next) {
+		struct uroce_recv_wqe *wqe;
+		uint64_t len = 0;
+		int i, err = 0;
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge)
+			err = EINVAL;
+		else if (rq->head - rq->tail >= rq->max_wr)
+			err = ENOMEM;
+		if (err) {
+			if (bad_wr)
+				*bad_wr = wr;
+			return err;
+		}
+		wqe = &rq->wqe[rq->head & (rq->size - 1)];
+		wqe->wr_id = wr->wr_id;
+		wqe->num_sge = (uint32_t)wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->sge[i] = wr->sg_list[i];
+			len += wr->sg_list[i].length;
+		}
+		wqe->length = len;
+		rq->head++;
+	}
+	return 0;
+}
+
 int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
@@ -905,31 +935,12 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	int err = 0;
 
 	pthread_mutex_lock(&qp->dev->lock);
-	for (; wr; wr = wr->next) {
-		struct uroce_recv_wqe *wqe;
-		uint64_t len = 0;
-		int i;
-
-		if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq ||
-		    wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
-			err = EINVAL;
-		} else if (rq->head - rq->tail >= rq->max_wr) {
-			err = ENOMEM;
-		}
-		if (err) {
-			if (bad_wr)
-				*bad_wr = wr;
-			break;
-		}
-		wqe = &rq->wqe[rq->head & (rq->size - 1)];
-		wqe->wr_id = wr->wr_id;
-		wqe->num_sge = (uint32_t)wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			wqe->sge[i] = wr->sg_list[i];
-			len += wr->sg_list[i].length;
-		}
-		wqe->length = len;
-		rq->head++;
+	if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq) {
+		err = EINVAL;
+		if (bad_wr)
+			*bad_wr = wr;
+	} else {
+		err = uroce_rq_post(rq, wr, bad_wr);
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq)
 		flush_rq(qp);

@@ -152,33 +152,10 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct uroce_srq *srq = to_usrq(ibsrq);
 	struct uroce_rq *rq = &srq->rq;
-	int err = 0;
+	int err;
 
 	pthread_mutex_lock(&srq->dev->lock);
-	for (; wr; wr = wr->next) {
-		struct uroce_recv_wqe *wqe;
-		uint64_t len = 0;
-		int i;
-
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge)
-			err = EINVAL;
-		else if (rq->head - rq->tail >= rq->max_wr)
-			err = ENOMEM;
-		if (err) {
-			if (bad_wr)
-				*bad_wr = wr;
-			break;
-		}
-		wqe = &rq->wqe[rq->head & (rq->size - 1)];
-		wqe->wr_id = wr->wr_id;
-		wqe->num_sge = (uint32_t)wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			wqe->sge[i] = wr->sg_list[i];
-			len += wr->sg_list[i].length;
-		}
-		wqe->length = len;
-		rq->head++;
-	}
+	err = uroce_rq_post(rq, wr, bad_wr);
 	pthread_mutex_unlock(&srq->dev->lock);
 	return err;
 }
