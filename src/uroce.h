@@ -225,6 +225,7 @@ struct uroce_dev {
 		uint64_t rng;			/* xorshift state, from seed */
 		uint32_t drop, dup, delay;	/* probability * 2^32 */
 		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
+		_Atomic int access_left;	/* responder: fail this many rkey checks */
 		uint8_t *held;			/* a delayed datagram */
 		size_t held_len;
 		struct sockaddr_storage held_dst;

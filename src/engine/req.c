@@ -28,9 +28,9 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 }
 
 /*
- * The window actually used: after a timeout the requester starts again
- * from a few packets and doubles on every ACK that makes progress, so a
- * slow peer is not buried under whole-window retransmissions.
+ * The window actually used (a congestion window): a timeout drops it to a
+ * few packets, a gap halves it, and every packet acknowledged adds one,
+ * so a slow or lossy peer is not buried under whole-window resends.
  */
 static uint32_t cur_window(struct uroce_qp *qp)
 {

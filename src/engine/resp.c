@@ -34,6 +34,18 @@ static uint8_t *hdr_of(struct uroce_pkt *pkt, enum uroce_hdr_type t)
 	return pkt->bth + pkt->info->offset[t];
 }
 
+/* Fault injection (UROCE_FAULT rnr=K, access=K): take one of K. */
+static bool take_one(_Atomic int *left_p)
+{
+	int left = atomic_load(left_p);
+
+	while (left > 0) {
+		if (atomic_compare_exchange_weak(left_p, &left, left - 1))
+			return true;
+	}
+	return false;
+}
+
 /* An rkey check for this QP: a type 2 window answers only the QP it is
  * bound to (IBA 10.6.7.3). */
 static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
@@ -43,6 +55,8 @@ static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
 	struct uroce_mr *mr = uroce_mr_check(qp->dev, qp->pd, rkey, va, len,
 					     access);
 
+	if (mr && take_one(&qp->dev->fault.access_left))
+		return NULL;	/* injected remote access error */
 	if (mr && mr->mw_type == 2 && mr->mw_qpn != uqp_ibqp(qp)->qp_num)
 		return NULL;
 	return mr;
@@ -273,17 +287,10 @@ static void do_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			   deth_sqp(deth), IBV_WC_GRH);
 }
 
-/* Fault injection: answer this SEND as if no receive were posted. */
+/* answer this SEND as if no receive were posted */
 static bool forced_rnr(struct uroce_dev *dev)
 {
-	int left = atomic_load(&dev->fault.rnr_left);
-
-	while (left > 0) {
-		if (atomic_compare_exchange_weak(&dev->fault.rnr_left, &left,
-						 left - 1))
-			return true;
-	}
-	return false;
+	return take_one(&dev->fault.rnr_left);
 }
 
 static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -126,6 +126,8 @@ static void fault_init(struct uroce_dev *dev)
 			seed = strtoull(eq, NULL, 0);
 		else if (!strcmp(tok, "rnr"))
 			atomic_store(&f->rnr_left, atoi(eq));
+		else if (!strcmp(tok, "access"))
+			atomic_store(&f->access_left, atoi(eq));
 		else
 			fprintf(stderr, "uroce: UROCE_FAULT: unknown '%s'\n", tok);
 	}
