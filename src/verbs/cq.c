@@ -440,7 +440,9 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 		e->ts_ns = uroce_now_ns();
 	if (cq->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 		e->wallclock_ns = realtime_ns();
-	cq->tail++;
+	/* release: a poller that sees the new tail without the lock (the
+	 * empty check in uroce_poll_cq) sees the entry too */
+	__atomic_store_n(&cq->tail, cq->tail + 1, __ATOMIC_RELEASE);
 
 	/* IBA Request Completion Notification: a solicited-only arm also
 	 * fires on an unsuccessful completion */
@@ -469,16 +471,19 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	uint32_t mask = cq->size - 1;
 	int i = 0;
 
-	pthread_mutex_lock(&cq->lock);
-	if (cq->head == cq->tail) {
-		/* nothing yet: the polling thread drives receive itself */
-		pthread_mutex_unlock(&cq->lock);
+	/* empty (a hint, read without the lock): the polling thread drives
+	 * receive itself, and takes no lock unless something came in */
+	if (__atomic_load_n(&cq->head, __ATOMIC_RELAXED) ==
+	    __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE)) {
 		uroce_progress_poll(cq->dev);
-		pthread_mutex_lock(&cq->lock);
+		if (__atomic_load_n(&cq->head, __ATOMIC_RELAXED) ==
+		    __atomic_load_n(&cq->tail, __ATOMIC_ACQUIRE))
+			return 0;
 	}
+	pthread_mutex_lock(&cq->lock);
 	while (i < n && cq->head != cq->tail) {
 		wc[i++] = cq->ring[cq->head & mask].wc;
-		cq->head++;
+		__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&cq->lock);
 	if (i)
@@ -516,8 +521,9 @@ static int cq_pop_cur(struct uroce_cq *cq)
 		return ENOENT;
 	}
 	cq->cur = cq->ring[cq->head & (cq->size - 1)];
-	cq->head++;
+	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq->lock);
+	uroce_progress_poll_done(cq->dev);
 
 	cq->ex.status = cq->cur.wc.status;
 	cq->ex.wr_id = cq->cur.wc.wr_id;
@@ -750,8 +756,8 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	old = cq->ring;
 	cq->ring = ring;
 	cq->size = size;
-	cq->head = 0;
-	cq->tail = held;
+	__atomic_store_n(&cq->head, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&cq->tail, held, __ATOMIC_RELEASE);
 	ibcq->cqe = (int)(size - 1);
 	pthread_mutex_unlock(&cq->lock);
 
