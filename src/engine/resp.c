@@ -151,6 +151,14 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
 		if (r->in_write || cont != r->in_send)
 			return RESP_ERR_INVALID;
 	} else if (pkt->mask & UROCE_M_WRITE) {
+		/*
+		 * A requester that resumes a partly acknowledged WRITE may
+		 * start it afresh (FIRST/ONLY, with a RETH for the rest), as
+		 * rxe's retry does: the old message simply ends there.  The
+		 * new RETH is checked like any other.
+		 */
+		if (!cont && r->in_write)
+			r->in_write = false;
 		if (r->in_send || cont != r->in_write)
 			return RESP_ERR_INVALID;
 	} else if (r->in_send || r->in_write) {
