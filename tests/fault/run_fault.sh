@@ -15,7 +15,7 @@
 #   corrupt      nfq_impair: flip one bit in 1 % (UDP checksum set to 0)
 #   delay        nfq_impair: 2 ms +/- 2 ms per packet, in order
 #   rate         tc tbf: 200 Mbit/s with a small queue (tail drops)
-#   flap-short   veth down for 0.5 s mid-transfer: the transfer completes
+#   flap-short   veth down for 0.5 s, three times mid-transfer: it completes
 #   flap-long    veth down until the requester gives up: RETRY_EXC_ERR,
 #                every WR flushed, QP in error, a new QP still works
 #   kill         the server is killed with SIGKILL mid-transfer: the client
@@ -349,17 +349,24 @@ if [ $kind = traffic ]; then
 	start_server "$traffic"
 	run_client "$traffic" "${wl[@]}"
 	if [ "$scenario" = flap-short ]; then
-		# bounded poll: the link goes down once 8 MB have crossed it
-		for ((i = 0; i < 600; i++)); do
-			b=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
-			[ "$b" -gt $((8 << 20)) ] && break
+		# three flaps, each once another 8 MB have crossed the link,
+		# so that at least one lands while packets are in flight (a
+		# slow build pauses to verify data between rounds)
+		faults=0
+		for flap in 1 2 3; do
+			b0=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
+			for ((i = 0; i < 600; i++)); do
+				b=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
+				[ "$b" -gt $((b0 + (8 << 20))) ] && break
+				kill -0 $cpid 2>/dev/null || break
+				sleep 0.05
+			done
 			kill -0 $cpid 2>/dev/null || break
-			sleep 0.05
+			in_ns A ip link set vA down
+			sleep 0.5	# the fault itself: shorter than the retry budget
+			in_ns A ip link set vA up
+			faults=$((faults + 1))
 		done
-		in_ns A ip link set vA down
-		sleep 0.5	# the fault itself: shorter than the retry budget
-		in_ns A ip link set vA up
-		faults=1
 	fi
 	wait_pid $cpid $((tmo + 10))
 	crc=$?
