@@ -431,7 +431,6 @@ struct uroce_sq {
 	uint32_t next;			/* next WQE the requester starts */
 	uint32_t tail;			/* oldest WQE not yet completed */
 	uint32_t ex_start;		/* ibv_wr_start: head when started */
-	bool ex_active;
 	int ex_err;			/* first error seen inside wr_start/complete */
 };
 
@@ -460,16 +459,12 @@ static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
 	return container_of(srq, struct uroce_srq, ibsrq);
 }
 
-/* Saved READ/atomic responder resource, for replays of duplicates. */
+/* A saved atomic result, to answer a duplicate without executing it
+ * again (duplicate READs are simply served again: no side effects). */
 struct uroce_resp_res {
 	bool valid;
-	bool atomic;
-	uint32_t first_psn;
-	uint32_t last_psn;
-	uint64_t va;
-	uint32_t rkey;
-	uint32_t length;
-	uint64_t atomic_orig;
+	uint32_t psn;			/* of the atomic request */
+	uint64_t orig;			/* the value it returned */
 };
 
 struct uroce_req_state {
@@ -506,8 +501,6 @@ struct uroce_resp_state {
 	uint64_t write_remaining;
 	uint64_t write_len;		/* RETH length of the current write */
 	uint32_t write_rkey;
-	/* last ACK syndrome for duplicates */
-	uint8_t last_syn;
 	struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
 	uint32_t nres;
 	uint32_t res_next;
@@ -674,6 +667,11 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now);
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/recv.c: the IP/UDP fields the ICRC covers, for a datagram from
+ * src to dst (port 4791); IPv4 ID and DF are left 0 */
+void uroce_icrc_ip_from(const struct sockaddr_storage *src,
+			const struct sockaddr_storage *dst,
+			struct uroce_icrc_ip *ip);
 /* engine/recv.c: parse, check and dispatch one datagram (no lock held) */
 void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *src,
@@ -765,6 +763,11 @@ void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
 		  const struct sockaddr_storage *dst);
 const char *uroce_pcap_path(void);		/* "" when not capturing */
+/* the IPv4 (20 bytes, DF, ID 0, TTL 64, checksum) or IPv6 (40 bytes)
+ * header of a UDP datagram of udp_len bytes from src to dst, as the
+ * kernel sends ours; returns its length (pcap frames, UD GRHs) */
+size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
+		    const struct sockaddr_storage *dst, uint16_t udp_len);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

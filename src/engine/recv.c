@@ -9,9 +9,9 @@
 
 #include "uroce.h"
 
-static void icrc_ip_from(const struct sockaddr_storage *src,
-			 const struct sockaddr_storage *dst,
-			 struct uroce_icrc_ip *ip)
+void uroce_icrc_ip_from(const struct sockaddr_storage *src,
+			const struct sockaddr_storage *dst,
+			struct uroce_icrc_ip *ip)
 {
 	memset(ip, 0, sizeof(*ip));
 	ip->family = src->ss_family;
@@ -105,7 +105,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_count(dev, drop, 1);
 		return;
 	}
-	icrc_ip_from(src, dst, &ip);
+	uroce_icrc_ip_from(src, dst, &ip);
 	if (!uroce_icrc_check(&ip, buf, len)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_ICRC, 1);
 		return;

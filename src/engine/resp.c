@@ -13,20 +13,10 @@
 
 enum resp_state {
 	RESP_DONE,		/* request executed */
-	RESP_ERR_SEQ,		/* PSN sequence error NAK (9.7.5.2.1) */
 	RESP_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
 	RESP_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
 	RESP_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
 	RESP_ERR_OP,		/* remote operational error NAK (9.7.5.2.4) */
-};
-
-static const char *const resp_state_name[] __attribute__((unused)) = {
-	[RESP_DONE] = "done",
-	[RESP_ERR_SEQ] = "psn-sequence-error",
-	[RESP_ERR_RNR] = "rnr",
-	[RESP_ERR_INVALID] = "invalid-request",
-	[RESP_ERR_ACCESS] = "remote-access-error",
-	[RESP_ERR_OP] = "remote-operational-error",
 };
 
 static uint8_t *hdr_of(struct uroce_pkt *pkt, enum uroce_hdr_type t)
@@ -210,54 +200,17 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 			   qp->attr.dest_qp_num, 0);
 }
 
-static uint16_t ip_csum(const uint8_t *p, size_t len)
-{
-	uint32_t sum = 0;
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 /*
  * The 40 bytes RoCE v2 puts at the head of a UD receive buffer: the IPv6
  * header, or for IPv4 20 zero bytes then the IPv4 header (as rxe does).
  */
 static void build_grh(struct uroce_qp *qp, struct uroce_pkt *pkt, uint8_t *grh)
 {
-	uint32_t udp_len = 8 + pkt->len + UROCE_ICRC_LEN;
+	uint16_t udp_len = (uint16_t)(8 + pkt->len + UROCE_ICRC_LEN);
 
 	memset(grh, 0, 40);
-	if (pkt->src.ss_family == AF_INET) {
-		uint8_t *ip = grh + 20;
-		uint16_t tot = (uint16_t)(20 + udp_len), c;
-
-		ip[0] = 0x45;
-		ip[2] = (uint8_t)(tot >> 8);
-		ip[3] = (uint8_t)tot;
-		ip[6] = 0x40;		/* DF */
-		ip[8] = 64;		/* TTL */
-		ip[9] = IPPROTO_UDP;
-		memcpy(ip + 12, &((struct sockaddr_in *)&pkt->src)->sin_addr, 4);
-		memcpy(ip + 16,
-		       &((struct sockaddr_in *)&qp->dev->local)->sin_addr, 4);
-		c = ip_csum(ip, 20);
-		ip[10] = (uint8_t)(c >> 8);
-		ip[11] = (uint8_t)c;
-	} else {
-		grh[0] = 0x60;
-		grh[4] = (uint8_t)(udp_len >> 8);
-		grh[5] = (uint8_t)udp_len;
-		grh[6] = IPPROTO_UDP;
-		grh[7] = 64;
-		memcpy(grh + 8, &((struct sockaddr_in6 *)&pkt->src)->sin6_addr,
-		       16);
-		memcpy(grh + 24,
-		       &((struct sockaddr_in6 *)&qp->dev->local)->sin6_addr, 16);
-	}
+	uroce_ip_hdr(pkt->src.ss_family == AF_INET ? grh + 20 : grh,
+		     &pkt->src, &qp->dev->local, udp_len);
 }
 
 /* UD receive (IBA 9.8.5): Q_Key check, GRH area, no ACK, no RNR. */
@@ -488,7 +441,7 @@ static struct uroce_resp_res *find_res(struct uroce_qp *qp, uint32_t psn)
 	for (i = 0; i < qp->resp.nres; i++) {
 		struct uroce_resp_res *res = &qp->resp.res[i];
 
-		if (res->valid && res->atomic && res->first_psn == psn)
+		if (res->valid && res->psn == psn)
 			return res;
 	}
 	return NULL;
@@ -520,9 +473,8 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	res = &qp->resp.res[qp->resp.res_next++ % qp->resp.nres];
 	res->valid = true;
-	res->atomic = true;
-	res->first_psn = res->last_psn = pkt->psn;
-	res->atomic_orig = orig;
+	res->psn = pkt->psn;
+	res->orig = orig;
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	send_atomic_ack(qp, pkt->psn, orig);
 	return RESP_DONE;
@@ -555,7 +507,7 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		struct uroce_resp_res *res = find_res(qp, pkt->psn);
 
 		if (res)
-			send_atomic_ack(qp, pkt->psn, res->atomic_orig);
+			send_atomic_ack(qp, pkt->psn, res->orig);
 		else
 			uroce_count(qp->dev, UROCE_CNT_DUP_ATOMIC_LOST, 1);
 		return;
@@ -707,8 +659,6 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	default:
 		nak_and_fail(qp, pkt->psn, UROCE_NAK_INVALID_REQ,
 			     UROCE_CNT_TX_NAK_INV);
-		break;
-	case RESP_ERR_SEQ:
 		break;
 	}
 }

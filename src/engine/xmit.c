@@ -7,25 +7,6 @@
 
 #define XMIT_MAX_IOV (UROCE_MAX_SGE + 4)
 
-static void icrc_ip_of(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		       struct uroce_icrc_ip *ip)
-{
-	memset(ip, 0, sizeof(*ip));
-	ip->family = dev->family;
-	if (dev->family == AF_INET) {
-		ip->src.v4 = ((const struct sockaddr_in *)&dev->local)->sin_addr;
-		ip->dst.v4 = ((const struct sockaddr_in *)dst)->sin_addr;
-		/* an unconnected socket with IP_PMTUDISC_DO sends ID 0, DF */
-		ip->ip_id = 0;
-		ip->df = true;
-	} else {
-		ip->src.v6 = ((const struct sockaddr_in6 *)&dev->local)->sin6_addr;
-		ip->dst.v6 = ((const struct sockaddr_in6 *)dst)->sin6_addr;
-	}
-	ip->sport = UROCE_UDP_PORT;
-	ip->dport = UROCE_UDP_PORT;
-}
-
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen)
 {
@@ -56,7 +37,10 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		iov[n].iov_base = (void *)zeros;
 		iov[n++].iov_len = pad;
 	}
-	icrc_ip_of(dev, dst, &ip);
+	uroce_icrc_ip_from(&dev->local, dst, &ip);
+	/* an unconnected socket with IP_PMTUDISC_DO sends IPv4 ID 0, DF */
+	ip.ip_id = 0;
+	ip.df = dev->family == AF_INET;
 	uroce_icrc_store(icrc, uroce_icrc_compute(&ip, iov, n));
 	iov[n].iov_base = icrc;
 	iov[n++].iov_len = UROCE_ICRC_LEN;

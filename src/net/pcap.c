@@ -163,6 +163,38 @@ static void fake_mac(uint8_t *mac, const struct sockaddr_storage *ss)
 	memcpy(mac + 2, a + alen - 4, 4);
 }
 
+size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
+		    const struct sockaddr_storage *dst, uint16_t udp_len)
+{
+	const uint8_t *sa, *da;
+	bool odd = false;
+	size_t alen;
+
+	sa = addr_bytes(src, &alen);
+	da = addr_bytes(dst, &alen);
+	if (src->ss_family == AF_INET) {
+		memset(ip, 0, IP4_LEN);
+		ip[0] = 0x45;
+		wr16(ip + 2, (uint16_t)(IP4_LEN + udp_len));
+		wr16(ip + 4, 0);		/* identification */
+		wr16(ip + 6, 0x4000);		/* DF */
+		ip[8] = 64;
+		ip[9] = IPPROTO_UDP;
+		memcpy(ip + 12, sa, 4);
+		memcpy(ip + 16, da, 4);
+		wr16(ip + 10, fold(sum16(0, ip, IP4_LEN, &odd)));
+		return IP4_LEN;
+	}
+	memset(ip, 0, IP6_LEN);
+	wr32(ip, 0x60000000);
+	wr16(ip + 4, udp_len);
+	ip[6] = IPPROTO_UDP;
+	ip[7] = 64;
+	memcpy(ip + 8, sa, 16);
+	memcpy(ip + 24, da, 16);
+	return IP6_LEN;
+}
+
 /*
  * Ethernet + IP + UDP in front of a RoCE datagram of roce_len bytes whose
  * pieces are iov[0..n).  Returns the header length.
@@ -184,30 +216,8 @@ static size_t build_frame_hdr(uint8_t *h, const struct sockaddr_storage *src,
 	fake_mac(h + 6, src);
 	sa = addr_bytes(src, &alen);
 	da = addr_bytes(dst, &alen);
-	if (src->ss_family == AF_INET) {
-		wr16(h + 12, 0x0800);
-		iplen = IP4_LEN;
-		memset(ip, 0, IP4_LEN);
-		ip[0] = 0x45;
-		wr16(ip + 2, (uint16_t)(IP4_LEN + udp_len));
-		wr16(ip + 4, 0);		/* identification */
-		wr16(ip + 6, 0x4000);		/* DF */
-		ip[8] = 64;
-		ip[9] = IPPROTO_UDP;
-		memcpy(ip + 12, sa, 4);
-		memcpy(ip + 16, da, 4);
-		wr16(ip + 10, fold(sum16(0, ip, IP4_LEN, &odd)));
-	} else {
-		wr16(h + 12, 0x86dd);
-		iplen = IP6_LEN;
-		memset(ip, 0, IP6_LEN);
-		wr32(ip, 0x60000000);
-		wr16(ip + 4, udp_len);
-		ip[6] = IPPROTO_UDP;
-		ip[7] = 64;
-		memcpy(ip + 8, sa, 16);
-		memcpy(ip + 24, da, 16);
-	}
+	wr16(h + 12, src->ss_family == AF_INET ? 0x0800 : 0x86dd);
+	iplen = uroce_ip_hdr(ip, src, dst, udp_len);
 	udp = ip + iplen;
 	wr16(udp, port_of(src));
 	wr16(udp + 2, port_of(dst));

@@ -59,7 +59,6 @@ static void wr_start(struct ibv_qp_ex *ibqpx)
 	pthread_mutex_lock(&qp->dev->lock);
 	qp->sq.ex_start = qp->sq.head;
 	qp->sq.ex_err = 0;
-	qp->sq.ex_active = true;
 }
 
 /* Check what was built, now that the SGEs are set. */
@@ -89,7 +88,6 @@ static int wr_complete(struct ibv_qp_ex *ibqpx)
 		uroce_sq_flush_if_error(qp);
 		uroce_req_run(qp);
 	}
-	qp->sq.ex_active = false;
 	pthread_mutex_unlock(&qp->dev->lock);
 	return err;
 }
@@ -99,7 +97,6 @@ static void wr_abort(struct ibv_qp_ex *ibqpx)
 	struct uroce_qp *qp = ex_qp(ibqpx);
 
 	qp->sq.head = qp->sq.ex_start;
-	qp->sq.ex_active = false;
 	pthread_mutex_unlock(&qp->dev->lock);
 }
 
