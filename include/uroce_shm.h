@@ -26,7 +26,12 @@
 #ifndef UROCE_SHM_H
 #define UROCE_SHM_H
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define UROCE_SHM_PREFIX	"uroce."	/* /dev/shm/uroce.<pid> */
 #define UROCE_SHM_DIR		"/dev/shm"
@@ -102,5 +107,41 @@ struct uroce_shm_qp {
 	uint64_t rx_pkts;
 	uint64_t retransmits;
 };
+
+/*
+ * A process's start time (field 22 of /proc/PID/stat, in clock ticks), or
+ * 0: the segment records its writer's, so the tool can tell a reused pid
+ * from the process that wrote it.  Both sides read it the same way.
+ */
+static inline uint64_t uroce_proc_start_time(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may hold spaces and ')': skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* field 3 (state) starts at p + 2; the start time is field 22 */
+	for (i = 3, p += 2; i < 22 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		st = strtoull(p, NULL, 10);
+	return st;
+}
 
 #endif /* UROCE_SHM_H */

@@ -120,34 +120,6 @@ static uint64_t now_ns(int clock)
 
 /* ---- finding processes ---- */
 
-static uint64_t proc_start_time(int pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	for (i = 3, p += 2; i < 22 && p; i++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	if (p)
-		st = strtoull(p, NULL, 10);
-	return st;
-}
 
 static void proc_comm(int pid, char *out, size_t len)
 {
@@ -259,7 +231,7 @@ static enum open_err seg_open(int pid, struct seg *s)
 		goto bad;
 	}
 	/* its pid reused by another program since */
-	if (proc_start_time(pid) != h->start_time) {
+	if (uroce_proc_start_time(pid) != h->start_time) {
 		munmap(p, s->size);
 		s->h = NULL;
 		unlink(path);	/* best effort: the owner may be someone else */

@@ -34,36 +34,6 @@ static struct uroce_shm_hdr *shm;
 static char shm_name[64];		/* "/uroce.<pid>" */
 static pid_t shm_pid;
 
-static uint64_t proc_start_time(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* the command name may hold spaces and ')': skip to the last ')' */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* field 3 (state) starts at p + 2; the start time is field 22 */
-	for (i = 3, p += 2; i < 22 && p; i++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	if (p)
-		st = strtoull(p, NULL, 10);
-	return st;
-}
 
 static void own_comm(char *out, size_t len)
 {
@@ -218,7 +188,7 @@ static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
 	shm->qp_slots = UROCE_SHM_QP_SLOTS;
 	shm->qp_entry_size = sizeof(struct uroce_shm_qp);
 	shm->pid = (int32_t)shm_pid;
-	shm->start_time = proc_start_time(shm_pid);
+	shm->start_time = uroce_proc_start_time(shm_pid);
 	own_comm(shm->comm, sizeof(shm->comm));
 	snprintf(shm->dev_name, sizeof(shm->dev_name), "%s", dev->ibdev.name);
 	memcpy(shm->gid, dev->gid.raw, 16);
