@@ -108,6 +108,9 @@ enum uroce_counter {
 	UROCE_CNT_FAULT_DROPS,
 	UROCE_CNT_FAULT_DUPS,
 	UROCE_CNT_FAULT_DELAYS,
+	UROCE_CNT_TX_GSO_SENDS,		/* sends that carried several packets */
+	UROCE_CNT_TX_GSO_OFF,		/* the kernel refused GSO: off since */
+	UROCE_CNT_RX_GRO_BATCHES,	/* receives that carried several */
 	/* what went on and came off the wire, by opcode class (net/pcap.c):
 	 * per class a packet and a byte counter, in enum uroce_pkt_class
 	 * order; bytes are BTH through ICRC */
@@ -149,6 +152,29 @@ struct uroce_pkt_io {
 	/* Send one RoCE datagram (BTH..ICRC) to dst.  Returns 0 or -errno. */
 	int (*send)(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		    const struct iovec *iov, int iovcnt);
+	/* Send datagrams of seg bytes each (the last may be shorter) laid
+	 * out back to back in iov, in one go (UDP GSO); only called when
+	 * dev->gso is set.  The k-th leaves with IPv4 identification k. */
+	int (*send_gso)(struct uroce_dev *dev,
+			const struct sockaddr_storage *dst,
+			const struct iovec *iov, int iovcnt, uint16_t seg);
+};
+
+/* engine/xmit.c: packets held for one GSO send (dev->lock) */
+#define UROCE_TXB_MAX_PKTS	64
+#define UROCE_TXB_MAX_IOV	512
+struct uroce_txbatch {
+	int depth;			/* uroce_xmit_begin nesting */
+	int npkts;
+	uint16_t seg;			/* the first datagram's size */
+	bool closed;			/* a shorter one ended the run */
+	uint32_t bytes;
+	int niov;
+	struct sockaddr_storage dst;
+	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
+	struct iovec iov[UROCE_TXB_MAX_IOV];
+	uint8_t hdr[UROCE_TXB_MAX_PKTS][UROCE_MAX_HDR_LEN];
+	uint8_t tail[UROCE_TXB_MAX_PKTS][UROCE_ICRC_LEN];
 };
 
 /* A received packet after parsing (engine/recv.c). */
@@ -182,6 +208,8 @@ struct uroce_dev {
 	uint32_t rcvbuf;		/* bytes the socket may queue */
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
+	bool gso;			/* io->send_gso works on this socket */
+	struct uroce_txbatch txb;	/* engine/xmit.c */
 
 	/* engine/progress.c */
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
@@ -672,10 +700,12 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 			const struct sockaddr_storage *dst,
 			struct uroce_icrc_ip *ip);
-/* engine/recv.c: parse, check and dispatch one datagram (no lock held) */
+/* engine/recv.c: parse, check and dispatch one datagram (no lock held);
+ * ip_id_hint is the IPv4 identification it most likely had (the ICRC
+ * check tries it first) */
 void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *src,
-		const struct sockaddr_storage *dst);
+		const struct sockaddr_storage *dst, uint16_t ip_id_hint);
 /* engine/progress.c */
 int uroce_progress_start(struct uroce_dev *dev);
 /* an application thread inside a verb: receive what is waiting, unless
@@ -696,6 +726,10 @@ int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
 		  int npayload, uint32_t paylen);
+/* hold the packets sent until the matching end, then send them in as few
+ * system calls as they allow (nests; dev->lock held throughout) */
+void uroce_xmit_begin(struct uroce_dev *dev);
+void uroce_xmit_end(struct uroce_dev *dev);
 
 /* engine/sge.c: dev->lock held */
 /* check every SGE against its MR: valid lkey in pd, range, access */
@@ -758,10 +792,10 @@ void uroce_log_emit(int level, bool limited, int64_t qpn, int64_t psn,
  * with Ethernet/IP/UDP headers to a pcap file. */
 void uroce_pcap_open(struct uroce_dev *dev);	/* from uroce_net_open */
 void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		  const struct iovec *iov, int iovcnt);
+		  const struct iovec *iov, int iovcnt, uint16_t ip_id);
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
-		  const struct sockaddr_storage *dst);
+		  const struct sockaddr_storage *dst, uint16_t ip_id);
 const char *uroce_pcap_path(void);		/* "" when not capturing */
 /* the IPv4 (20 bytes, DF, ID 0, TTL 64, checksum) or IPv6 (40 bytes)
  * header of a UDP datagram of udp_len bytes from src to dst, as the

@@ -91,7 +91,7 @@ static int parse(uint8_t *buf, size_t len, struct uroce_pkt *pkt)
 
 void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *src,
-		const struct sockaddr_storage *dst)
+		const struct sockaddr_storage *dst, uint16_t ip_id_hint)
 {
 	struct uroce_icrc_ip ip;
 	struct uroce_pkt pkt;
@@ -106,6 +106,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		return;
 	}
 	uroce_icrc_ip_from(src, dst, &ip);
+	ip.ip_id = ip_id_hint;
 	if (!uroce_icrc_check(&ip, buf, len)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_ICRC, 1);
 		return;
@@ -117,6 +118,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	pkt.src = *src;
 
 	pthread_mutex_lock(&dev->lock);
+	uroce_xmit_begin(dev);
 	qp = uroce_qp_lookup(dev, pkt.qpn);
 	if (!qp) {
 		uroce_count(dev, UROCE_CNT_DROP_UNKNOWN_QP, 1);
@@ -153,5 +155,6 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	else
 		uroce_comp_rx(qp, &pkt);
 out:
+	uroce_xmit_end(dev);
 	pthread_mutex_unlock(&dev->lock);
 }

@@ -512,6 +512,7 @@ void uroce_req_run(struct uroce_qp *qp)
 	     qp->attr.qp_state != IBV_QPS_SQD) || qp->req.rnr_deadline_ns ||
 	    qp->req.pace_deadline_ns)
 		return;
+	uroce_xmit_begin(qp->dev);
 	while (sq->next != sq->head) {
 		struct uroce_send_wqe *wqe = &sq->wqe[sq->next & sq_mask(qp)];
 		int sent;
@@ -575,6 +576,7 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (t->acked)
 			uroce_comp_retire(qp);
 	}
+	uroce_xmit_end(qp->dev);
 }
 
 void uroce_req_rewind(struct uroce_qp *qp)

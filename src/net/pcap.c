@@ -332,7 +332,8 @@ static void rotate(void)
 
 static void capture(const struct sockaddr_storage *src,
 		    const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int n, size_t roce_len)
+		    const struct iovec *iov, int n, size_t roce_len,
+		    uint16_t ip_id)
 {
 	uint8_t rec[16 + FRAME_HDR_MAX];
 	uint32_t caplen, v;
@@ -344,6 +345,15 @@ static void capture(const struct sockaddr_storage *src,
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	hlen = build_frame_hdr(rec + 16, src, dst, iov, n, roce_len);
+	if (ip_id && src->ss_family == AF_INET) {
+		/* the k-th datagram of a GSO send: ID k, checksum redone */
+		uint8_t *ip = rec + 16 + ETH_LEN;
+		bool odd = false;
+
+		wr16(ip + 4, ip_id);
+		wr16(ip + 10, 0);
+		wr16(ip + 10, fold(sum16(0, ip, IP4_LEN, &odd)));
+	}
 	caplen = (uint32_t)(hlen + roce_len);
 	v = (uint32_t)ts.tv_sec;
 	memcpy(rec, &v, 4);
@@ -464,7 +474,7 @@ const char *uroce_pcap_path(void)
 /* ---- the hooks ---- */
 
 void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		  const struct iovec *iov, int iovcnt)
+		  const struct iovec *iov, int iovcnt, uint16_t ip_id)
 {
 	size_t len = 0;
 	int i;
@@ -476,12 +486,12 @@ void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	count_class(dev, UROCE_CNT_TX_SEND_PKTS,
 		    *(const uint8_t *)iov[0].iov_base, len);
 	if (atomic_load_explicit(&cap.on, memory_order_relaxed))
-		capture(&dev->local, dst, iov, iovcnt, len);
+		capture(&dev->local, dst, iov, iovcnt, len, ip_id);
 }
 
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
-		  const struct sockaddr_storage *dst)
+		  const struct sockaddr_storage *dst, uint16_t ip_id)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
@@ -489,5 +499,5 @@ void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		return;
 	count_class(dev, UROCE_CNT_RX_SEND_PKTS, buf[0], len);
 	if (atomic_load_explicit(&cap.on, memory_order_relaxed))
-		capture(src, dst, &iov, 1, len);
+		capture(src, dst, &iov, 1, len, ip_id);
 }

@@ -15,6 +15,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,18 @@
 
 #include "uroce.h"
 
-#define RX_BATCH	32
-#define RX_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT	103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO		104
+#endif
+
+#define RX_BATCH	16
+/* one datagram, and one receive: with UDP_GRO several datagrams of a
+ * flow arrive in one buffer of up to 64 KiB */
+#define DGRAM_MAX	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define RX_BUF_SIZE	65536
 #define SOCK_BUF_SIZE	(32 << 20)
 
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid)
@@ -133,7 +144,7 @@ static void fault_init(struct uroce_dev *dev)
 	}
 	free(copy);
 	f->rng = seed ? seed : 1;
-	f->held = malloc(RX_BUF_SIZE);
+	f->held = malloc(DGRAM_MAX);
 	f->on = f->held != NULL;
 	fprintf(stderr, "uroce: FAULT INJECTION ON: UROCE_FAULT=%s\n", env);
 }
@@ -152,7 +163,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 
 	for (;;) {
 		if (sendmsg(dev->sock, &msg, 0) >= 0) {
-			uroce_tap_tx(dev, dst, iov, iovcnt);
+			uroce_tap_tx(dev, dst, iov, iovcnt, 0);
 			return 0;
 		}
 		if (errno == EINTR)
@@ -179,7 +190,7 @@ static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		size_t off = 0;
 
 		for (i = 0; i < iovcnt; i++) {
-			if (off + iov[i].iov_len > RX_BUF_SIZE)
+			if (off + iov[i].iov_len > DGRAM_MAX)
 				return raw_send(dev, dst, iov, iovcnt);
 			memcpy(f->held + off, iov[i].iov_base, iov[i].iov_len);
 			off += iov[i].iov_len;
@@ -211,9 +222,63 @@ static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return raw_send(dev, dst, iov, iovcnt);
 }
 
+static int udp_send_gso(struct uroce_dev *dev,
+			const struct sockaddr_storage *dst,
+			const struct iovec *iov, int iovcnt, uint16_t seg)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr msg = {
+		.msg_name = (void *)dst,
+		.msg_namelen = dst->ss_family == AF_INET ?
+			       sizeof(struct sockaddr_in) :
+			       sizeof(struct sockaddr_in6),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	while (sendmsg(dev->sock, &msg, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;	/* loss, as in raw_send */
+	}
+	return 0;
+}
+
 static const struct uroce_pkt_io udp_io = {
 	.send = udp_send,
+	.send_gso = udp_send_gso,
 };
+
+/*
+ * UDP GSO on send and GRO on receive (Linux 4.18 / 5.0): UROCE_GSO=0
+ * turns both off.  GSO is used only if the socket takes the option.
+ */
+static bool want_gso(void)
+{
+	const char *env = getenv("UROCE_GSO");
+
+	return !env || strcmp(env, "0");
+}
+
+static bool gso_setup(int fd)
+{
+	int one = 1, seg = 0;
+	socklen_t len = sizeof(seg);
+
+	if (!want_gso())
+		return false;
+	setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	return !getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len);
+}
 
 /* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
 #define DEFAULT_UNRELIABLE_MBPS 4000
@@ -410,6 +475,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->netdev_mtu = netdev_mtu_of(&ss);
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
 	dev->io = &udp_io;
+	dev->gso = gso_setup(fd);
 	fault_init(dev);
 	pace_init(dev);
 	uroce_pcap_open(dev);
@@ -440,6 +506,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, old, NULL);
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
 	dev->sock = fd;
+	dev->gso = gso_setup(fd);
 	dev->family = ss.ss_family;
 	dev->local = ss;
 	uroce_gid_from_addr(&ss, &dev->gid);
@@ -458,14 +525,20 @@ void uroce_net_close(struct uroce_dev *dev)
 	dev->sock = -1;
 }
 
+/* The address a datagram came to, and the size of the datagrams UDP_GRO
+ * put together in it (0: a single one). */
 static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
-		   struct sockaddr_storage *dst)
+		   struct sockaddr_storage *dst, int *gro_size)
 {
 	struct cmsghdr *c;
 
 	*dst = dev->local;
+	*gro_size = 0;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			memcpy(gro_size, CMSG_DATA(c), sizeof(*gro_size));
+		} else if (c->cmsg_level == IPPROTO_IP &&
+			   c->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
@@ -507,13 +580,26 @@ int uroce_net_poll(struct uroce_dev *dev)
 	if (n <= 0)
 		return 0;
 	for (i = 0; i < n; i++) {
+		size_t len = msgs[i].msg_len, off, seg;
+		uint16_t k = 0;
+		int gro;
+
 		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
 		}
-		dst_of(&msgs[i].msg_hdr, dev, &dst);
-		uroce_tap_rx(dev, rx_buf[i], msgs[i].msg_len, &src[i], &dst);
-		uroce_recv(dev, rx_buf[i], msgs[i].msg_len, &src[i], &dst);
+		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro);
+		seg = gro > 0 && (size_t)gro < len ? (size_t)gro : len;
+		if (seg < len)
+			uroce_count(dev, UROCE_CNT_RX_GRO_BATCHES, 1);
+		/* datagram k of a GSO send (the usual reason for GRO on the
+		 * loopback) had IPv4 identification k */
+		for (off = 0; off < len; off += seg, k++) {
+			size_t l = len - off < seg ? len - off : seg;
+
+			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
+			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
+		}
 	}
 	return n;
 }

@@ -169,9 +169,11 @@ static uint32_t shift_bytes(uint32_t v, size_t n)
  * A UDP socket never learns the IPv4 identification and DF bit the sender's
  * kernel chose, yet both are inside the ICRC.  The CRC is affine in those
  * 17 bits: crc(id, df) = crc(0, 1) ^ the sum of one vector per changed bit,
- * so the ICRC is right iff crc(0, 1) ^ icrc lies in the span of the vectors.
- * (id 0 with DF is what Linux puts on an unconnected UDP socket's packets,
- * so that case needs no algebra.)  A one-bit change's vector is x^(bits
+ * so the ICRC is right iff crc(0, 1) ^ icrc lies in the span of the vectors
+ * (and the same holds from any other starting point).  The caller's guess
+ * with DF is tried first: Linux puts ID 0 and DF on an unconnected UDP
+ * socket's datagrams, and ID k on the k-th of a GSO send, so the usual
+ * case needs no algebra.  A one-bit change's vector is x^(bits
  * that follow it) mod P: we carry the DF bit over the rest of the packet,
  * then step back one bit at a time, one more factor of x each, to the id.
  */
@@ -188,8 +190,7 @@ static bool check_ipv4(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
 	uint32_t vec[17], r, v;
 	int n = 0, bit;
 
-	ip0.ip_id = 0;
-	ip0.df = true;
+	ip0.df = true;		/* ip0.ip_id: the caller's guess */
 	r = uroce_icrc_compute(&ip0, &iov, 1) ^ icrc_load(pkt + iov.iov_len);
 	if (!r)
 		return true;

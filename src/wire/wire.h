@@ -318,8 +318,9 @@ uint32_t uroce_icrc_compute(const struct uroce_icrc_ip *ip,
 /*
  * Check the trailing ICRC of pkt[0..len) (BTH through ICRC).  For IPv4 the
  * identification and DF bit are unknown to a UDP socket receiver: the check
- * passes if some value of those 17 bits makes the ICRC right (ip->ip_id and
- * ip->df are ignored).  Returns true when the ICRC is right.
+ * passes if some value of those 17 bits makes the ICRC right (ip->df is
+ * ignored; ip->ip_id is only the value tried first, the fast path).
+ * Returns true when the ICRC is right.
  */
 bool uroce_icrc_check(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
 		      size_t len);

@@ -290,7 +290,7 @@ static void send_one(uint8_t flags, const uint8_t *data, size_t len)
 		uroce_icrc_store(p + len, uroce_icrc_compute(&ip, &iov, 1));
 		len += UROCE_ICRC_LEN;
 	}
-	uroce_recv(dev, p, len, src, &s_local);
+	uroce_recv(dev, p, len, src, &s_local, 0);
 	free(p);
 }
 
