@@ -148,29 +148,42 @@ enum uroce_pkt_class {
 
 /* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
 struct uroce_dev;
+struct uroce_txrun;
 struct uroce_pkt_io {
 	/* Send one RoCE datagram (BTH..ICRC) to dst.  Returns 0 or -errno. */
 	int (*send)(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		    const struct iovec *iov, int iovcnt);
-	/* Send datagrams of seg bytes each (the last may be shorter) laid
-	 * out back to back in iov, in one go (UDP GSO); only called when
-	 * dev->gso is set.  The k-th leaves with IPv4 identification k. */
-	int (*send_gso)(struct uroce_dev *dev,
-			const struct sockaddr_storage *dst,
-			const struct iovec *iov, int iovcnt, uint16_t seg);
+	/* Send runs of datagrams in one go (sendmmsg): run r is iov
+	 * [iov0, iov0 + niov) and, if it has several datagrams, they are of
+	 * seg bytes each (the last may be shorter), back to back (UDP GSO);
+	 * the k-th of a run leaves with IPv4 identification k.  Only called
+	 * when dev->gso is set.  Returns how many runs went, or -errno. */
+	int (*send_runs)(struct uroce_dev *dev, const struct uroce_txrun *run,
+			 int nruns, const struct iovec *iov);
 };
 
-/* engine/xmit.c: packets held for one GSO send (dev->lock) */
-#define UROCE_TXB_MAX_PKTS	64
-#define UROCE_TXB_MAX_IOV	512
-struct uroce_txbatch {
-	int depth;			/* uroce_xmit_begin nesting */
-	int npkts;
+/* engine/xmit.c: packets held for one sendmmsg */
+#define UROCE_TXB_MAX_PKTS	256
+#define UROCE_TXB_MAX_RUNS	64
+#define UROCE_TXB_MAX_IOV	1024
+struct uroce_txrun {
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} dst;
 	uint16_t seg;			/* the first datagram's size */
+	uint16_t npkts;
+	uint16_t pkt0;			/* its first packet in the batch */
 	bool closed;			/* a shorter one ended the run */
 	uint32_t bytes;
-	int niov;
-	struct sockaddr_storage dst;
+	int iov0, niov;
+};
+
+struct uroce_txbatch {
+	struct uroce_txbatch *next;	/* in the send queue or free list */
+	int npkts, nruns, niov;
+	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
 	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
 	struct iovec iov[UROCE_TXB_MAX_IOV];
 	uint8_t hdr[UROCE_TXB_MAX_PKTS][UROCE_MAX_HDR_LEN];
@@ -208,8 +221,18 @@ struct uroce_dev {
 	uint32_t rcvbuf;		/* bytes the socket may queue */
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
-	bool gso;			/* io->send_gso works on this socket */
-	struct uroce_txbatch txb;	/* engine/xmit.c */
+	_Atomic bool gso;		/* io->send_runs works on this socket */
+
+	/* engine/xmit.c: packets are gathered in a batch under dev->lock,
+	 * and sent after it is released, in the order batches were sealed */
+	struct uroce_txbatch *txb;	/* the open batch (dev->lock) */
+	int tx_depth;			/* uroce_xmit_begin nesting (dev->lock) */
+	pthread_mutex_t tx_lock;	/* held while sending */
+	pthread_mutex_t txq_lock;	/* the lists below */
+	struct uroce_txbatch *txq_head, *txq_tail;	/* sealed, oldest first */
+	struct uroce_txbatch *txb_free;
+	int txb_count;			/* batches allocated */
+	_Atomic int txq_len;
 
 	/* engine/progress.c */
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
@@ -726,10 +749,19 @@ int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
 		  int npayload, uint32_t paylen);
-/* hold the packets sent until the matching end, then send them in as few
- * system calls as they allow (nests; dev->lock held throughout) */
+/* hold the packets sent until the matching end, then queue them to be
+ * sent in as few system calls as they allow (nests; dev->lock held) */
 void uroce_xmit_begin(struct uroce_dev *dev);
 void uroce_xmit_end(struct uroce_dev *dev);
+/* send what uroce_xmit_end queued; call without dev->lock (never waits
+ * for another thread: one that is sending sends ours too) */
+void uroce_tx_drain(struct uroce_dev *dev);
+/* release the engine lock and send what was queued under it */
+static inline void uroce_dev_unlock(struct uroce_dev *dev)
+{
+	pthread_mutex_unlock(&dev->lock);
+	uroce_tx_drain(dev);
+}
 
 /* engine/sge.c: dev->lock held */
 /* check every SGE against its MR: valid lkey in pd, range, access */

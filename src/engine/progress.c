@@ -63,7 +63,7 @@ static void run_timers(struct uroce_dev *dev)
 	}
 	if (next && (!dev->armed_deadline_ns || next < dev->armed_deadline_ns))
 		set_timer(dev, next);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 }
 
 /*
@@ -150,6 +150,8 @@ static void *progress_main(void *arg)
 					continue;
 			}
 		}
+		/* (every engine path sends what it queued; this is a net) */
+		uroce_tx_drain(dev);
 	}
 	return NULL;
 }

@@ -156,5 +156,5 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_comp_rx(qp, &pkt);
 out:
 	uroce_xmit_end(dev);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 }

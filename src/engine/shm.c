@@ -155,7 +155,7 @@ static void *snap_main(void *arg)
 		}
 		pthread_mutex_lock(&dev->lock);
 		snapshot(dev);
-		pthread_mutex_unlock(&dev->lock);
+		uroce_dev_unlock(dev);
 		/* release: the table is written before snap_done says so */
 		__atomic_store_n(&shm->snap_done, req, __ATOMIC_RELEASE);
 		futex(&shm->snap_done, FUTEX_WAKE, INT_MAX);

@@ -14,6 +14,7 @@
  * with ID 0 as before.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "uroce.h"
@@ -21,62 +22,196 @@
 #define XMIT_MAX_IOV (UROCE_MAX_SGE + 4)
 /* a GSO send carries at most 64 KiB of UDP payload, and the kernel takes
  * at most UDP_MAX_SEGMENTS (64 on older kernels) datagrams */
-#define TXB_MAX_BYTES 65000u
+#define RUN_MAX_BYTES 65000u
+#define RUN_MAX_PKTS 64
 
 static const uint8_t zeros[4];
 
-static bool same_dst(const struct sockaddr_storage *a,
-		     const struct sockaddr_storage *b)
+static socklen_t sa_len(const struct sockaddr_storage *ss)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return !memcmp(a, b, sizeof(struct sockaddr_in));
-	return !memcmp(a, b, sizeof(struct sockaddr_in6));
+	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					  sizeof(struct sockaddr_in6);
 }
 
-/* Send what the batch holds; dev->lock held. */
-static void txb_flush(struct uroce_dev *dev)
+/* Send a sealed batch; tx_lock held, dev->lock not needed. */
+static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 {
-	struct uroce_txbatch *b = &dev->txb;
-	int err, k;
+	int sent = 0, r, k;
 
-	if (!b->npkts)
-		return;
-	if (b->npkts == 1)
-		err = dev->io->send(dev, &b->dst, b->iov, b->niov);
-	else
-		err = dev->io->send_gso(dev, &b->dst, b->iov, b->niov, b->seg);
-	if (!err && b->npkts > 1) {
-		/* (a single datagram was tapped by io->send) */
-		for (k = 0; k < b->npkts; k++)
-			uroce_tap_tx(dev, &b->dst, &b->iov[b->pkt_iov[k]],
-				     b->pkt_iov[k + 1] - b->pkt_iov[k],
-				     (uint16_t)k);
-	} else if (err != -EAGAIN && err != -ENOBUFS && err != -ECONNREFUSED &&
-		   b->npkts > 1) {
-		/* the kernel refuses GSO here: lost packets are resent
-		 * one by one from now on */
-		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
-		dev->gso = false;
+	while (sent < b->nruns) {
+		int n = dev->io->send_runs(dev, &b->run[sent], b->nruns - sent,
+					   b->iov);
+
+		if (n <= 0) {
+			/* a full socket buffer is loss, which the transport
+			 * mends; anything else means no GSO here: lost
+			 * packets are resent one by one from now on */
+			if (n != -EAGAIN && n != -ENOBUFS && n != -ECONNREFUSED &&
+			    n != -EINTR) {
+				uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
+				atomic_store(&dev->gso, false);
+			}
+			break;
+		}
+		for (r = sent; r < sent + n; r++) {
+			const struct uroce_txrun *run = &b->run[r];
+
+			if (run->npkts > 1)
+				uroce_count(dev, UROCE_CNT_TX_GSO_SENDS, 1);
+			for (k = 0; k < run->npkts; k++) {
+				int p = run->pkt0 + k;
+
+				uroce_tap_tx(dev, (const struct sockaddr_storage *)
+					     &run->dst, &b->iov[b->pkt_iov[p]],
+					     b->pkt_iov[p + 1] - b->pkt_iov[p],
+					     (uint16_t)k);
+			}
+		}
+		sent += n;
 	}
-	if (b->npkts > 1)
-		uroce_count(dev, UROCE_CNT_TX_GSO_SENDS, 1);
 	b->npkts = 0;
+	b->nruns = 0;
 	b->niov = 0;
-	b->bytes = 0;
-	b->closed = false;
+}
+
+/* Send every sealed batch, oldest first; tx_lock held. */
+static void txq_send_all(struct uroce_dev *dev)
+{
+	for (;;) {
+		struct uroce_txbatch *b;
+
+		pthread_mutex_lock(&dev->txq_lock);
+		b = dev->txq_head;
+		if (b) {
+			dev->txq_head = b->next;
+			if (!b->next)
+				dev->txq_tail = NULL;
+		}
+		pthread_mutex_unlock(&dev->txq_lock);
+		if (!b)
+			return;
+		txb_send(dev, b);
+		pthread_mutex_lock(&dev->txq_lock);
+		b->next = dev->txb_free;
+		dev->txb_free = b;
+		atomic_fetch_sub(&dev->txq_len, 1);
+		pthread_mutex_unlock(&dev->txq_lock);
+	}
+}
+
+void uroce_tx_drain(struct uroce_dev *dev)
+{
+	/*
+	 * If another thread is sending, it sends ours too: it looks at the
+	 * queue again after it lets go of tx_lock, and we queued before we
+	 * tried the lock.
+	 */
+	while (atomic_load(&dev->txq_len)) {
+		if (pthread_mutex_trylock(&dev->tx_lock))
+			return;
+		txq_send_all(dev);
+		pthread_mutex_unlock(&dev->tx_lock);
+	}
+}
+
+/* A batch to fill, NULL if all are out (the caller then sends at once). */
+#define TXB_MAX_COUNT 4
+
+static struct uroce_txbatch *txb_get(struct uroce_dev *dev)
+{
+	struct uroce_txbatch *b;
+
+	pthread_mutex_lock(&dev->txq_lock);
+	b = dev->txb_free;
+	if (b) {
+		dev->txb_free = b->next;
+	} else if (dev->txb_count < TXB_MAX_COUNT) {
+		b = calloc(1, sizeof(*b));
+		if (b)
+			dev->txb_count++;
+	}
+	pthread_mutex_unlock(&dev->txq_lock);
+	return b;
+}
+
+/* Queue the open batch to be sent once dev->lock is released. */
+static void txb_seal(struct uroce_dev *dev)
+{
+	struct uroce_txbatch *b = dev->txb;
+
+	dev->txb = NULL;
+	if (!b)
+		return;
+	pthread_mutex_lock(&dev->txq_lock);
+	if (!b->npkts) {
+		b->next = dev->txb_free;
+		dev->txb_free = b;
+	} else {
+		b->next = NULL;
+		if (dev->txq_tail)
+			dev->txq_tail->next = b;
+		else
+			dev->txq_head = b;
+		dev->txq_tail = b;
+		atomic_fetch_add(&dev->txq_len, 1);
+	}
+	pthread_mutex_unlock(&dev->txq_lock);
 }
 
 void uroce_xmit_begin(struct uroce_dev *dev)
 {
-	dev->txb.depth++;
+	dev->tx_depth++;
 }
 
 void uroce_xmit_end(struct uroce_dev *dev)
 {
-	if (!--dev->txb.depth)
-		txb_flush(dev);
+	if (!--dev->tx_depth)
+		txb_seal(dev);
+}
+
+/* Send one packet now, after everything queued before it; dev->lock held
+ * (lock order: dev->lock, tx_lock, txq_lock). */
+static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int n)
+{
+	int err;
+
+	pthread_mutex_lock(&dev->tx_lock);
+	txq_send_all(dev);
+	err = dev->io->send(dev, dst, iov, n);
+	pthread_mutex_unlock(&dev->tx_lock);
+	return err;
+}
+
+/*
+ * The run a packet of len bytes (npayload payload pieces) to dst goes
+ * into, a new one if it cannot join the last; NULL if the batch is full.
+ */
+static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
+				       const struct sockaddr_storage *dst,
+				       uint32_t len, int npayload)
+{
+	struct uroce_txrun *run = b->nruns ? &b->run[b->nruns - 1] : NULL;
+
+	if (b->npkts == UROCE_TXB_MAX_PKTS ||
+	    b->niov + npayload + 3 > UROCE_TXB_MAX_IOV)
+		return NULL;
+	if (run && !run->closed && len <= run->seg &&
+	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
+	    !memcmp(&run->dst, dst, sa_len(dst)))
+		return run;
+	if (b->nruns == UROCE_TXB_MAX_RUNS)
+		return NULL;
+	run = &b->run[b->nruns++];
+	memcpy(&run->dst, dst, sa_len(dst));
+	run->seg = (uint16_t)len;
+	run->npkts = 0;
+	run->pkt0 = (uint16_t)b->npkts;
+	run->closed = false;
+	run->bytes = 0;
+	run->iov0 = b->niov;
+	run->niov = 0;
+	return run;
 }
 
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
@@ -86,47 +221,37 @@ int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 			     paylen);
 }
 
-/* Can a packet of len bytes (npayload payload pieces) join the batch? */
-static bool txb_fits(const struct uroce_txbatch *b,
-		     const struct sockaddr_storage *dst, uint32_t len,
-		     int npayload)
-{
-	if (!b->npkts)
-		return true;
-	return !b->closed && len <= b->seg && same_dst(&b->dst, dst) &&
-	       b->npkts < UROCE_TXB_MAX_PKTS &&
-	       b->bytes + len <= TXB_MAX_BYTES &&
-	       b->niov + npayload + 3 <= UROCE_TXB_MAX_IOV;
-}
-
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
 		  int npayload, uint32_t paylen)
 {
 	struct uroce_dev *dev = qp->dev;
-	struct uroce_txbatch *b = &dev->txb;
-	struct iovec one[XMIT_MAX_IOV], *iov;
+	struct uroce_txbatch *b = dev->txb;
+	struct uroce_txrun *run = NULL;
+	struct iovec one[XMIT_MAX_IOV], *iov = one;
 	uint8_t one_hdr[UROCE_MAX_HDR_LEN], one_tail[UROCE_ICRC_LEN];
-	uint8_t *h, *tail;
+	uint8_t *h = one_hdr, *tail = one_tail;
 	struct uroce_icrc_ip ip;
 	uint32_t pad = (4 - (paylen & 3)) & 3;
 	uint32_t len = hdrlen + paylen + pad + UROCE_ICRC_LEN;
-	bool batch = b->depth && dev->gso && !dev->fault.on;
-	int n = 0, k = 0, i, err = 0;
+	int n = 0, i, err = 0;
 
 	if (npayload > UROCE_MAX_SGE || hdrlen > UROCE_MAX_HDR_LEN)
 		return -EINVAL;
-	if (batch) {
-		if (!txb_fits(b, dst, len, npayload))
-			txb_flush(dev);
-		k = b->npkts;
+	if (dev->tx_depth && !dev->fault.on &&
+	    atomic_load_explicit(&dev->gso, memory_order_relaxed)) {
+		if (b && !(run = txb_run_for(b, dst, len, npayload)))
+			txb_seal(dev);		/* full: queue it, start another */
+		if (!dev->txb)
+			dev->txb = txb_get(dev);
+		b = dev->txb;
+		if (b && !run)
+			run = txb_run_for(b, dst, len, npayload);
+	}
+	if (run) {
 		iov = &b->iov[b->niov];
-		h = b->hdr[k];
-		tail = b->tail[k];
-	} else {
-		iov = one;
-		h = one_hdr;
-		tail = one_tail;
+		h = b->hdr[b->npkts];
+		tail = b->tail[b->npkts];
 	}
 	memcpy(h, hdr, hdrlen);
 	h[1] = (uint8_t)((h[1] & ~0x30) | (pad << 4));
@@ -141,25 +266,22 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	uroce_icrc_ip_from(&dev->local, dst, &ip);
 	/* an unconnected socket with IP_PMTUDISC_DO sends DF, and IPv4 ID 0
 	 * for a datagram of its own, k for the k-th of a GSO send */
-	ip.ip_id = (uint16_t)k;
+	ip.ip_id = run ? run->npkts : 0;
 	ip.df = dev->family == AF_INET;
 	uroce_icrc_store(tail, uroce_icrc_compute(&ip, iov, n));
 	iov[n].iov_base = tail;
 	iov[n++].iov_len = UROCE_ICRC_LEN;
 
-	if (batch) {
-		if (!k) {
-			b->dst = *dst;
-			b->seg = (uint16_t)len;
-		} else if (len < b->seg) {
-			b->closed = true;	/* a shorter datagram ends it */
-		}
-		b->npkts++;
+	if (run) {
+		if (len < run->seg)
+			run->closed = true;	/* a shorter datagram ends it */
+		run->npkts++;
+		run->bytes += len;
+		run->niov += n;
 		b->niov += n;
-		b->pkt_iov[b->npkts] = (uint16_t)b->niov;
-		b->bytes += len;
+		b->pkt_iov[++b->npkts] = (uint16_t)b->niov;
 	} else {
-		err = dev->io->send(dev, dst, iov, n);
+		err = send_now(dev, dst, iov, n);
 	}
 	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
 	uroce_count(dev, UROCE_CNT_TX_BYTES, len);

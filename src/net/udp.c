@@ -222,40 +222,47 @@ static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return raw_send(dev, dst, iov, iovcnt);
 }
 
-static int udp_send_gso(struct uroce_dev *dev,
-			const struct sockaddr_storage *dst,
-			const struct iovec *iov, int iovcnt, uint16_t seg)
+static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
+			 int nruns, const struct iovec *iov)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(uint16_t))];
 		struct cmsghdr align;
-	} ctl;
-	struct msghdr msg = {
-		.msg_name = (void *)dst,
-		.msg_namelen = dst->ss_family == AF_INET ?
-			       sizeof(struct sockaddr_in) :
-			       sizeof(struct sockaddr_in6),
-		.msg_iov = (struct iovec *)iov,
-		.msg_iovlen = (size_t)iovcnt,
-		.msg_control = ctl.buf,
-		.msg_controllen = sizeof(ctl.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	} ctl[UROCE_TXB_MAX_RUNS];
+	struct mmsghdr msg[UROCE_TXB_MAX_RUNS];
+	int r, n;
 
-	c->cmsg_level = SOL_UDP;
-	c->cmsg_type = UDP_SEGMENT;
-	c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
-	while (sendmsg(dev->sock, &msg, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;	/* loss, as in raw_send */
+	for (r = 0; r < nruns; r++) {
+		struct msghdr *m = &msg[r].msg_hdr;
+
+		memset(m, 0, sizeof(*m));
+		m->msg_name = (void *)&run[r].dst;
+		m->msg_namelen = run[r].dst.sa.sa_family == AF_INET ?
+				 sizeof(struct sockaddr_in) :
+				 sizeof(struct sockaddr_in6);
+		m->msg_iov = (struct iovec *)&iov[run[r].iov0];
+		m->msg_iovlen = (size_t)run[r].niov;
+		if (run[r].npkts > 1) {
+			struct cmsghdr *c;
+
+			m->msg_control = ctl[r].buf;
+			m->msg_controllen = sizeof(ctl[r].buf);
+			c = CMSG_FIRSTHDR(m);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			memcpy(CMSG_DATA(c), &run[r].seg, sizeof(uint16_t));
+		}
 	}
-	return 0;
+	do
+		n = sendmmsg(dev->sock, msg, (unsigned int)nruns, 0);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
 }
 
 static const struct uroce_pkt_io udp_io = {
 	.send = udp_send,
-	.send_gso = udp_send_gso,
+	.send_runs = udp_send_runs,
 };
 
 /*
@@ -512,7 +519,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	uroce_gid_from_addr(&ss, &dev->gid);
 	dev->netdev_mtu = netdev_mtu_of(&ss);
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	pthread_mutex_unlock(&dev->rx_lock);
 	close(old);
 	return 0;

@@ -126,6 +126,8 @@ static void dev_init(void)
 	struct ibv_device *ibdev = &dev->ibdev;
 
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->tx_lock, NULL);
+	pthread_mutex_init(&dev->txq_lock, NULL);
 	dev->sock = -1;
 	dev->epfd = -1;
 	dev->timerfd = -1;

@@ -179,7 +179,7 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr,
 	ret = uroce_mr_insert(dev, mr);
 	if (!ret)
 		set_keys(mr);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	if (ret) {
 		free(mr);
 		errno = ret;
@@ -258,7 +258,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	mr->key = make_key(uroce_key_index(mr->key), mr->key);
 	dev->mr_last_key[uroce_key_index(mr->key)] = mr->key;
 	set_keys(mr);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 
 	if (new_pd != old_pd)
 		atomic_fetch_sub(&old_pd->refs, 1);
@@ -280,17 +280,17 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 
 	pthread_mutex_lock(&dev->lock);
 	if (dev->mr_tbl[idx] != mr) {
-		pthread_mutex_unlock(&dev->lock);
+		uroce_dev_unlock(dev);
 		return EINVAL;
 	}
 	/* IBA 10.6.7.2.5: not while windows are bound over it */
 	if (atomic_load(&mr->mw_refs)) {
-		pthread_mutex_unlock(&dev->lock);
+		uroce_dev_unlock(dev);
 		return EBUSY;
 	}
 	dev->mr_tbl[idx] = NULL;
 	dev->nmrs--;
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 
 	atomic_fetch_sub(&mr->pd->refs, 1);
 	free(mr);

@@ -30,7 +30,7 @@ struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->win.mw_type = type == IBV_MW_TYPE_1 ? 1 : 2;
 	pthread_mutex_lock(&dev->lock);
 	err = uroce_mr_insert(dev, &mw->win);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	if (err) {
 		free(mw);
 		errno = err;
@@ -62,7 +62,7 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 	unbind(&mw->win);
 	dev->mr_tbl[uroce_key_index(mw->win.key)] = NULL;
 	dev->nmrs--;
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	atomic_fetch_sub(&mw->win.pd->refs, 1);
 	free(mw);
 	return 0;

@@ -37,7 +37,7 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 	pthread_mutex_lock(&dev->lock);
 	old = ibqp->qp_num;
 	if (dev->qp_tbl[UROCE_GSI_QPN]) {
-		pthread_mutex_unlock(&dev->lock);
+		uroce_dev_unlock(dev);
 		ibv_destroy_qp(ibqp);
 		errno = EBUSY;
 		return NULL;
@@ -46,7 +46,7 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 	dev->qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
 	ibqp->qp_num = UROCE_GSI_QPN;
 	ibqp->handle = UROCE_GSI_QPN;
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_INIT;
@@ -92,6 +92,6 @@ UROCE_EXPORT int uroce_dev_get_addr(struct ibv_context *ctx,
 
 	pthread_mutex_lock(&dev->lock);
 	*addr = dev->local;
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	return 0;
 }

@@ -333,7 +333,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 
 	pthread_mutex_lock(&dev->lock);
 	err = alloc_qpn(dev, qp);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	if (err)
 		goto err_free;
 	ibqp->handle = ibqp->qp_num;
@@ -632,7 +632,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	}
 	err = 0;
 out:
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	return err;
 }
 
@@ -660,7 +660,7 @@ UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	init->cap = attr->cap;
 	init->qp_type = qp->type;
 	init->sq_sig_all = qp->sq_sig_all;
-	pthread_mutex_unlock(&qp->dev->lock);
+	uroce_dev_unlock(qp->dev);
 	return 0;
 }
 
@@ -673,7 +673,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	uroce_req_release(qp);
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;
-	pthread_mutex_unlock(&dev->lock);
+	uroce_dev_unlock(dev);
 	/* unread async events go; read ones must be acked first (as
 	 * libibverbs documents for ibv_destroy_qp) */
 	uroce_async_purge(to_uctx(ibqp->context), ibqp);
@@ -923,7 +923,7 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 	}
 	uroce_req_run(qp);
-	pthread_mutex_unlock(&qp->dev->lock);
+	uroce_dev_unlock(qp->dev);
 	return err;
 }
 
@@ -944,6 +944,6 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq)
 		flush_rq(qp);
-	pthread_mutex_unlock(&qp->dev->lock);
+	uroce_dev_unlock(qp->dev);
 	return err;
 }

@@ -111,7 +111,7 @@ UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr
 		err = EINVAL;
 	else
 		srq->limit = attr->srq_limit;
-	pthread_mutex_unlock(&srq->dev->lock);
+	uroce_dev_unlock(srq->dev);
 	return err;
 }
 
@@ -125,7 +125,7 @@ UROCE_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	attr->max_wr = srq->rq.max_wr;
 	attr->max_sge = srq->rq.max_sge;
 	attr->srq_limit = srq->limit;
-	pthread_mutex_unlock(&srq->dev->lock);
+	uroce_dev_unlock(srq->dev);
 	return 0;
 }
 
@@ -156,7 +156,7 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	pthread_mutex_lock(&srq->dev->lock);
 	err = uroce_rq_post(rq, wr, bad_wr);
-	pthread_mutex_unlock(&srq->dev->lock);
+	uroce_dev_unlock(srq->dev);
 	return err;
 }
 

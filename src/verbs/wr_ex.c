@@ -88,7 +88,7 @@ static int wr_complete(struct ibv_qp_ex *ibqpx)
 		uroce_sq_flush_if_error(qp);
 		uroce_req_run(qp);
 	}
-	pthread_mutex_unlock(&qp->dev->lock);
+	uroce_dev_unlock(qp->dev);
 	return err;
 }
 
@@ -97,7 +97,7 @@ static void wr_abort(struct ibv_qp_ex *ibqpx)
 	struct uroce_qp *qp = ex_qp(ibqpx);
 
 	qp->sq.head = qp->sq.ex_start;
-	pthread_mutex_unlock(&qp->dev->lock);
+	uroce_dev_unlock(qp->dev);
 }
 
 static void wr_rdma_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
