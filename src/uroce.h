@@ -840,7 +840,7 @@ int uroce_net_open(struct uroce_dev *dev);
 void uroce_net_close(struct uroce_dev *dev);
 int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);
 /* receive and dispatch what is waiting on the socket, without blocking;
- * returns the number of datagrams handled */
+ * returns the number of datagrams received (each of a GRO train) */
 int uroce_net_poll(struct uroce_dev *dev);
 int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss);
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);

@@ -570,7 +570,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 	struct sockaddr_storage src[RX_BATCH], dst;
 	struct mmsghdr msgs[RX_BATCH];
 	struct iovec iov[RX_BATCH];
-	int i, n;
+	int i, n, pkts;
 
 	memset(msgs, 0, sizeof(msgs));
 	for (i = 0; i < RX_BATCH; i++) {
@@ -586,6 +586,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 	n = recvmmsg(dev->sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return 0;
+	pkts = 0;
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -606,7 +607,8 @@ int uroce_net_poll(struct uroce_dev *dev)
 
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
 			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
+			pkts++;
 		}
 	}
-	return n;
+	return pkts ? pkts : n;
 }
