@@ -31,6 +31,7 @@
 #define MC_BATCH	8
 #define MC_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 #define MC_TTL		64	/* the hop limit rdma_cm gives RoCE v2 groups */
+#define MC_SOCK_BUF	(8 << 20)
 
 /* The index of the interface that holds addr, 0 if none does. */
 static unsigned int ifindex_of(const struct sockaddr_storage *addr)
@@ -106,7 +107,7 @@ static int join(int fd, const struct uroce_dev *dev,
 int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	int fam = grp->addr.ss_family, one = 1, fd, err;
+	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
 	socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) :
 					 sizeof(struct sockaddr_in6);
 
@@ -124,6 +125,9 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	if (bind(fd, (const struct sockaddr *)&grp->addr, len) ||
 	    join(fd, dev, grp))
 		goto fail;
+	/* a burst to the group waits here until the progress thread runs */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	ev.data.fd = fd;
 	if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
 		goto fail;
