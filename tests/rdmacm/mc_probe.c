@@ -3,7 +3,8 @@
  * mc_probe ADDR: the multicast API of our librdmacm, in one process bound
  * to ADDR: what joins and leaves must refuse (with which errno), the
  * MULTICAST_JOIN event's contents, and that a join attaches the id's QP
- * (an attached QP cannot be destroyed: EBUSY) unless it is send-only.
+ * (an attached QP cannot be destroyed: EBUSY) unless it is send-only
+ * (then detaching says EINVAL: not attached).
  * Prints PASS and exits 0, or says what failed and exits 1.
  */
 #include <arpa/inet.h>
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *ud, *tcp;
 	struct rdma_cm_event *ev;
-	uint8_t mgid[16] = { [10] = 0xff, [11] = 0xff, 239, 78, 0, 9 };
+	union ibv_gid mgid = { .raw = { [10] = 0xff, [11] = 0xff, 239, 78, 0, 9 } };
 	int ctx_token;
 
 	if (argc != 2) {
@@ -126,7 +127,7 @@ int main(int argc, char **argv)
 	      ev->param.ud.qp_num);
 	CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY, "qkey %#x", ev->param.ud.qkey);
 	CHECK(ev->param.ud.ah_attr.is_global, "AH not global");
-	CHECK(!memcmp(ev->param.ud.ah_attr.grh.dgid.raw, mgid, 16),
+	CHECK(!memcmp(ev->param.ud.ah_attr.grh.dgid.raw, mgid.raw, 16),
 	      "dgid is not ::ffff:239.78.0.9");
 	rdma_ack_cm_event(ev);
 	EXPECT_ERRNO(rdma_join_multicast(ud, (struct sockaddr *)&grp, NULL),
@@ -145,8 +146,10 @@ int main(int argc, char **argv)
 	      strerror(errno));
 	ev = next_event(ch, RDMA_CM_EVENT_MULTICAST_JOIN);
 	rdma_ack_cm_event(ev);
-	CHECK(ibv_destroy_qp(ud->qp) == 0, "a send-only join attached the QP");
-	ud->qp = NULL;
+	mgid.raw[15] = 10;
+	CHECK(ibv_detach_mcast(ud->qp, &mgid, 0) == EINVAL,
+	      "a send-only join attached the QP");
+	rdma_destroy_qp(ud);
 
 	/* destroying an id that still has a group leaves it */
 	CHECK(!rdma_destroy_id(ud), "destroy id: %s", strerror(errno));
