@@ -21,6 +21,7 @@ import ctypes
 import errno
 import ipaddress
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -71,6 +72,16 @@ def attach(qp, ip):
 
 def detach(qp, ip):
     return libibverbs().ibv_detach_mcast(u.qp_ptr(qp), ctypes.byref(gid_of(ip)), 0)
+
+
+def counters():
+    """This process's device counters, as the uroce tool reads them."""
+    tool = os.path.join(os.environ.get('UROCE_LIBDIR', ''), '..', 'bin', 'uroce')
+    if not os.access(tool, os.X_OK):
+        raise unittest.SkipTest(f'no uroce tool at {tool}')
+    out = subprocess.run([tool, '--json', 'stats', str(os.getpid())],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)['counters']
 
 
 def mcast_ah(pd, ip):
@@ -248,6 +259,33 @@ class McastTest(u.VerbsTestCase):
                 child.wait()
         self.assertEqual(child.returncode, 0, f'child: {out}')
         self.assertIn(f'got 3 from {self.my_ip} to {self.group}', out)
+
+    def test_bad_dqpn_dropped_and_counted(self):
+        r = self.receiver()
+        self.post_recv(r.qp, r.mr, 0, 1024, wr_id=1)
+        self.post_recv(r.qp, r.mr, 2048, 1024, wr_id=2)
+        before = counters()
+        # to the group, but not to QPN 0xFFFFFF (IBA 10.5.2.3): dropped
+        self.s.mr.write(b'bad dqpn', 8, 0)
+        self.post_send(self.s.qp, self.s.mr, 0, 8,
+                       ud=(self.ah_obj, r.qpn, QKEY))
+        u.poll_cq(self.s.scq)
+        # QPN 0xFFFFFF, but to our unicast address: dropped
+        self.post_send(self.s.qp, self.s.mr, 0, 8,
+                       ud=(self.ah(), MCAST_QPN, QKEY))
+        u.poll_cq(self.s.scq)
+        # fences, one per socket: r's receives get exactly these, in order
+        self.send(b'group fence')
+        self.check_recv(r, 1, b'group fence')
+        self.s.mr.write(b'unicast fence', 13, 0)
+        self.post_send(self.s.qp, self.s.mr, 0, 13,
+                       ud=(self.ah(), r.qpn, QKEY))
+        u.poll_cq(self.s.scq)
+        wc, = u.poll_cq(r.rcq)
+        self.assertWC(wc, wr_id=2, byte_len=GRH_SIZE + 13)
+        after = counters()
+        self.assertEqual(after['drop_bad_hdr'] - before['drop_bad_hdr'], 2)
+        self.assertEqual(after['rx_mcast_pkts'] - before['rx_mcast_pkts'], 1)
 
     # ------------------------------------------------------------ errors
 
