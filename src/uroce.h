@@ -802,8 +802,15 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 void uroce_mcast_rx(struct uroce_dev *dev, struct uroce_pkt *pkt);
 /* whether gid is a multicast GID (an IPv4-mapped 224/4 address or ff00::/8) */
 bool uroce_gid_is_mcast(const union ibv_gid *gid);
-/* whether ss is a multicast IP address */
-bool uroce_addr_is_mcast(const struct sockaddr_storage *ss);
+/* whether ss is a multicast IP address (every received packet asks) */
+static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr)
+			>> 28) == 0xe;
+	return ss->ss_family == AF_INET6 &&
+	       ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[0] == 0xff;
+}
 
 /* net/mcast.c: the sockets that receive multicast groups */
 /* a socket bound to grp->addr that joined the group on the interface of

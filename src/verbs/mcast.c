@@ -16,17 +16,6 @@
 
 #include "uroce.h"
 
-bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr)
-			>> 28) == 0xe;
-	if (ss->ss_family == AF_INET6)
-		return ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[0] ==
-		       0xff;
-	return false;
-}
-
 bool uroce_gid_is_mcast(const union ibv_gid *gid)
 {
 	struct sockaddr_storage ss;
