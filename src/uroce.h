@@ -61,6 +61,12 @@
 #define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
 #define UROCE_FW_VER		"0.1.0"
 #define UROCE_DEV_NAME		"uroce0"
+/* multicast (verbs/mcast.c): each group a process joins costs a socket */
+#define UROCE_MAX_MCAST_GRP	256
+#define UROCE_MAX_MCAST_QP_ATTACH 64
+#define UROCE_MAX_TOTAL_MCAST_QP_ATTACH \
+	(UROCE_MAX_MCAST_GRP * UROCE_MAX_MCAST_QP_ATTACH)
+#define UROCE_MCAST_QPN		0xffffff	/* DQPN of multicast (IBA 10.5.2.3) */
 
 /* Requester pacing: packets in flight per QP, and AckReq spacing. */
 #define UROCE_TX_WINDOW_MAX	256
@@ -111,6 +117,8 @@ enum uroce_counter {
 	UROCE_CNT_TX_GSO_SENDS,		/* sends that carried several packets */
 	UROCE_CNT_TX_GSO_OFF,		/* the kernel refused GSO: off since */
 	UROCE_CNT_RX_GRO_BATCHES,	/* receives that carried several */
+	UROCE_CNT_RX_MCAST_PKTS,	/* to a group with QPs attached */
+	UROCE_CNT_DROP_MCAST_NO_GROUP,	/* to a group no QP is attached to */
 	/* what went on and came off the wire, by opcode class (net/pcap.c):
 	 * per class a packet and a byte counter, in enum uroce_pkt_class
 	 * order; bytes are BTH through ICRC */
@@ -202,6 +210,7 @@ struct uroce_pkt {
 	uint8_t *payload;
 	uint32_t paylen;		/* payload bytes, without pad */
 	struct sockaddr_storage src;	/* who sent it */
+	const struct sockaddr_storage *dst; /* to which of our addresses */
 };
 
 /* ---- device (one per process) ---- */
@@ -255,6 +264,12 @@ struct uroce_dev {
 	uint32_t *mr_last_key;		/* per slot: the key it last had */
 	uint32_t next_mr_index;
 	uint32_t nmrs;
+
+	/* verbs/mcast.c: the multicast groups QPs are attached to (a
+	 * list); changed with rx_lock and lock held, so either suffices
+	 * to read it */
+	struct uroce_mcast_grp *mcast;
+	uint32_t nmcast;
 
 	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
 	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
@@ -433,6 +448,16 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *ah)
 	return container_of(ah, struct uroce_ah, ibah);
 }
 
+/* ---- multicast group (verbs/mcast.c, net/mcast.c) ---- */
+struct uroce_mcast_grp {
+	struct uroce_mcast_grp *next;
+	union ibv_gid gid;
+	struct sockaddr_storage addr;	/* the group's IP address, port 4791 */
+	int fd;				/* bound to addr, member of the group */
+	uint32_t nqps;
+	struct uroce_qp *qps[UROCE_MAX_MCAST_QP_ATTACH];
+};
+
 /* ---- QP ---- */
 
 /* A posted send work request, as the requester walks it. */
@@ -575,6 +600,8 @@ struct uroce_qp {
 	struct uroce_qp *blocked_next;
 	bool comm_est;			/* COMM_EST raised */
 	bool sqd_notify;		/* raise SQ_DRAINED when drained */
+	bool block_self_mcast;		/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB */
+	uint32_t nmcast;		/* groups attached (verbs/mcast.c) */
 	uint64_t send_ops_flags;
 
 	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
@@ -834,6 +861,34 @@ const char *uroce_pcap_path(void);		/* "" when not capturing */
  * kernel sends ours; returns its length (pcap frames, UD GRHs) */
 size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 		    const struct sockaddr_storage *dst, uint16_t udp_len);
+
+/* verbs/mcast.c: a packet that came to a multicast group, or that has
+ * the multicast DQPN; delivered to every QP attached to the group.  No
+ * lock held; takes dev->lock. */
+void uroce_mcast_rx(struct uroce_dev *dev, struct uroce_pkt *pkt);
+/* whether gid is a multicast GID (an IPv4-mapped 224/4 address or ff00::/8) */
+bool uroce_gid_is_mcast(const union ibv_gid *gid);
+/* whether ss is a multicast IP address (every received packet asks) */
+static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr)
+			>> 28) == 0xe;
+	return ss->ss_family == AF_INET6 &&
+	       ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[0] == 0xff;
+}
+
+/* net/mcast.c: the sockets that receive multicast groups */
+/* a socket bound to grp->addr that joined the group on the interface of
+ * the device's address, watched by the progress thread; sets grp->fd */
+int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
+void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
+/* the progress thread saw fd readable: if it is a group's, receive and
+ * dispatch what waits there (takes rx_lock); returns false if it is not */
+bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
+/* the device's socket sends multicast out of the interface that holds
+ * its address and loops it back to this host (from open_bound) */
+void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

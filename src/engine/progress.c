@@ -195,6 +195,8 @@ static void *progress_main(void *arg)
 			} else if (fd == dev->wakefd) {
 				if (read(dev->wakefd, &v, sizeof(v)) < 0)
 					continue;
+			} else {
+				uroce_mcast_poll(dev, fd);
 			}
 		}
 		/* (every engine path sends what it queued; this is a net) */

@@ -116,6 +116,11 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		return;
 	}
 	pkt.src = *src;
+	pkt.dst = dst;
+	if (pkt.qpn == UROCE_MCAST_QPN || uroce_addr_is_mcast(dst)) {
+		uroce_mcast_rx(dev, &pkt);
+		return;
+	}
 
 	pthread_mutex_lock(&dev->lock);
 	uroce_xmit_begin(dev);

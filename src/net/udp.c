@@ -405,6 +405,7 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 		close(fd);
 		return err;
 	}
+	uroce_mcast_tx_setup(fd, addr);
 	/* FORCE works for root; others get what net.core.*mem_max allows */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));

@@ -178,6 +178,7 @@ struct cm_id {
 	uint8_t ep_pdata[CM_REQ_PDATA];		/* rai->ai_connect */
 	uint8_t ep_pdata_len;
 	bool own_cqs;
+	struct cm_mc *mcs;		/* mcast.c: groups joined */
 };
 
 struct cm_counters {
@@ -239,6 +240,15 @@ static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
 {
 	return (struct cm_chan *)ch;
 }
+
+/* rdma-core's ucma_complete: a synchronous id waits for its event */
+int cm_sync_wait(struct cm_id *id);
+
+/* ---- mcast.c: multicast joins; cm.lock held ---- */
+
+struct cm_mc;
+void cm_mc_leave_all(struct cm_id *id);	/* rdma_destroy_id */
+void cm_mc_detach_qp(struct cm_id *id);	/* before its QP goes */
 
 /* ---- gsi.c: QP1, MAD send and receive, the CM thread, timers ---- */
 

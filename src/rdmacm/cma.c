@@ -225,6 +225,11 @@ static int sync_wait(struct cm_id *ci)
 	return 0;
 }
 
+int cm_sync_wait(struct cm_id *ci)
+{
+	return sync_wait(ci);
+}
+
 CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 {
 	static const char *const names[] = {
@@ -431,6 +436,7 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	default:
 		break;
 	}
+	cm_mc_leave_all(ci);
 	cm_id_free(ci);
 	pthread_mutex_unlock(&cm.lock);
 	return 0;
@@ -1306,26 +1312,7 @@ CM_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 	return htons(get_port(sa));
 }
 
-/* ---- multicast and ECE: not implemented (no multicast in libibverbs) ---- */
-
-CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-				  void *context)
-{
-	return cm_set_errno(EOPNOTSUPP);
-}
-
-CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				     struct rdma_cm_join_mc_attr_ex *attr,
-				     void *context)
-{
-	return cm_set_errno(EOPNOTSUPP);
-}
-
-CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id,
-				   struct sockaddr *addr)
-{
-	return cm_set_errno(EADDRNOTAVAIL);
-}
+/* ---- ECE: vendor 0 only ---- */
 
 CM_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {

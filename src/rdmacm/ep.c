@@ -156,8 +156,13 @@ CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 	if (!id)
 		return;
-	if (id->qp)
+	if (id->qp) {
+		/* an attached QP cannot be destroyed */
+		pthread_mutex_lock(&cm.lock);
+		cm_mc_detach_qp(to_cid(id));
+		pthread_mutex_unlock(&cm.lock);
 		ibv_destroy_qp(id->qp);
+	}
 	id->qp = NULL;
 	destroy_cqs(id);
 }

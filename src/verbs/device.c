@@ -367,6 +367,9 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->max_res_rd_atom = (int)(UROCE_MAX_QP * UROCE_MAX_RD_ATOMIC);
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = UROCE_MAX_AH;
+	a->max_mcast_grp = UROCE_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = UROCE_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = UROCE_MAX_TOTAL_MCAST_QP_ATTACH;
 	a->max_srq = 1 << 16;
 	a->max_mw = UROCE_MAX_MR;
 	a->max_srq_wr = UROCE_MAX_QP_WR;

@@ -260,8 +260,14 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
 	    !attr->send_cq || !attr->recv_cq ||
 	    (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+				 IBV_QP_INIT_ATTR_CREATE_FLAGS |
 				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    (attr->create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)) {
+		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
@@ -294,6 +300,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->rcq = to_ucq(attr->recv_cq);
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
+	qp->block_self_mcast =
+		(attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+		(attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
 	if (attr->srq) {
 		qp->srq = to_usrq(attr->srq);
 		attr->cap.max_recv_wr = 0;
@@ -670,6 +679,11 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct uroce_dev *dev = qp->dev;
 
 	pthread_mutex_lock(&dev->lock);
+	if (qp->nmcast) {
+		/* uverbs refuses too: detach from every group first */
+		uroce_dev_unlock(dev);
+		return EBUSY;
+	}
 	uroce_req_release(qp);
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;

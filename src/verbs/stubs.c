@@ -67,18 +67,6 @@ static void *fail_ptr(void)
  * Public verbs uroce does not implement (yet)
  */
 
-int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-		     uint16_t lid)
-{
-	return EOPNOTSUPP;
-}
-
-int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-		     uint16_t lid)
-{
-	return EOPNOTSUPP;
-}
-
 int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 				struct ibv_ah_attr *attr,
 				uint8_t eth_mac[ETHERNET_LL_SIZE],

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Multicast packet IO.  RoCE v2 carries a multicast GID as an IP
+ * multicast address (an IPv4 group 239.x.y.z is the GID ::ffff:239.x.y.z),
+ * so a group is an IP multicast group on UDP port 4791.
+ *
+ * Receive: the device's own socket is bound to its unicast address and
+ * never sees multicast, so each joined group gets a socket bound to
+ * (group, 4791) with SO_REUSEADDR, a member of the group on the interface
+ * that holds the device's address.  The kernel hands every such socket on
+ * the host its own copy, so any number of processes can receive a group.
+ * Loopback has no MULTICAST flag by default and needs none: joining on
+ * lo and sending out of lo work unprivileged (docs/decisions.md).
+ *
+ * Transmit: the device's socket sends to the group address; the interface
+ * is the one holding our address (IP_MULTICAST_IF) and the kernel loops a
+ * copy back to this host's members (IP_MULTICAST_LOOP).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+#define MC_BATCH	8
+#define MC_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define MC_TTL		64	/* the hop limit rdma_cm gives RoCE v2 groups */
+#define MC_SOCK_BUF	(8 << 20)
+
+/* The index of the interface that holds addr, 0 if none does. */
+static unsigned int ifindex_of(const struct sockaddr_storage *addr)
+{
+	struct ifaddrs *ifa, *it;
+	unsigned int idx = 0;
+
+	if (getifaddrs(&ifa))
+		return 0;
+	for (it = ifa; it && !idx; it = it->ifa_next) {
+		if (!it->ifa_addr || it->ifa_addr->sa_family != addr->ss_family)
+			continue;
+		if (addr->ss_family == AF_INET ?
+		    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)addr)->sin_addr.s_addr :
+		    !memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
+			    &((const struct sockaddr_in6 *)addr)->sin6_addr, 16))
+			idx = if_nametoindex(it->ifa_name);
+	}
+	freeifaddrs(ifa);
+	return idx;
+}
+
+void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr)
+{
+	int ttl = MC_TTL, one = 1;
+
+	if (addr->ss_family == AF_INET) {
+		struct ip_mreqn mr;
+
+		/* by address: 127.0.0.N is on lo without being configured */
+		memset(&mr, 0, sizeof(mr));
+		mr.imr_address = ((const struct sockaddr_in *)addr)->sin_addr;
+		setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mr, sizeof(mr));
+		setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl));
+		setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one));
+	} else {
+		unsigned int idx = ifindex_of(addr);
+
+		if (idx)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &idx,
+				   sizeof(idx));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &ttl,
+			   sizeof(ttl));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &one,
+			   sizeof(one));
+	}
+}
+
+static int join(int fd, const struct uroce_dev *dev,
+		const struct uroce_mcast_grp *grp)
+{
+	if (grp->addr.ss_family == AF_INET) {
+		struct ip_mreqn mr;
+
+		memset(&mr, 0, sizeof(mr));
+		mr.imr_multiaddr = ((const struct sockaddr_in *)&grp->addr)->sin_addr;
+		mr.imr_address = ((const struct sockaddr_in *)&dev->local)->sin_addr;
+		return setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+				  sizeof(mr));
+	} else {
+		struct ipv6_mreq mr;
+
+		memset(&mr, 0, sizeof(mr));
+		mr.ipv6mr_multiaddr =
+			((const struct sockaddr_in6 *)&grp->addr)->sin6_addr;
+		mr.ipv6mr_interface = ifindex_of(&dev->local);
+		return setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &mr,
+				  sizeof(mr));
+	}
+}
+
+int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
+	socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) :
+					 sizeof(struct sockaddr_in6);
+
+	if (fam != dev->family)
+		return -EINVAL;
+	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* every process of the host that joins binds the same address */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		goto fail;
+	if (fam == AF_INET6 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)))
+		goto fail;
+	if (bind(fd, (const struct sockaddr *)&grp->addr, len) ||
+	    join(fd, dev, grp))
+		goto fail;
+	/* a burst to the group waits here until the progress thread runs */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	ev.data.fd = fd;
+	if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
+		goto fail;
+	grp->fd = fd;
+	return 0;
+fail:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
+{
+	if (grp->fd < 0)
+		return;
+	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, grp->fd, NULL);
+	close(grp->fd);	/* leaves the group */
+	grp->fd = -1;
+}
+
+/* Receive buffers: used under rx_lock only. */
+static uint8_t mc_buf[MC_BATCH][MC_BUF_SIZE];
+
+static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
+{
+	struct sockaddr_storage src[MC_BATCH];
+	struct mmsghdr msgs[MC_BATCH];
+	struct iovec iov[MC_BATCH];
+	int i, n;
+
+	memset(msgs, 0, sizeof(msgs));
+	for (i = 0; i < MC_BATCH; i++) {
+		iov[i].iov_base = mc_buf[i];
+		iov[i].iov_len = MC_BUF_SIZE;
+		msgs[i].msg_hdr.msg_name = &src[i];
+		msgs[i].msg_hdr.msg_namelen = sizeof(src[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = recvmmsg(grp->fd, msgs, MC_BATCH, MSG_DONTWAIT, NULL);
+	for (i = 0; i < n; i++) {
+		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
+			continue;
+		}
+		/* the socket is bound to the group: that is where it went */
+		uroce_tap_rx(dev, mc_buf[i], msgs[i].msg_len, &src[i],
+			     &grp->addr, 0);
+		uroce_recv(dev, mc_buf[i], msgs[i].msg_len, &src[i],
+			   &grp->addr, 0);
+	}
+	return n;
+}
+
+bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
+{
+	struct uroce_mcast_grp *grp;
+	bool found = false;
+
+	pthread_mutex_lock(&dev->rx_lock);
+	for (grp = dev->mcast; grp; grp = grp->next) {
+		if (grp->fd != fd)
+			continue;
+		found = true;
+		while (poll_grp(dev, grp) == MC_BATCH)
+			;
+		break;
+	}
+	pthread_mutex_unlock(&dev->rx_lock);
+	return found;
+}
