@@ -147,6 +147,11 @@ static void receive_spin(struct uroce_dev *dev)
 		if (!spin_ns || pkts < SPIN_MIN_PKTS)
 			break;
 		now = uroce_now_ns();
+		/* an application thread polling its CQ receives for itself:
+		 * two threads spinning would need a core more */
+		if (now - atomic_load_explicit(&dev->app_poll_ns,
+					       memory_order_relaxed) < spin_ns)
+			break;
 		if (!last)
 			last = now;
 		else if (now - last > spin_ns)
@@ -207,10 +212,13 @@ static void *progress_main(void *arg)
 
 void uroce_progress_poll(struct uroce_dev *dev)
 {
-	if (!dev->net_up || pthread_mutex_trylock(&dev->rx_lock))
+	if (!dev->net_up)
 		return;
+	/* (marked even when the thread has the socket: it then hands over) */
 	atomic_store_explicit(&dev->app_poll_ns, uroce_now_ns(),
 			      memory_order_relaxed);
+	if (pthread_mutex_trylock(&dev->rx_lock))
+		return;
 	uroce_net_poll(dev);
 	pthread_mutex_unlock(&dev->rx_lock);
 }
