@@ -4,7 +4,7 @@
 # Runs an unmodified client/server RDMA program as two processes on this
 # host over uroce, and checks that both succeeded.
 #
-#   pair.sh --kind pingpong|perftest --port TCP_PORT [--timeout SECONDS]
+#   pair.sh --kind pingpong|perftest|success --port TCP_PORT [--timeout SECONDS]
 #           [--client-host HOST] -- PROGRAM [ARGS...]
 #
 # The server runs "PROGRAM ARGS -p PORT", the client "PROGRAM ARGS -p PORT
@@ -16,6 +16,7 @@
 #   both  exit 0 within the timeout, and print none of UROCE_FAIL_RE;
 #   pingpong  both print "<size*iters*2> bytes in X seconds" and
 #             "<iters> iters in X seconds" (-s/-n read from ARGS);
+#   success   both print a line "success" (ibv_xsrq_pingpong's only report);
 #   perftest  the client prints a results table: a row of numbers under a
 #             "#bytes" header, not all zero; with -a, a row for 8388608
 #             (4096 for UD).
@@ -40,8 +41,8 @@ while (($#)); do
 	esac
 done
 (($# >= 1)) || uroce_die "pair.sh: no program given"
-[[ $kind == pingpong || $kind == perftest ]] ||
-	uroce_die "pair.sh: --kind must be pingpong or perftest"
+[[ $kind == pingpong || $kind == perftest || $kind == success ]] ||
+	uroce_die "pair.sh: --kind must be pingpong, perftest or success"
 [[ $port =~ ^[0-9]+$ ]] || uroce_die "pair.sh: --port needs a number"
 prog=$1; shift
 args=("$@")
@@ -148,6 +149,12 @@ pingpong)
 			fail "$side did not report '$bytes bytes in ... seconds'"
 		grep -Eq "^$iters iters in [0-9.]+ seconds = [0-9.]+ usec/iter" "$log" ||
 			fail "$side did not report '$iters iters in ... seconds'"
+	done
+	;;
+success)
+	for side in server client; do
+		grep -qx success "$logdir/$side.log" ||
+			fail "$side did not report 'success'"
 	done
 	;;
 perftest)
