@@ -194,7 +194,12 @@ static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 
 	sq->max_wr = cap->max_send_wr ? cap->max_send_wr : 1;
 	sq->max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
+	/* as rxe: a WQE's SGE space holds inline data too, so a QP takes
+	 * at least max_send_sge * 16 bytes inline (rdma_xclient sends 16
+	 * inline bytes on a QP that asked for none) */
 	sq->max_inline = cap->max_inline_data;
+	if (sq->max_inline < sq->max_sge * sizeof(struct ibv_sge))
+		sq->max_inline = sq->max_sge * (uint32_t)sizeof(struct ibv_sge);
 	/* one spare slot so head == tail means empty */
 	sq->size = roundup_pow2(sq->max_wr + 1);
 	rq->max_wr = cap->max_recv_wr ? cap->max_recv_wr : 1;
