@@ -452,7 +452,7 @@ struct uroce_rq {
 };
 
 /* ---- XRC domain (verbs/xrc.c) ---- */
-struct uroce_xrcd_dom;		/* what handles opened on one file share */
+struct uroce_xrcd_dom;		/* shared by handles on one file */
 
 struct uroce_xrcd {
 	struct ibv_xrcd ibxrcd;
@@ -473,7 +473,7 @@ struct uroce_srq {
 	struct uroce_rq rq;
 	uint32_t srqn;			/* ibv_get_srq_num */
 	struct uroce_xrcd *xrcd;	/* XRC SRQ: its domain, else NULL */
-	struct uroce_cq *cq;		/* XRC SRQ: where its receives complete */
+	struct uroce_cq *cq;		/* XRC SRQ: its receives' CQ */
 	uint32_t limit;			/* armed SRQ limit, 0 = not armed */
 	_Atomic int refs;		/* QPs attached */
 	uint32_t async_events_reported;

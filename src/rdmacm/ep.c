@@ -203,7 +203,8 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 	}
 	if (attr->srq_type == IBV_SRQT_XRC) {
 		/* the id's domain and receive CQ, unless given */
-		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		    !attr->xrcd) {
 			attr->xrcd = get_xrcd(id);
 			if (!attr->xrcd)
 				return -1;
@@ -213,7 +214,8 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 				return -1;
 			attr->cq = id->recv_cq;
 		}
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD |
+				   IBV_SRQ_INIT_ATTR_CQ;
 	}
 	srq = ibv_create_srq_ex(id_verbs(id), attr);
 	if (!srq)

@@ -363,8 +363,10 @@ static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		c->retry_count = m->retry_cnt;
 		c->rnr_retry_count = m->rnr_retry;
 		c->srq = m->srq;
+		/* an XRC TGT QP answers in the REP's EECN field */
 		c->qp_num = m->attr == CM_ATTR_REP &&
-			    id->id.qp_type == IBV_QPT_XRC_SEND ? m->eecn : m->qpn;
+			    id->id.qp_type == IBV_QPT_XRC_SEND ?
+			    m->eecn : m->qpn;
 	}
 	cm_event_queue(e);
 }

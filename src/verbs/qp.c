@@ -151,9 +151,11 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 	opt = t->opt;
 	/* XRC (the kernel's qp_state_table): an INI QP has no responder,
 	 * a TGT QP no requester to retry with */
-	if (type == IBV_QPT_XRC_SEND && next == IBV_QPS_RTR && cur == IBV_QPS_INIT)
+	if (type == IBV_QPT_XRC_SEND && cur == IBV_QPS_INIT &&
+	    next == IBV_QPS_RTR)
 		req &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	if (type == IBV_QPT_XRC_RECV && next == IBV_QPS_RTS && cur == IBV_QPS_RTR)
+	if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR &&
+	    next == IBV_QPS_RTS)
 		req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
 	if ((attrs & req) != req)
 		return false;
@@ -1017,7 +1019,8 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	} else {
 		err = uroce_rq_post(rq, wr, bad_wr);
 	}
-	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq && !uroce_qp_is_xrc(qp))
+	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq &&
+	    !uroce_qp_is_xrc(qp))
 		flush_rq(qp);
 	pthread_mutex_unlock(&qp->dev->lock);
 	return err;

@@ -303,7 +303,10 @@ static inline void feth_init(uint8_t *p, uint8_t sel, uint8_t plt)
 }
 
 /* XRCETH (IBA 9.3.7): 8 reserved bits, then the XRC SRQ number */
-static inline uint32_t xrceth_srqn(const uint8_t *p) { return uroce_rd_be24(p + 1); }
+static inline uint32_t xrceth_srqn(const uint8_t *p)
+{
+	return uroce_rd_be24(p + 1);
+}
 static inline void xrceth_init(uint8_t *p, uint32_t srqn)
 {
 	p[0] = 0;

@@ -341,7 +341,8 @@ int main(int argc, char **argv)
 				   .paylen = 16 };
 
 		xrc_case("XRC SEND naming an SRQ number nobody has", s,
-			 xrc_tgt[0], xrc_srqn ^ 0x800000, UROCE_NAK_INVALID_REQ);
+			 xrc_tgt[0], xrc_srqn ^ 0x800000,
+			 UROCE_NAK_INVALID_REQ);
 		xrc_case("XRC WRITE to W naming the SRQ of another XRC domain",
 			 w, xrc_tgt[1], xrc_srqn_other, UROCE_NAK_INVALID_REQ);
 		w.va = inf.b_addr;

@@ -108,6 +108,7 @@ static void test_opcode_classes(void **state)
 
 	for (op = 0; op < 256; op++) {
 		const struct uroce_opcode_info *o = &uroce_opcode[op];
+		const struct uroce_opcode_info *rc;
 		uint32_t m = o->mask;
 		bool req = m & UROCE_M_REQ;
 		const char *n = o->name;
@@ -141,12 +142,11 @@ static void test_opcode_classes(void **state)
 			 * XRCETH on requests */
 			assert_true(m & UROCE_M_XRC);
 			assert_memory_equal(n, "XRC_", 4);
-			assert_non_null(uroce_opcode[uroce_op_rc(op)].name);
-			assert_string_equal(n + 4,
-					    uroce_opcode[uroce_op_rc(op)].name + 3);
+			rc = &uroce_opcode[uroce_op_rc(op)];
+			assert_non_null(rc->name);
+			assert_string_equal(n + 4, rc->name + 3);
 			assert_int_equal(m & ~(UROCE_M_XRC | UROCE_M_XRCETH),
-					 uroce_opcode[uroce_op_rc(op)].mask &
-					 ~UROCE_M_RC);
+					 rc->mask & ~UROCE_M_RC);
 			assert_int_equal(!!(m & UROCE_M_XRCETH), req);
 			break;
 		default:
