@@ -5,11 +5,13 @@
 # host over uroce, and checks that both succeeded.
 #
 #   pair.sh --kind pingpong|perftest|success --port TCP_PORT [--timeout SECONDS]
-#           [--client-host HOST] -- PROGRAM [ARGS...]
+#           [--client-host HOST] [--clients N] -- PROGRAM [ARGS...]
 #
 # The server runs "PROGRAM ARGS -p PORT", the client "PROGRAM ARGS -p PORT
 # HOST" (default 127.0.0.1, the out-of-band TCP exchange); the RDMA traffic
-# itself goes between the two processes' uroce devices.  Each process gets
+# itself goes between the two processes' uroce devices.  --clients N runs
+# N clients at once (the server must expect N, e.g. ibv_xsrq_pingpong -c N);
+# the checks below apply to each.  Each process gets
 # LD_LIBRARY_PATH=$UROCE_LIBDIR and nothing else.
 #
 # Checks:
@@ -29,13 +31,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-kind='' port='' tmo=120 host=127.0.0.1
+kind='' port='' tmo=120 host=127.0.0.1 nclients=1
 while (($#)); do
 	case $1 in
 	--kind) kind=$2; shift 2 ;;
 	--port) port=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--client-host) host=$2; shift 2 ;;
+	--clients) nclients=$2; shift 2 ;;
 	--) shift; break ;;
 	*) uroce_die "pair.sh: unknown option $1" ;;
 	esac
@@ -59,9 +62,13 @@ slog=$logdir/server.log clog=$logdir/client.log
 : >"$slog"; : >"$clog"
 
 mapfile -t penv < <(uroce_prog_env)
-spid=
+spid='' cpids=()
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
+	local p
+	for p in "${cpids[@]}"; do
+		kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
 	if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then
 		# timeout(1) passes the signal on, and SIGKILLs after -k.
 		kill -TERM "$spid" 2>/dev/null
@@ -76,6 +83,9 @@ fail() {
 	printf 'FAIL: %s\n' "$*"
 	uroce_print_log "server: ${scmd[*]}" "$slog"
 	uroce_print_log "client: ${ccmd[*]}" "$clog"
+	for ((i = 2; i <= nclients; i++)); do
+		uroce_print_log "client$i" "$logdir/client$i.log"
+	done
 	exit 1
 }
 
@@ -105,8 +115,23 @@ esac
 left=$((start + tmo - $(date +%s)))
 ((left > 0)) || left=1
 uroce_say "client: ${penv[*]} ${ccmd[*]}"
+# clients 2..N in the background, client 1 here
+sides=(server client)
+for ((i = 2; i <= nclients; i++)); do
+	timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" \
+		>"$logdir/client$i.log" 2>&1 &
+	cpids+=($!)
+	sides+=("client$i")
+done
 timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
+for ((i = 0; i < ${#cpids[@]}; i++)); do
+	wait "${cpids[i]}"
+	rc=$?
+	cpids[i]=
+	((rc == 0)) || fail "client$((i + 2)): $(uroce_rc_text $rc)"
+done
+cpids=()
 wait "$spid"
 src=$?
 spid=
@@ -114,7 +139,7 @@ spid=
 ((crc == 0)) || fail "client: $(uroce_rc_text $crc)"
 ((src == 0)) || fail "server: $(uroce_rc_text $src)"
 
-for side in server client; do
+for side in "${sides[@]}"; do
 	log=$logdir/$side.log
 	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$log"); then
 		fail "$side printed an error:"$'\n'"$bad"
@@ -152,7 +177,7 @@ pingpong)
 	done
 	;;
 success)
-	for side in server client; do
+	for side in "${sides[@]}"; do
 		grep -qx success "$logdir/$side.log" ||
 			fail "$side did not report 'success'"
 	done
