@@ -56,6 +56,7 @@
 #define UROCE_MAX_MR_SIZE	(1ull << 40)
 #define UROCE_MAX_PD		(1u << 16)
 #define UROCE_MAX_RD_ATOMIC	128
+#define UROCE_MAX_SRQ		(1u << 16)
 #define UROCE_MAX_MSG_SIZE	(1u << 31)
 #define UROCE_VENDOR_ID		0x0000	/* none: a software device */
 #define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
@@ -111,6 +112,7 @@ enum uroce_counter {
 	UROCE_CNT_DROP_TOO_LONG,
 	UROCE_CNT_UC_MSG_DROPS,
 	UROCE_CNT_DUP_ATOMIC_LOST,
+	UROCE_CNT_XRC_BAD_SRQN,
 	UROCE_CNT_FAULT_DROPS,
 	UROCE_CNT_FAULT_DUPS,
 	UROCE_CNT_FAULT_DELAYS,
@@ -270,6 +272,10 @@ struct uroce_dev {
 	 * to read it */
 	struct uroce_mcast_grp *mcast;
 	uint32_t nmcast;
+	/* SRQ table (verbs/srq.c), indexed by srqn % UROCE_MAX_SRQ; made
+	 * at the first SRQ, so that XRC requests can name one */
+	struct uroce_srq **srq_tbl;
+	uint32_t next_srqn;
 
 	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
 	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
@@ -475,6 +481,7 @@ struct uroce_send_wqe {
 	struct ibv_mw_bind_info bind_info;
 	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
 	uint32_t ud_qpn, ud_qkey;
+	uint32_t xrc_srqn;		/* XRC INI: the SRQ it is sent to */
 	uint32_t num_sge;
 	struct ibv_sge *sge;		/* sq->sge + idx * max_sge */
 	uint8_t *inline_data;		/* sq->inline_buf + idx * max_inline; NULL if not inline */
@@ -519,12 +526,29 @@ struct uroce_rq {
 	uint32_t tail;			/* oldest posted, not consumed */
 };
 
+/* ---- XRC domain (verbs/xrc.c) ---- */
+struct uroce_xrcd_dom;		/* shared by handles on one file */
+
+struct uroce_xrcd {
+	struct ibv_xrcd ibxrcd;
+	struct uroce_xrcd_dom *dom;
+	_Atomic int refs;		/* XRC SRQs and TGT QPs made on it */
+};
+
+static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *xrcd)
+{
+	return container_of(xrcd, struct uroce_xrcd, ibxrcd);
+}
+
 /* ---- SRQ ---- */
 struct uroce_srq {
 	struct ibv_srq ibsrq;
 	struct uroce_dev *dev;
 	struct uroce_pd *pd;
 	struct uroce_rq rq;
+	uint32_t srqn;			/* ibv_get_srq_num */
+	struct uroce_xrcd *xrcd;	/* XRC SRQ: its domain, else NULL */
+	struct uroce_cq *cq;		/* XRC SRQ: its receives' CQ */
 	uint32_t limit;			/* armed SRQ limit, 0 = not armed */
 	_Atomic int refs;		/* QPs attached */
 	uint32_t async_events_reported;
@@ -577,6 +601,7 @@ struct uroce_resp_state {
 	uint64_t write_remaining;
 	uint64_t write_len;		/* RETH length of the current write */
 	uint32_t write_rkey;
+	uint32_t xrc_srqn;		/* XRC TGT: SRQ of the open message */
 	struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
 	uint32_t nres;
 	uint32_t res_next;
@@ -593,6 +618,7 @@ struct uroce_qp {
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
 	struct uroce_srq *srq;		/* receives come from here if set */
+	struct uroce_xrcd *xrcd;	/* XRC TGT: its domain */
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
@@ -632,6 +658,17 @@ static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
 static inline struct ibv_qp *uqp_ibqp(struct uroce_qp *qp)
 {
 	return &qp->ex.qp_base;
+}
+
+static inline bool uroce_qp_is_xrc(const struct uroce_qp *qp)
+{
+	return qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV;
+}
+
+/* acknowledged (RC rules): RC and both XRC halves */
+static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
+{
+	return qp->type == IBV_QPT_RC || uroce_qp_is_xrc(qp);
 }
 
 /* ---- cross-file prototypes, grouped by defining file ---- */
@@ -708,6 +745,19 @@ static inline struct uroce_rq *uroce_qp_rq(struct uroce_qp *qp)
 }
 /* a receive WQE was consumed from the SRQ: raise the limit event */
 void uroce_srq_consumed(struct uroce_srq *srq);
+/* the SRQ numbered srqn, or NULL; dev->lock held */
+struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn);
+
+/* verbs/xrc.c: XRC domains, reached through struct verbs_context */
+struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *ctx,
+				 struct ibv_xrcd_init_attr *attr);
+int uroce_close_xrcd(struct ibv_xrcd *xrcd);
+int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+static inline bool uroce_xrcd_same(const struct uroce_xrcd *a,
+				   const struct uroce_xrcd *b)
+{
+	return a && b && a->dom == b->dom;
+}
 
 /* verbs/mw.c */
 struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
@@ -804,6 +854,17 @@ int uroce_sge_iov(const struct ibv_sge *sge, uint32_t n, uint64_t off,
 
 /* engine/resp.c */
 void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
+/* answer the request at psn with an invalid request NAK and move the
+ * QP to the error state (IBA 9.7.5.2.2, class C) */
+void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn);
+
+/* engine/xrc.c: dev->lock held */
+/* send a packet of an XRC QP: hdr is built as RC's, this makes it XRC's
+ * (opcode | 0xa0, an XRCETH after the BTH of a request) */
+int uroce_xrc_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
+		   const struct iovec *payload, int npayload, uint32_t paylen);
+/* a packet for an XRC QP: responses to INI QPs, requests to TGT QPs */
+void uroce_xrc_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 
 /* engine/comp.c */
 /* report acknowledged WQEs at the SQ tail, in order; one that failed

@@ -55,6 +55,9 @@ static uint32_t transport_mask(enum ibv_qp_type type)
 		return UROCE_M_UC;
 	case IBV_QPT_UD:
 		return UROCE_M_UD;
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		return UROCE_M_XRC;
 	default:
 		return 0;
 	}
@@ -155,7 +158,9 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		qp->comm_est = true;
 		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 	}
-	if (pkt.mask & UROCE_M_REQ)
+	if (uroce_qp_is_xrc(qp))
+		uroce_xrc_rx(qp, &pkt);
+	else if (pkt.mask & UROCE_M_REQ)
 		uroce_resp_rx(qp, &pkt);
 	else
 		uroce_comp_rx(qp, &pkt);

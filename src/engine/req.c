@@ -216,7 +216,7 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	if (inflight && inflight + npkts > cur_window(qp))
 		return true;
 	/* resending what was sent before takes no new room */
-	if (qp->type != IBV_QPT_RC || !dev->inflight ||
+	if (!uroce_qp_reliable(qp) || !dev->inflight ||
 	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts),
 			  qp->req.psn_max) <= 0 ||
 	    dev->inflight + npkts <= dev_window(dev))
@@ -249,7 +249,7 @@ void uroce_req_release(struct uroce_qp *qp)
 	uint32_t held;
 
 	unblock(qp);
-	if (qp->type != IBV_QPT_RC)
+	if (!uroce_qp_reliable(qp))
 		return;
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
 	dev->inflight = dev->inflight > held ? dev->inflight - held : 0;
@@ -432,7 +432,7 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	/* ask for an ACK at message ends, every few packets, and on the
 	 * packet that fills the window: otherwise a small window could wait
 	 * for an ACK nobody was asked for */
-	ackreq = qp->type == IBV_QPT_RC &&
+	ackreq = uroce_qp_reliable(qp) &&
 		 (last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
 		  window_full(qp, 2));
 	se = last && (wqe->send_flags & IBV_SEND_SOLICITED) &&
@@ -560,7 +560,7 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (!sent)
 			break;
 		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0) {
-			if (qp->type == IBV_QPT_RC)
+			if (uroce_qp_reliable(qp))
 				qp->dev->inflight += (qp->req.psn -
 						      qp->req.psn_max) &
 						     UROCE_PSN_MASK;

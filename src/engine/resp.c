@@ -463,7 +463,7 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (!mr)
 		return RESP_ERR_ACCESS;
 	p = (uint64_t *)uroce_mr_ptr(mr, va);
-	if (pkt->opcode == UROCE_OP_RC_CMP_SWAP) {
+	if (uroce_op_rc(pkt->opcode) == UROCE_OP_RC_CMP_SWAP) {
 		orig = atmeth_comp(ath);
 		__atomic_compare_exchange_n(p, &orig, atmeth_swap_add(ath), false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -590,6 +590,11 @@ static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
 	else
 		ev.event_type = IBV_EVENT_QP_FATAL;
 	uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
+}
+
+void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn)
+{
+	nak_and_fail(qp, psn, UROCE_NAK_INVALID_REQ, UROCE_CNT_TX_NAK_INV);
 }
 
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -40,6 +40,7 @@ const char *const uroce_counter_name[UROCE_CNT_NUM] = {
 	[UROCE_CNT_DROP_TOO_LONG] = "drop_too_long",
 	[UROCE_CNT_UC_MSG_DROPS] = "uc_msg_drops",
 	[UROCE_CNT_DUP_ATOMIC_LOST] = "dup_atomic_lost",
+	[UROCE_CNT_XRC_BAD_SRQN] = "xrc_bad_srqn",
 	[UROCE_CNT_FAULT_DROPS] = "fault_drops",
 	[UROCE_CNT_FAULT_DUPS] = "fault_dups",
 	[UROCE_CNT_FAULT_DELAYS] = "fault_delays",

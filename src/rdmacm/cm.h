@@ -80,7 +80,9 @@ struct cm_msg {
 	uint32_t qkey, qpn, psn;
 	uint8_t resp_res, init_depth;
 	uint8_t remote_resp_to, local_resp_to;	/* CM response timeouts */
-	uint8_t qp_type;		/* REQ transport: 0 RC, 1 UC */
+	uint8_t qp_type;		/* REQ transport: 0 RC, 1 UC, 3 XRC */
+	uint8_t ext_transport;		/* REQ, with qp_type 3: 1 = XRC */
+	uint32_t eecn;			/* REP local EECN: XRC TGT QPN */
 	uint8_t flow_ctrl, retry_cnt, rnr_retry, max_cm_retries, srq;
 	uint8_t mtu;
 	uint8_t ack_timeout;		/* REQ primary local ACK timeout */
@@ -192,6 +194,7 @@ struct cm_global {
 	struct ibv_context *ctx;	/* the CM's own: PD, CQ, QP1 */
 	struct ibv_context *app_ctx;	/* handed out as id->verbs */
 	struct ibv_pd *pd, *app_pd;
+	struct ibv_xrcd *xrcd;		/* XRC ids' domain (ep.c) */
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	struct ibv_qp *gsi;

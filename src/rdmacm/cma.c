@@ -954,7 +954,12 @@ out:
 static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 {
 	enum ibv_qp_state want = a->qp_state;
-	bool ud = ci->id.qp_type == IBV_QPT_UD;
+	enum ibv_qp_type type = ci->id.qp_type;
+	bool ud = type == IBV_QPT_UD;
+	/* which halves of RC the QP has (the kernel's cm_init_qp_*_attr):
+	 * an XRC INI QP only sends, an XRC TGT QP only responds */
+	bool requester = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+	bool responder = type == IBV_QPT_RC || type == IBV_QPT_XRC_RECV;
 
 	memset(a, 0, sizeof(*a));
 	a->qp_state = want;
@@ -968,7 +973,7 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 			*mask |= IBV_QP_QKEY;
 		} else {
 			a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-			if (ci->id.qp_type == IBV_QPT_RC)
+			if (type != IBV_QPT_UC)
 				a->qp_access_flags |= IBV_ACCESS_REMOTE_READ |
 						      IBV_ACCESS_REMOTE_ATOMIC;
 			*mask |= IBV_QP_ACCESS_FLAGS;
@@ -991,7 +996,7 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.grh.traffic_class = ci->tos;
 		*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			 IBV_QP_RQ_PSN;
-		if (ci->id.qp_type == IBV_QPT_RC) {
+		if (responder) {
 			a->max_dest_rd_atomic = ci->resp_res;
 			a->min_rnr_timer = 12;
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -1000,7 +1005,11 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 	case IBV_QPS_RTS:
 		a->sq_psn = ud ? 0 : ci->local_psn;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (ci->id.qp_type == IBV_QPT_RC) {
+		if (type == IBV_QPT_XRC_RECV) {
+			a->timeout = ci->ack_timeout;
+			*mask |= IBV_QP_TIMEOUT;
+		}
+		if (requester) {
 			a->timeout = ci->ack_timeout;
 			a->retry_cnt = ci->retry_cnt;
 			a->rnr_retry = ci->peer_rnr_retry;

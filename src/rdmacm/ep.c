@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,10 @@ static struct ibv_context *id_verbs(struct rdma_cm_id *id)
 
 static void destroy_cqs(struct rdma_cm_id *id)
 {
-	if (!to_cid(id)->own_cqs)
+	/* an XRC SRQ completes on the id's receive CQ: it goes with the
+	 * SRQ (rdma_destroy_srq), not with the QP */
+	if (!to_cid(id)->own_cqs ||
+	    (id->qp_type == IBV_QPT_XRC_RECV && id->srq))
 		return;
 	if (id->recv_cq && id->recv_cq != id->send_cq)
 		ibv_destroy_cq(id->recv_cq);
@@ -34,6 +38,23 @@ static void destroy_cqs(struct rdma_cm_id *id)
 	id->recv_cq = id->send_cq = NULL;
 	id->recv_cq_channel = id->send_cq_channel = NULL;
 	to_cid(id)->own_cqs = false;
+}
+
+/* The XRC domain of XRC ids without one of their own, as librdmacm keeps
+ * one per device (a private one: fd -1). */
+static struct ibv_xrcd *get_xrcd(struct rdma_cm_id *id)
+{
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+
+	pthread_mutex_lock(&cm.lock);
+	if (!cm.xrcd)
+		cm.xrcd = ibv_open_xrcd(id_verbs(id), &attr);
+	pthread_mutex_unlock(&cm.lock);
+	return cm.xrcd;
 }
 
 static int make_cq(struct rdma_cm_id *id, int n, struct ibv_cq **cq,
@@ -101,6 +122,13 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
 	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
 		return cm_set_errno(EINVAL);
+	if (id->qp_type == IBV_QPT_XRC_RECV &&
+	    (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		attr->xrcd = get_xrcd(id);
+		if (!attr->xrcd)
+			return -1;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
 	if (create_cqs(id, attr->send_cq || id->send_cq ? 0 :
 			   (int)attr->cap.max_send_wr,
 		       attr->recv_cq || id->recv_cq ? 0 :
@@ -178,8 +206,22 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 		attr->pd = id->pd ? id->pd : cm.app_pd;
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 	}
-	if (attr->srq_type == IBV_SRQT_XRC)
-		return cm_set_errno(EOPNOTSUPP);
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		/* the id's domain and receive CQ, unless given */
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		    !attr->xrcd) {
+			attr->xrcd = get_xrcd(id);
+			if (!attr->xrcd)
+				return -1;
+		}
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+			if (create_cqs(id, 0, (int)attr->attr.max_wr))
+				return -1;
+			attr->cq = id->recv_cq;
+		}
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD |
+				   IBV_SRQ_INIT_ATTR_CQ;
+	}
 	srq = ibv_create_srq_ex(id_verbs(id), attr);
 	if (!srq)
 		return -1;

@@ -138,6 +138,7 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 		m->rnr_retry = get8(mad, 50) & 7;
 		m->max_cm_retries = get8(mad, 51) >> 4;
 		m->srq = (get8(mad, 51) >> 3) & 1;
+		m->ext_transport = get8(mad, 51) & 7;
 		memcpy(m->sgid.raw, mad + D(56), 16);
 		memcpy(m->dgid.raw, mad + D(72), 16);
 		m->tclass = get8(mad, 92);
@@ -161,6 +162,7 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 		m->remote_id = get32(mad, 4);
 		m->qkey = get32(mad, 8);
 		m->qpn = get24(mad, 12);
+		m->eecn = get24(mad, 16);
 		m->psn = get24(mad, 20);
 		m->resp_res = get8(mad, 24);
 		m->init_depth = get8(mad, 25);
@@ -227,7 +229,8 @@ void cm_mad_build(uint8_t *mad, const struct cm_msg *m)
 		put16(mad, 48, 0xffff);			/* P_Key */
 		put8(mad, 50, (uint8_t)(m->mtu << 4 | (m->rnr_retry & 7)));
 		put8(mad, 51, (uint8_t)(m->max_cm_retries << 4 |
-					(m->srq & 1) << 3));
+					(m->srq & 1) << 3 |
+					(m->ext_transport & 7)));
 		put16(mad, 52, 0xffff);			/* permissive LIDs */
 		put16(mad, 54, 0xffff);
 		memcpy(mad + D(56), m->sgid.raw, 16);
@@ -254,6 +257,7 @@ void cm_mad_build(uint8_t *mad, const struct cm_msg *m)
 		put32(mad, 4, m->remote_id);
 		put32(mad, 8, m->qkey);
 		put24(mad, 12, m->qpn, 0);
+		put24(mad, 16, m->eecn, 0);
 		put24(mad, 20, m->psn, 0);
 		put8(mad, 24, m->resp_res);
 		put8(mad, 25, m->init_depth);

@@ -193,6 +193,16 @@ int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = CM_REQ_PDATA,
 	};
 
+	if (id->id.qp_type == IBV_QPT_XRC_SEND) {
+		/* IBA 12.6.5 / the kernel's cm_format_req: transport 3,
+		 * extended transport 1, and no responder side to describe */
+		m.qp_type = 3;
+		m.ext_transport = 1;
+		m.resp_res = 0;
+		m.retry_cnt = 0;
+		m.rnr_retry = 0;
+		m.srq = 0;
+	}
 	id->local_id = new_comm_id();
 	id->tid = new_tid(id->local_id);
 	m.local_id = id->local_id;
@@ -225,6 +235,15 @@ int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = len,
 	};
 
+	if (id->id.qp_type == IBV_QPT_XRC_RECV) {
+		/* an XRC TGT QP goes in the EECN field, with SRQ set and no
+		 * initiator side (the kernel's cm_format_rep) */
+		m.eecn = m.qpn;
+		m.qpn = 0;
+		m.srq = 1;
+		m.init_depth = 0;
+		m.flow_ctrl = 0;
+	}
 	cm_mad_build(id->mad, &m);
 	id->state = CM_REP_SENT;
 	return send_armed(id, id->peer_resp_to, id->peer_max_retries);
@@ -344,7 +363,10 @@ static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		c->retry_count = m->retry_cnt;
 		c->rnr_retry_count = m->rnr_retry;
 		c->srq = m->srq;
-		c->qp_num = m->qpn;
+		/* an XRC TGT QP answers in the REP's EECN field */
+		c->qp_num = m->attr == CM_ATTR_REP &&
+			    id->id.qp_type == IBV_QPT_XRC_SEND ?
+			    m->eecn : m->qpn;
 	}
 	cm_event_queue(e);
 }
@@ -469,7 +491,7 @@ static void send_mra(struct cm_id *id)
  * new id, reported as CONNECT_REQUEST on the listener's channel. */
 static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 {
-	bool sidr = m->attr == CM_ATTR_SIDR_REQ;
+	bool sidr = m->attr == CM_ATTR_SIDR_REQ, xrc;
 	struct sockaddr_storage src, dst;
 	struct cm_id *lid, *id, *dup;
 	struct cm_event *e;
@@ -508,9 +530,12 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 			reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}
-	/* the port space decides the transport (kernel cma_check_req_qp_type) */
+	/* the port space decides the transport (kernel cma_check_req_qp_type);
+	 * an XRC REQ needs an XRC listener, and only XRC REQs reach one */
+	xrc = !sidr && m->qp_type == 3 && m->ext_transport == 1;
 	if ((sidr && ps == RDMA_PS_TCP) || (!sidr && ps == RDMA_PS_UDP) ||
-	    (!sidr && m->qp_type > 1)) {
+	    (!sidr && m->qp_type > 1 && !xrc) ||
+	    (!sidr && xrc != (lid->id.qp_type == IBV_QPT_XRC_RECV))) {
 		if (sidr)
 			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
 		else
@@ -520,7 +545,7 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 
 	ch = lid->sync ? cm_chan_new(true) : to_chan(lid->id.channel);
 	id = ch ? cm_id_alloc(ch, lid->id.context, lid->id.ps,
-			      sidr ? IBV_QPT_UD :
+			      sidr ? IBV_QPT_UD : xrc ? IBV_QPT_XRC_RECV :
 			      m->qp_type == 1 ? IBV_QPT_UC : IBV_QPT_RC) : NULL;
 	if (!id) {
 		if (sidr)
@@ -679,7 +704,8 @@ static void handle_rep(const struct cm_msg *m)
 	}
 	id->mad_pending = false;
 	id->remote_id = m->local_id;
-	id->remote_qpn = m->qpn;
+	/* an XRC TGT QP answers in the EECN field */
+	id->remote_qpn = id->id.qp_type == IBV_QPT_XRC_SEND ? m->eecn : m->qpn;
 	id->remote_psn = m->psn;
 	id->resp_res = m->init_depth;
 	id->init_depth = m->resp_res;

@@ -314,6 +314,9 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	vctx->create_qp_ex = uroce_create_qp_ex;
 	vctx->create_cq_ex = uroce_create_cq_ex;
 	vctx->create_srq_ex = uroce_create_srq_ex;
+	vctx->open_xrcd = uroce_open_xrcd;
+	vctx->close_xrcd = uroce_close_xrcd;
+	vctx->get_srq_num = uroce_get_srq_num;
 	return ctx;
 
 err_free:
@@ -355,6 +358,7 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 			      IBV_DEVICE_MEM_WINDOW |
 			      IBV_DEVICE_MEM_WINDOW_TYPE_2B |
 			      IBV_DEVICE_SHUTDOWN_PORT |
+			      IBV_DEVICE_XRC |
 			      IBV_DEVICE_SYS_IMAGE_GUID;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;

@@ -132,6 +132,7 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 {
 	const struct qp_transition *t;
 	int attrs = mask & ~IBV_QP_STATE;
+	int req, opt;
 
 	if (cur >= QPS_NUM || next >= QPS_NUM)
 		return false;
@@ -146,9 +147,19 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 		t = &rc_table[cur][next];
 	if (!t->valid)
 		return false;
-	if ((attrs & t->req) != t->req)
+	req = t->req;
+	opt = t->opt;
+	/* XRC (the kernel's qp_state_table): an INI QP has no responder,
+	 * a TGT QP no requester to retry with */
+	if (type == IBV_QPT_XRC_SEND && cur == IBV_QPS_INIT &&
+	    next == IBV_QPS_RTR)
+		req &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR &&
+	    next == IBV_QPS_RTS)
+		req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+	if ((attrs & req) != req)
 		return false;
-	return (attrs & ~(t->req | t->opt)) == 0;
+	return (attrs & ~(req | opt)) == 0;
 }
 
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
@@ -185,7 +196,12 @@ static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 
 	sq->max_wr = cap->max_send_wr ? cap->max_send_wr : 1;
 	sq->max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
+	/* as rxe: a WQE's SGE space holds inline data too, so a QP takes
+	 * at least max_send_sge * 16 bytes inline (rdma_xclient sends 16
+	 * inline bytes on a QP that asked for none) */
 	sq->max_inline = cap->max_inline_data;
+	if (sq->max_inline < sq->max_sge * sizeof(struct ibv_sge))
+		sq->max_inline = sq->max_sge * (uint32_t)sizeof(struct ibv_sge);
 	/* one spare slot so head == tail means empty */
 	sq->size = roundup_pow2(sq->max_wr + 1);
 	rq->max_wr = cap->max_recv_wr ? cap->max_recv_wr : 1;
@@ -249,6 +265,43 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 			    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
 			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
+/*
+ * What each QP type needs at creation: a PD and both CQs, except an XRC
+ * INI QP (no receive side: a PD and a send CQ) and an XRC TGT QP (only an
+ * XRC domain; the SRQ each request names gives PD and CQ).
+ */
+static int check_init(struct ibv_qp_init_attr_ex *attr)
+{
+	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	bool has_pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) && attr->pd;
+
+	if (attr->comp_mask & ~known)
+		return EINVAL;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    (attr->create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
+		return EOPNOTSUPP;
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		if (!has_pd || !attr->send_cq || !attr->recv_cq)
+			return EINVAL;
+		return 0;
+	case IBV_QPT_XRC_SEND:
+		if (!has_pd || !attr->send_cq)
+			return EINVAL;
+		return 0;
+	case IBV_QPT_XRC_RECV:
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)
+			return EINVAL;
+		return 0;
+	default:
+		return EOPNOTSUPP;
+	}
+}
+
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 				  struct ibv_qp_init_attr_ex *attr)
 {
@@ -257,23 +310,17 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	struct ibv_qp *ibqp;
 	int err;
 
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
-	    !attr->send_cq || !attr->recv_cq ||
-	    (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
-				 IBV_QP_INIT_ATTR_CREATE_FLAGS |
-				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))) {
-		errno = EINVAL;
+	err = check_init(attr);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
-	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
-	    (attr->create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD) {
-		errno = EOPNOTSUPP;
-		return NULL;
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		/* a TGT QP has neither send nor receive queue of its own */
+		memset(&attr->cap, 0, sizeof(attr->cap));
+	} else if (attr->qp_type == IBV_QPT_XRC_SEND) {
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
 	}
 	if (attr->cap.max_send_wr > UROCE_MAX_QP_WR ||
 	    attr->cap.max_recv_wr > UROCE_MAX_QP_WR ||
@@ -295,15 +342,22 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 		return NULL;
 	}
 	qp->dev = dev;
-	qp->pd = to_upd(attr->pd);
-	qp->scq = to_ucq(attr->send_cq);
-	qp->rcq = to_ucq(attr->recv_cq);
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->block_self_mcast =
 		(attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 		(attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
-	if (attr->srq) {
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		qp->xrcd = to_uxrcd(attr->xrcd);
+	} else {
+		qp->pd = to_upd(attr->pd);
+		qp->scq = to_ucq(attr->send_cq);
+	}
+	if (qp->type != IBV_QPT_XRC_RECV && qp->type != IBV_QPT_XRC_SEND) {
+		qp->rcq = to_ucq(attr->recv_cq);
+		qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
+	}
+	if (qp->srq) {
 		qp->srq = to_usrq(attr->srq);
 		attr->cap.max_recv_wr = 0;
 		attr->cap.max_recv_sge = 0;
@@ -311,11 +365,17 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	err = alloc_queues(qp, &attr->cap);
 	if (err)
 		goto err_free;
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		memset(&attr->cap, 0, sizeof(attr->cap));
+	} else if (qp->type == IBV_QPT_XRC_SEND) {
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
+	}
 
 	ibqp = uqp_ibqp(qp);
 	ibqp->context = ctx;
 	ibqp->qp_context = attr->qp_context;
-	ibqp->pd = attr->pd;
+	ibqp->pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL;
 	ibqp->send_cq = attr->send_cq;
 	ibqp->recv_cq = attr->recv_cq;
 	ibqp->srq = attr->srq;
@@ -346,11 +406,16 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	if (err)
 		goto err_free;
 	ibqp->handle = ibqp->qp_num;
-	atomic_fetch_add(&qp->pd->refs, 1);
-	atomic_fetch_add(&qp->scq->refs, 1);
-	atomic_fetch_add(&qp->rcq->refs, 1);
+	if (qp->pd)
+		atomic_fetch_add(&qp->pd->refs, 1);
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->refs, 1);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->refs, 1);
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->refs, 1);
+	if (qp->xrcd)
+		atomic_fetch_add(&qp->xrcd->refs, 1);
 	return ibqp;
 
 err_free:
@@ -695,11 +760,16 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_events_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
-	atomic_fetch_sub(&qp->pd->refs, 1);
-	atomic_fetch_sub(&qp->scq->refs, 1);
-	atomic_fetch_sub(&qp->rcq->refs, 1);
+	if (qp->pd)
+		atomic_fetch_sub(&qp->pd->refs, 1);
+	if (qp->scq)
+		atomic_fetch_sub(&qp->scq->refs, 1);
+	if (qp->rcq)
+		atomic_fetch_sub(&qp->rcq->refs, 1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->refs, 1);
+	if (qp->xrcd)
+		atomic_fetch_sub(&qp->xrcd->refs, 1);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	free_queues(qp);
@@ -722,6 +792,8 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	if ((int)op == UROCE_WR_FLUSH)
 		return type == IBV_QPT_RC;
+	if (type == IBV_QPT_XRC_RECV)
+		return false;	/* a TGT QP sends nothing of its own */
 	if (type == IBV_QPT_UD)
 		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 	if (type == IBV_QPT_UC)
@@ -873,6 +945,8 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 		wqe->remote_addr = wr->wr.rdma.remote_addr;
 		wqe->rkey = wr->wr.rdma.rkey;
 	}
+	if (qp->type == IBV_QPT_XRC_SEND)
+		wqe->xrc_srqn = wr->qp_type.xrc.remote_srqn & UROCE_QPN_MASK;
 	if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge &&
 	    wr->opcode != IBV_WR_RDMA_READ &&
 	    wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
@@ -949,14 +1023,16 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	int err = 0;
 
 	pthread_mutex_lock(&qp->dev->lock);
-	if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq) {
+	if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq ||
+	    uroce_qp_is_xrc(qp)) {
 		err = EINVAL;
 		if (bad_wr)
 			*bad_wr = wr;
 	} else {
 		err = uroce_rq_post(rq, wr, bad_wr);
 	}
-	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq)
+	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq &&
+	    !uroce_qp_is_xrc(qp))
 		flush_rq(qp);
 	uroce_dev_unlock(qp->dev);
 	return err;

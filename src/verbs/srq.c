@@ -17,21 +17,73 @@ static uint32_t pow2_above(uint32_t v)
 	return p;
 }
 
+struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn)
+{
+	struct uroce_srq *srq;
+
+	if (!dev->srq_tbl)
+		return NULL;
+	srq = dev->srq_tbl[srqn % UROCE_MAX_SRQ];
+	return srq && srq->srqn == srqn ? srq : NULL;
+}
+
+/* Give srq a number and a table slot; dev->lock held.  Numbers run from
+ * 1 through 24 bits, so a stale one is not reused soon. */
+static int insert_srq(struct uroce_dev *dev, struct uroce_srq *srq)
+{
+	uint32_t i, n;
+
+	if (!dev->srq_tbl) {
+		dev->srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->srq_tbl));
+		if (!dev->srq_tbl)
+			return ENOMEM;
+	}
+	for (i = 0; i < UROCE_MAX_SRQ; i++) {
+		n = dev->next_srqn;
+		dev->next_srqn = (n + 1) & UROCE_QPN_MASK;
+		if (!n || dev->srq_tbl[n % UROCE_MAX_SRQ])
+			continue;
+		dev->srq_tbl[n % UROCE_MAX_SRQ] = srq;
+		srq->srqn = n;
+		return 0;
+	}
+	return ENOMEM;
+}
+
+/* ibv_srq_init_attr_ex: a basic SRQ needs a PD; an XRC SRQ (IBA 11.2.x)
+ * also an XRC domain and the CQ its receives complete on */
+static int check_init(struct ibv_srq_init_attr_ex *attr)
+{
+	const uint32_t known = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+		   attr->srq_type == IBV_SRQT_XRC;
+
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    (attr->comp_mask & ~known))
+		return EINVAL;
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+	    attr->srq_type != IBV_SRQT_BASIC && !xrc)
+		return EOPNOTSUPP;
+	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		    !attr->xrcd || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
+		    !attr->cq))
+		return EINVAL;
+	return 0;
+}
+
 struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx,
 				    struct ibv_srq_init_attr_ex *attr)
 {
+	struct uroce_dev *dev = ctx_dev(ctx);
 	struct uroce_srq *srq;
 	struct uroce_rq *rq;
 	uint32_t i;
+	int err;
 
-	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
-	    (attr->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE))) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    attr->srq_type != IBV_SRQT_BASIC) {
-		errno = EOPNOTSUPP;
+	err = check_init(attr);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 	if (!attr->attr.max_wr || attr->attr.max_wr > UROCE_MAX_SRQ_WR ||
@@ -60,8 +112,23 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx,
 	}
 	for (i = 0; i < rq->size; i++)
 		rq->wqe[i].sge = rq->sge + (size_t)i * rq->max_sge;
-	srq->dev = ctx_dev(ctx);
+	srq->dev = dev;
 	srq->pd = to_upd(attr->pd);
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+	    attr->srq_type == IBV_SRQT_XRC) {
+		srq->xrcd = to_uxrcd(attr->xrcd);
+		srq->cq = to_ucq(attr->cq);
+	}
+	pthread_mutex_lock(&dev->lock);
+	err = insert_srq(dev, srq);
+	uroce_dev_unlock(dev);
+	if (err) {
+		free(rq->wqe);
+		free(rq->sge);
+		free(srq);
+		errno = err;
+		return NULL;
+	}
 	srq->limit = attr->attr.srq_limit;
 	srq->ibsrq.context = ctx;
 	srq->ibsrq.srq_context = attr->srq_context;
@@ -71,6 +138,10 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx,
 	attr->attr.max_wr = rq->max_wr;
 	attr->attr.max_sge = rq->max_sge;
 	atomic_fetch_add(&srq->pd->refs, 1);
+	if (srq->xrcd) {
+		atomic_fetch_add(&srq->xrcd->refs, 1);
+		atomic_fetch_add(&srq->cq->refs, 1);
+	}
 	return &srq->ibsrq;
 }
 
@@ -135,12 +206,20 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 
 	if (atomic_load(&srq->refs))
 		return EBUSY;
+	/* out of the table first: no XRC request can reach it after this */
+	pthread_mutex_lock(&srq->dev->lock);
+	srq->dev->srq_tbl[srq->srqn % UROCE_MAX_SRQ] = NULL;
+	uroce_dev_unlock(srq->dev);
 	uroce_async_purge(to_uctx(ibsrq->context), ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);
 	while (ibsrq->events_completed != srq->async_events_reported)
 		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
 	pthread_mutex_unlock(&ibsrq->mutex);
 	atomic_fetch_sub(&srq->pd->refs, 1);
+	if (srq->xrcd) {
+		atomic_fetch_sub(&srq->xrcd->refs, 1);
+		atomic_fetch_sub(&srq->cq->refs, 1);
+	}
 	free(srq->rq.wqe);
 	free(srq->rq.sge);
 	free(srq);

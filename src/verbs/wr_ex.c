@@ -271,7 +271,16 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 {
-	wr_unsupported(q);
+	struct uroce_qp *qp = ex_qp(q);
+	struct uroce_send_wqe *wqe = cur_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (qp->type != IBV_QPT_XRC_SEND) {
+		qp->sq.ex_err = EINVAL;
+		return;
+	}
+	wqe->xrc_srqn = srqn & UROCE_QPN_MASK;
 }
 
 static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,

@@ -17,6 +17,7 @@
 #define IETH	UROCE_IETH_LEN
 #define DETH	UROCE_DETH_LEN
 #define FETH	UROCE_FETH_LEN
+#define XRCETH	UROCE_XRCETH_LEN
 
 #define M(x)	UROCE_M_##x
 #define H(x)	UROCE_HDR_##x
@@ -290,6 +291,177 @@ const struct uroce_opcode_info uroce_opcode[256] = {
 		.length	= BTH + DETH + IMMDT,
 		.offset	= { [H(DETH)] = BTH, [H(IMMDT)] = BTH + DETH,
 			    [H(PAYLOAD)] = BTH + DETH + IMMDT },
+	},
+
+	/* ---- XRC (IBA 9.2, 9.3.7): RC's opcodes | 0xa0; every request
+	 * carries an XRCETH right after the BTH, responses are RC's ---- */
+	[0xa0] = {
+		.name	= "XRC_SEND_FIRST",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(FIRST) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa1] = {
+		.name	= "XRC_SEND_MIDDLE",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(MIDDLE) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa2] = {
+		.name	= "XRC_SEND_LAST",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(LAST) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa3] = {
+		.name	= "XRC_SEND_LAST_IMM",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(LAST) | M(XRCETH) |
+			  M(IMMDT) | M(PAYLOAD),
+		.length	= BTH + XRCETH + IMMDT,
+		.offset	= { [H(XRCETH)] = BTH, [H(IMMDT)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + IMMDT },
+	},
+	[0xa4] = {
+		.name	= "XRC_SEND_ONLY",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(ONLY) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa5] = {
+		.name	= "XRC_SEND_ONLY_IMM",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(ONLY) | M(XRCETH) |
+			  M(IMMDT) | M(PAYLOAD),
+		.length	= BTH + XRCETH + IMMDT,
+		.offset	= { [H(XRCETH)] = BTH, [H(IMMDT)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + IMMDT },
+	},
+	[0xa6] = {
+		.name	= "XRC_WRITE_FIRST",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(FIRST) | M(XRCETH) |
+			  M(RETH) | M(PAYLOAD),
+		.length	= BTH + XRCETH + RETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(RETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + RETH },
+	},
+	[0xa7] = {
+		.name	= "XRC_WRITE_MIDDLE",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(MIDDLE) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa8] = {
+		.name	= "XRC_WRITE_LAST",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(LAST) | M(XRCETH) |
+			  M(PAYLOAD),
+		.length	= BTH + XRCETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(PAYLOAD)] = BTH + XRCETH },
+	},
+	[0xa9] = {
+		.name	= "XRC_WRITE_LAST_IMM",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(LAST) | M(XRCETH) |
+			  M(IMMDT) | M(PAYLOAD),
+		.length	= BTH + XRCETH + IMMDT,
+		.offset	= { [H(XRCETH)] = BTH, [H(IMMDT)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + IMMDT },
+	},
+	[0xaa] = {
+		.name	= "XRC_WRITE_ONLY",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(ONLY) | M(XRCETH) |
+			  M(RETH) | M(PAYLOAD),
+		.length	= BTH + XRCETH + RETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(RETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + RETH },
+	},
+	[0xab] = {
+		.name	= "XRC_WRITE_ONLY_IMM",
+		.mask	= M(XRC) | M(REQ) | M(WRITE) | M(ONLY) | M(XRCETH) |
+			  M(RETH) | M(IMMDT) | M(PAYLOAD),
+		.length	= BTH + XRCETH + RETH + IMMDT,
+		.offset	= { [H(XRCETH)] = BTH, [H(RETH)] = BTH + XRCETH,
+			    [H(IMMDT)] = BTH + XRCETH + RETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + RETH + IMMDT },
+	},
+	[0xac] = {
+		.name	= "XRC_READ_REQUEST",
+		.mask	= M(XRC) | M(REQ) | M(READ) | M(ONLY) | M(XRCETH) |
+			  M(RETH),
+		.length	= BTH + XRCETH + RETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(RETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + RETH },
+	},
+	[0xad] = {
+		.name	= "XRC_READ_RESPONSE_FIRST",
+		.mask	= M(XRC) | M(READ) | M(FIRST) | M(AETH) | M(PAYLOAD),
+		.length	= BTH + AETH,
+		.offset	= { [H(AETH)] = BTH, [H(PAYLOAD)] = BTH + AETH },
+	},
+	[0xae] = {
+		.name	= "XRC_READ_RESPONSE_MIDDLE",
+		.mask	= M(XRC) | M(READ) | M(MIDDLE) | M(PAYLOAD),
+		.length	= BTH,
+		.offset	= { [H(PAYLOAD)] = BTH },
+	},
+	[0xaf] = {
+		.name	= "XRC_READ_RESPONSE_LAST",
+		.mask	= M(XRC) | M(READ) | M(LAST) | M(AETH) | M(PAYLOAD),
+		.length	= BTH + AETH,
+		.offset	= { [H(AETH)] = BTH, [H(PAYLOAD)] = BTH + AETH },
+	},
+	[0xb0] = {
+		.name	= "XRC_READ_RESPONSE_ONLY",
+		.mask	= M(XRC) | M(READ) | M(ONLY) | M(AETH) | M(PAYLOAD),
+		.length	= BTH + AETH,
+		.offset	= { [H(AETH)] = BTH, [H(PAYLOAD)] = BTH + AETH },
+	},
+	[0xb1] = {
+		.name	= "XRC_ACK",
+		.mask	= M(XRC) | M(ACK) | M(ONLY) | M(AETH),
+		.length	= BTH + AETH,
+		.offset	= { [H(AETH)] = BTH, [H(PAYLOAD)] = BTH + AETH },
+	},
+	[0xb2] = {
+		.name	= "XRC_ATOMIC_ACK",
+		.mask	= M(XRC) | M(ATOMIC) | M(ONLY) | M(AETH) | M(ATMACK),
+		.length	= BTH + AETH + ATMACK,
+		.offset	= { [H(AETH)] = BTH, [H(ATMACK)] = BTH + AETH,
+			    [H(PAYLOAD)] = BTH + AETH + ATMACK },
+	},
+	[0xb3] = {
+		.name	= "XRC_CMP_SWAP",
+		.mask	= M(XRC) | M(REQ) | M(ATOMIC) | M(ONLY) | M(XRCETH) |
+			  M(ATMETH),
+		.length	= BTH + XRCETH + ATMETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(ATMETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + ATMETH },
+	},
+	[0xb4] = {
+		.name	= "XRC_FETCH_ADD",
+		.mask	= M(XRC) | M(REQ) | M(ATOMIC) | M(ONLY) | M(XRCETH) |
+			  M(ATMETH),
+		.length	= BTH + XRCETH + ATMETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(ATMETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + ATMETH },
+	},
+	[0xb6] = {
+		.name	= "XRC_SEND_LAST_INV",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(LAST) | M(INV) |
+			  M(XRCETH) | M(IETH) | M(PAYLOAD),
+		.length	= BTH + XRCETH + IETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(IETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + IETH },
+	},
+	[0xb7] = {
+		.name	= "XRC_SEND_ONLY_INV",
+		.mask	= M(XRC) | M(REQ) | M(SEND) | M(ONLY) | M(INV) |
+			  M(XRCETH) | M(IETH) | M(PAYLOAD),
+		.length	= BTH + XRCETH + IETH,
+		.offset	= { [H(XRCETH)] = BTH, [H(IETH)] = BTH + XRCETH,
+			    [H(PAYLOAD)] = BTH + XRCETH + IETH },
 	},
 
 	/* RoCE v2 annex A17.9.3: BTH, 16 reserved bytes, ICRC */

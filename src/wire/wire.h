@@ -25,6 +25,7 @@
 #define UROCE_IETH_LEN		4
 #define UROCE_DETH_LEN		8
 #define UROCE_FETH_LEN		4
+#define UROCE_XRCETH_LEN	4
 #define UROCE_CNP_RSVD_LEN	16	/* reserved bytes after a CNP's BTH */
 #define UROCE_ICRC_LEN		4
 #define UROCE_MAX_HDR_LEN	64	/* BTH + the longest extension chain */
@@ -74,7 +75,16 @@ enum uroce_opcode {
 	UROCE_OP_UD_SEND_ONLY			= 0x64,
 	UROCE_OP_UD_SEND_ONLY_IMM		= 0x65,
 	UROCE_OP_CNP				= 0x81,
+	/* XRC (IBA 9.2, 0b101): each XRC opcode is the RC one | 0xa0 */
+	UROCE_OP_XRC_BASE			= 0xa0,
+	UROCE_OP_XRC_SEND_ONLY			= 0xa4,
+	UROCE_OP_XRC_WRITE_ONLY			= 0xaa,
+	UROCE_OP_XRC_READ_REQUEST		= 0xac,
+	UROCE_OP_XRC_ACK			= 0xb1,
 };
+
+/* the RC opcode an RC or XRC opcode mirrors (IBA 9.2: same low 5 bits) */
+static inline uint8_t uroce_op_rc(uint8_t op) { return op & 0x1f; }
 
 /* Which extension headers follow the BTH (index into uroce_opcode_info.offset). */
 enum uroce_hdr_type {
@@ -86,6 +96,7 @@ enum uroce_hdr_type {
 	UROCE_HDR_IMMDT,
 	UROCE_HDR_IETH,
 	UROCE_HDR_FETH,
+	UROCE_HDR_XRCETH,	/* XRC requests: right after the BTH */
 	UROCE_HDR_PAYLOAD,	/* offset of the payload */
 	UROCE_NUM_HDR_TYPES,
 };
@@ -100,6 +111,7 @@ enum uroce_op_mask {
 	UROCE_M_IMMDT		= 1u << UROCE_HDR_IMMDT,
 	UROCE_M_IETH		= 1u << UROCE_HDR_IETH,
 	UROCE_M_FETH		= 1u << UROCE_HDR_FETH,
+	UROCE_M_XRCETH		= 1u << UROCE_HDR_XRCETH,
 	UROCE_M_PAYLOAD		= 1u << UROCE_HDR_PAYLOAD,
 
 	UROCE_M_REQ		= 1u << 10,	/* a request (else a response) */
@@ -119,6 +131,7 @@ enum uroce_op_mask {
 	UROCE_M_UD		= 1u << 23,
 	UROCE_M_CNP		= 1u << 24,
 	UROCE_M_INV		= 1u << 25,	/* send with invalidate */
+	UROCE_M_XRC		= 1u << 26,
 };
 
 struct uroce_opcode_info {
@@ -287,6 +300,17 @@ static inline uint8_t feth_plt(const uint8_t *p) { return p[3] & 0xf; }
 static inline void feth_init(uint8_t *p, uint8_t sel, uint8_t plt)
 {
 	uroce_wr_be32(p, ((uint32_t)(sel & 3) << 4) | (plt & 0xf));
+}
+
+/* XRCETH (IBA 9.3.7): 8 reserved bits, then the XRC SRQ number */
+static inline uint32_t xrceth_srqn(const uint8_t *p)
+{
+	return uroce_rd_be24(p + 1);
+}
+static inline void xrceth_init(uint8_t *p, uint32_t srqn)
+{
+	p[0] = 0;
+	uroce_wr_be24(p + 1, srqn);
 }
 
 /* ---- ICRC (icrc.c) ---- */

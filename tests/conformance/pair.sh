@@ -4,18 +4,21 @@
 # Runs an unmodified client/server RDMA program as two processes on this
 # host over uroce, and checks that both succeeded.
 #
-#   pair.sh --kind pingpong|perftest --port TCP_PORT [--timeout SECONDS]
-#           [--client-host HOST] -- PROGRAM [ARGS...]
+#   pair.sh --kind pingpong|perftest|success --port TCP_PORT [--timeout SECONDS]
+#           [--client-host HOST] [--clients N] -- PROGRAM [ARGS...]
 #
 # The server runs "PROGRAM ARGS -p PORT", the client "PROGRAM ARGS -p PORT
 # HOST" (default 127.0.0.1, the out-of-band TCP exchange); the RDMA traffic
-# itself goes between the two processes' uroce devices.  Each process gets
+# itself goes between the two processes' uroce devices.  --clients N runs
+# N clients at once (the server must expect N, e.g. ibv_xsrq_pingpong -c N);
+# the checks below apply to each.  Each process gets
 # LD_LIBRARY_PATH=$UROCE_LIBDIR and nothing else.
 #
 # Checks:
 #   both  exit 0 within the timeout, and print none of UROCE_FAIL_RE;
 #   pingpong  both print "<size*iters*2> bytes in X seconds" and
 #             "<iters> iters in X seconds" (-s/-n read from ARGS);
+#   success   both print a line "success" (ibv_xsrq_pingpong's only report);
 #   perftest  the client prints a results table: a row of numbers under a
 #             "#bytes" header, not all zero; with -a, a row for 8388608
 #             (4096 for UD).
@@ -28,20 +31,21 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-kind='' port='' tmo=120 host=127.0.0.1
+kind='' port='' tmo=120 host=127.0.0.1 nclients=1
 while (($#)); do
 	case $1 in
 	--kind) kind=$2; shift 2 ;;
 	--port) port=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--client-host) host=$2; shift 2 ;;
+	--clients) nclients=$2; shift 2 ;;
 	--) shift; break ;;
 	*) uroce_die "pair.sh: unknown option $1" ;;
 	esac
 done
 (($# >= 1)) || uroce_die "pair.sh: no program given"
-[[ $kind == pingpong || $kind == perftest ]] ||
-	uroce_die "pair.sh: --kind must be pingpong or perftest"
+[[ $kind == pingpong || $kind == perftest || $kind == success ]] ||
+	uroce_die "pair.sh: --kind must be pingpong, perftest or success"
 [[ $port =~ ^[0-9]+$ ]] || uroce_die "pair.sh: --port needs a number"
 prog=$1; shift
 args=("$@")
@@ -58,9 +62,13 @@ slog=$logdir/server.log clog=$logdir/client.log
 : >"$slog"; : >"$clog"
 
 mapfile -t penv < <(uroce_prog_env)
-spid=
+spid='' cpids=()
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
+	local p
+	for p in "${cpids[@]}"; do
+		kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
 	if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then
 		# timeout(1) passes the signal on, and SIGKILLs after -k.
 		kill -TERM "$spid" 2>/dev/null
@@ -75,6 +83,9 @@ fail() {
 	printf 'FAIL: %s\n' "$*"
 	uroce_print_log "server: ${scmd[*]}" "$slog"
 	uroce_print_log "client: ${ccmd[*]}" "$clog"
+	for ((i = 2; i <= nclients; i++)); do
+		uroce_print_log "client$i" "$logdir/client$i.log"
+	done
 	exit 1
 }
 
@@ -104,8 +115,23 @@ esac
 left=$((start + tmo - $(date +%s)))
 ((left > 0)) || left=1
 uroce_say "client: ${penv[*]} ${ccmd[*]}"
+# clients 2..N in the background, client 1 here
+sides=(server client)
+for ((i = 2; i <= nclients; i++)); do
+	timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" \
+		>"$logdir/client$i.log" 2>&1 &
+	cpids+=($!)
+	sides+=("client$i")
+done
 timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
+for ((i = 0; i < ${#cpids[@]}; i++)); do
+	wait "${cpids[i]}"
+	rc=$?
+	cpids[i]=
+	((rc == 0)) || fail "client$((i + 2)): $(uroce_rc_text $rc)"
+done
+cpids=()
 wait "$spid"
 src=$?
 spid=
@@ -113,7 +139,7 @@ spid=
 ((crc == 0)) || fail "client: $(uroce_rc_text $crc)"
 ((src == 0)) || fail "server: $(uroce_rc_text $src)"
 
-for side in server client; do
+for side in "${sides[@]}"; do
 	log=$logdir/$side.log
 	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$log"); then
 		fail "$side printed an error:"$'\n'"$bad"
@@ -148,6 +174,12 @@ pingpong)
 			fail "$side did not report '$bytes bytes in ... seconds'"
 		grep -Eq "^$iters iters in [0-9.]+ seconds = [0-9.]+ usec/iter" "$log" ||
 			fail "$side did not report '$iters iters in ... seconds'"
+	done
+	;;
+success)
+	for side in "${sides[@]}"; do
+		grep -qx success "$logdir/$side.log" ||
+			fail "$side did not report 'success'"
 	done
 	;;
 perftest)

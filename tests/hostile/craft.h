@@ -28,6 +28,7 @@ struct craft {
 	uint32_t dmalen;	/* RETH */
 	uint64_t swap_add, comp;	/* ATMETH */
 	uint8_t syn;		/* AETH */
+	uint32_t srqn;		/* XRCETH */
 	const void *payload;
 	uint32_t paylen;
 };
@@ -68,6 +69,8 @@ static inline size_t craft_build(const struct craft *c, uint8_t *out,
 		 c->pkey ? c->pkey : UROCE_DEFAULT_PKEY, c->qpn, c->ackreq,
 		 c->psn);
 	out[1] = (uint8_t)((out[1] & 0xf0) | (c->tver & 0xf));
+	if (info->mask & UROCE_M_XRCETH)
+		xrceth_init(out + info->offset[UROCE_HDR_XRCETH], c->srqn);
 	if (info->mask & UROCE_M_RETH)
 		reth_init(out + info->offset[UROCE_HDR_RETH], c->va, c->rkey,
 			  c->dmalen);

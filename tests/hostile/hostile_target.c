@@ -11,9 +11,12 @@
  * registered again: its old and new rkeys are both reported).  Every byte
  * starts with a known pattern.  NQP RC QPs in PD 1 (remote read, write
  * and atomic allowed, rq_psn 0x100, path MTU 1024) are connected to
- * ATTACKER_IPV4 with dest QPNs ATTACKER_FIRST_QPN + i.
+ * ATTACKER_IPV4 with dest QPNs ATTACKER_FIRST_QPN + i.  Three XRC TGT
+ * QPs (dest QPNs ATTACKER_FIRST_QPN + NQP + k, same PSNs) share an XRC
+ * domain with an XRC SRQ in PD 1; a second domain has an SRQ of its own.
  *
- * Prints one "info ..." line, then waits for stdin to close; then prints
+ * Prints one "info ..." line and one "xrc ..." line (TGT QPNs, the two
+ * SRQ numbers), then waits for stdin to close; then prints
  * "region NAME changed=N" for every region and guard (bytes that differ
  * from the initial pattern) and "re_head HEX" (the first 16 bytes of RE),
  * and exits 0.  With UROCE_STATS=1 the library adds its counters on
@@ -21,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,7 @@
 
 #define PAGE		4096
 #define RLEN		PAGE	/* every region is one page */
+#define NTGT		3	/* XRC TGT QPs */
 
 enum { R_GUARD0, R_W, R_GUARD1, R_RO, R_GUARD2, R_B, R_GUARD3, R_DEAD,
        R_GUARD4, R_RE, R_GUARD5, R_NUM };
@@ -61,7 +66,9 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx;
 	struct ibv_pd *pd1, *pd2;
 	struct ibv_cq *cq;
-	struct ibv_qp **qps;
+	struct ibv_qp **qps, *tgt[NTGT];
+	struct ibv_srq *xsrq, *xsrq2;
+	uint32_t xsrqn, xsrqn2;
 	union ibv_gid peer;
 	uint32_t dead_rkey, re_old, first_qpn;
 	uint8_t *mem;
@@ -163,6 +170,80 @@ int main(int argc, char **argv)
 			die("RTS");
 	}
 
+	/* XRC: TGT QPs (peer QPNs first_qpn + nqp + k) in a domain with an
+	 * XRC SRQ in PD 1, and a second domain with an SRQ of its own */
+	{
+		struct ibv_xrcd_init_attr xa = {
+			.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+				     IBV_XRCD_INIT_ATTR_OFLAGS,
+			.fd = -1, .oflags = O_CREAT,
+		};
+		struct ibv_xrcd *xrcd = ibv_open_xrcd(ctx, &xa);
+		struct ibv_xrcd *xrcd2 = ibv_open_xrcd(ctx, &xa);
+		struct ibv_srq_init_attr_ex sa = {
+			.attr = { .max_wr = 4, .max_sge = 1 },
+			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE |
+				     IBV_SRQ_INIT_ATTR_PD |
+				     IBV_SRQ_INIT_ATTR_XRCD |
+				     IBV_SRQ_INIT_ATTR_CQ,
+			.srq_type = IBV_SRQT_XRC, .pd = pd1, .cq = cq,
+		};
+		int k;
+
+		if (!xrcd || !xrcd2)
+			die("ibv_open_xrcd");
+		sa.xrcd = xrcd;
+		xsrq = ibv_create_srq_ex(ctx, &sa);
+		sa.xrcd = xrcd2;
+		xsrq2 = ibv_create_srq_ex(ctx, &sa);
+		if (!xsrq || !xsrq2 || ibv_get_srq_num(xsrq, &xsrqn) ||
+		    ibv_get_srq_num(xsrq2, &xsrqn2))
+			die("XRC SRQ");
+		for (k = 0; k < NTGT; k++) {
+			struct ibv_qp_init_attr_ex ia = {
+				.qp_type = IBV_QPT_XRC_RECV,
+				.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+				.xrcd = xrcd,
+			};
+			struct ibv_qp_attr a;
+
+			tgt[k] = ibv_create_qp_ex(ctx, &ia);
+			if (!tgt[k])
+				die("TGT QP");
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_INIT;
+			a.port_num = 1;
+			a.qp_access_flags = full;
+			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE |
+					  IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					  IBV_QP_ACCESS_FLAGS))
+				die("TGT INIT");
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_RTR;
+			a.path_mtu = IBV_MTU_1024;
+			a.dest_qp_num = first_qpn + (uint32_t)(nqp + k);
+			a.rq_psn = 0x100;
+			a.max_dest_rd_atomic = 4;
+			a.min_rnr_timer = 1;
+			a.ah_attr.is_global = 1;
+			a.ah_attr.port_num = 1;
+			a.ah_attr.grh.hop_limit = 64;
+			a.ah_attr.grh.dgid = peer;
+			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE | IBV_QP_AV |
+					  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					  IBV_QP_RQ_PSN |
+					  IBV_QP_MAX_DEST_RD_ATOMIC |
+					  IBV_QP_MIN_RNR_TIMER))
+				die("TGT RTR");
+			a.qp_state = IBV_QPS_RTS;
+			a.timeout = 14;
+			a.sq_psn = 0x200;
+			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE |
+					  IBV_QP_TIMEOUT | IBV_QP_SQ_PSN))
+				die("TGT RTS");
+		}
+	}
+
 	printf("info qpn=%u nqp=%d w_addr=%" PRIu64 " w_rkey=%u ro_addr=%" PRIu64
 	       " ro_rkey=%u b_addr=%" PRIu64 " b_rkey=%u dead_addr=%" PRIu64
 	       " dead_rkey=%u re_addr=%" PRIu64 " re_old=%u re_new=%u\n",
@@ -171,6 +252,8 @@ int main(int argc, char **argv)
 	       (uint64_t)(uintptr_t)mb->addr, mb->rkey,
 	       (uint64_t)(uintptr_t)(mem + R_DEAD * RLEN), dead_rkey,
 	       (uint64_t)(uintptr_t)mre->addr, re_old, mre->rkey);
+	printf("xrc tgt0=%u tgt1=%u tgt2=%u srqn=%u srqn_other=%u\n",
+	       tgt[0]->qp_num, tgt[1]->qp_num, tgt[2]->qp_num, xsrqn, xsrqn2);
 	fflush(stdout);
 	for (q = 1; q < nqp; q++)
 		if (qps[q]->qp_num != qps[0]->qp_num + (uint32_t)q)

@@ -48,6 +48,7 @@ static struct info inf;
 static uint32_t epsn[NQP];
 static int next_qp;		/* next unused QP index */
 static int failures;
+static uint32_t xrc_tgt[3], xrc_srqn, xrc_srqn_other;
 
 static void check(bool ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -140,13 +141,14 @@ static bool probe(int i, const char *after)
 	return ok;
 }
 
-/* Expect an ACK/NAK with syndrome syn (and psn) as the next answer. */
-static void expect_aeth(const char *what, uint8_t syn, uint32_t psn)
+/* Expect an ACK/NAK (opcode op) with syndrome syn (and psn) next. */
+static void expect_ack(const char *what, uint8_t op, uint8_t syn,
+		       uint32_t psn)
 {
 	uint8_t r[CRAFT_MAX];
 	size_t n = recv_resp(r, sizeof(r));
 	bool ok = n >= UROCE_BTH_LEN + UROCE_AETH_LEN + UROCE_ICRC_LEN &&
-		  bth_opcode(r) == UROCE_OP_RC_ACK &&
+		  bth_opcode(r) == op &&
 		  aeth_syn(r + UROCE_BTH_LEN) == syn && bth_psn(r) == psn;
 
 	check(ok, "%s: answered with AETH syndrome 0x%02x psn 0x%x (got %s "
@@ -154,6 +156,24 @@ static void expect_aeth(const char *what, uint8_t syn, uint32_t psn)
 	      n ? "opcode/syndrome" : "nothing",
 	      n >= UROCE_BTH_LEN + 4 ? aeth_syn(r + UROCE_BTH_LEN) : 0,
 	      n >= UROCE_BTH_LEN ? bth_psn(r) : 0);
+}
+
+static void expect_aeth(const char *what, uint8_t syn, uint32_t psn)
+{
+	expect_ack(what, UROCE_OP_RC_ACK, syn, psn);
+}
+
+/* An XRC request to TGT QP tgt naming SRQ srqn: answered with an XRC
+ * NAK (opcode 0xb1) with code, and nothing lands. */
+static void xrc_case(const char *what, struct craft c, uint32_t tgt,
+		     uint32_t srqn, uint8_t code)
+{
+	c.qpn = tgt;
+	c.psn = EPSN0;
+	c.ackreq = true;
+	c.srqn = srqn;
+	send_pkt(s_me, a_me, &c, NULL);
+	expect_ack(what, UROCE_OP_XRC_ACK, UROCE_AETH_NAK | code, c.psn);
 }
 
 static const uint8_t evil[64] = {
@@ -298,9 +318,39 @@ int main(int argc, char **argv)
 	inf.re_addr = get_u64(line, "re_addr=");
 	inf.re_old = (uint32_t)get_u64(line, "re_old=");
 	inf.re_new = (uint32_t)get_u64(line, "re_new=");
+	if (!fgets(line, sizeof(line), out) || strncmp(line, "xrc ", 4)) {
+		fprintf(stderr, "hostile_udp: no xrc line from the target\n");
+		return 1;
+	}
+	xrc_tgt[0] = (uint32_t)get_num(line, "tgt0=");
+	xrc_tgt[1] = (uint32_t)get_num(line, "tgt1=");
+	xrc_tgt[2] = (uint32_t)get_num(line, "tgt2=");
+	xrc_srqn = (uint32_t)get_num(line, "srqn=");
+	xrc_srqn_other = (uint32_t)get_num(line, "srqn_other=");
 	for (i = 0; i < NQP; i++)
 		epsn[i] = EPSN0;
 	next_qp = 1;	/* QP 0 takes the drop cases */
+
+	/* ---- XRC: the XRCETH names the SRQ, and so the PD and memory ---- */
+	{
+		struct craft s = { .op = UROCE_OP_XRC_SEND_ONLY, .pad = -1,
+				   .payload = evil, .paylen = 16 };
+		struct craft w = { .op = UROCE_OP_XRC_WRITE_ONLY, .pad = -1,
+				   .va = inf.w_addr, .rkey = inf.w_rkey,
+				   .dmalen = 16, .payload = evil,
+				   .paylen = 16 };
+
+		xrc_case("XRC SEND naming an SRQ number nobody has", s,
+			 xrc_tgt[0], xrc_srqn ^ 0x800000,
+			 UROCE_NAK_INVALID_REQ);
+		xrc_case("XRC WRITE to W naming the SRQ of another XRC domain",
+			 w, xrc_tgt[1], xrc_srqn_other, UROCE_NAK_INVALID_REQ);
+		w.va = inf.b_addr;
+		w.rkey = inf.b_rkey;
+		xrc_case("XRC WRITE with the rkey of an MR outside the named "
+			 "SRQ's PD", w, xrc_tgt[2], xrc_srqn,
+			 UROCE_NAK_REM_ACCESS);
+	}
 
 	/* ---- answered with a NAK (IBA 9.7.5.2.3 / 9.7.5.2.2) ---- */
 	nak_case("WRITE with the rkey of an MR in another PD",
@@ -435,12 +485,12 @@ int main(int argc, char **argv)
 	      "target exited cleanly (status 0x%x)", status);
 	{
 		static const struct { const char *name; long min; } want[] = {
-			{ " tx_nak_access=", 8 }, { " tx_nak_inv=", 1 },
+			{ " tx_nak_access=", 9 }, { " tx_nak_inv=", 3 },
 			{ " rem_access_err=", 8 }, { " drop_bad_hdr=", 6 },
 			{ " drop_truncated=", 2 }, { " drop_bad_icrc=", 1 },
 			{ " drop_bad_src=", 1 }, { " drop_unknown_qp=", 1 },
 			{ " out_of_seq=", 1 }, { " tx_nak_seq=", 1 },
-			{ " duplicates=", 1 },
+			{ " duplicates=", 1 }, { " xrc_bad_srqn=", 2 },
 		};
 		const char *stats = strstr(errbuf, "uroce-stats:");
 		size_t k;

@@ -39,6 +39,7 @@ static const struct {
 	enum uroce_hdr_type type;
 	unsigned int len;
 } hdr_order[] = {
+	{ UROCE_HDR_XRCETH,	UROCE_XRCETH_LEN },
 	{ UROCE_HDR_DETH,	UROCE_DETH_LEN },
 	{ UROCE_HDR_FETH,	UROCE_FETH_LEN },
 	{ UROCE_HDR_RETH,	UROCE_RETH_LEN },
@@ -49,7 +50,7 @@ static const struct {
 	{ UROCE_HDR_IETH,	UROCE_IETH_LEN },
 };
 
-#define ALL_BITS	((1u << 26) - 1)
+#define ALL_BITS	((1u << 27) - 1)
 #define HDR_BITS	((1u << UROCE_NUM_HDR_TYPES) - 1)
 
 static bool has(uint32_t mask, uint32_t bits)
@@ -91,8 +92,9 @@ static void test_opcode_layout(void **state)
 		assert_int_equal(o->offset[UROCE_HDR_PAYLOAD], o->length);
 		assert_true(o->length <= UROCE_MAX_HDR_LEN);
 	}
-	/* RC 0x00-0x14, 0x16, 0x17, 0x1c, 0x1d; UC 12; UD 2; CNP */
-	assert_int_equal(valid, 25 + 12 + 2 + 1);
+	/* RC 0x00-0x14, 0x16, 0x17, 0x1c, 0x1d; UC 12; UD 2; CNP;
+	 * XRC 0xa0-0xb4, 0xb6, 0xb7 */
+	assert_int_equal(valid, 25 + 12 + 2 + 1 + 23);
 }
 
 static void test_opcode_classes(void **state)
@@ -101,11 +103,12 @@ static void test_opcode_classes(void **state)
 			     UROCE_M_ATOMIC | UROCE_M_ACK |
 			     UROCE_M_ATOMIC_WRITE | UROCE_M_FLUSH;
 	const uint32_t classes = UROCE_M_RC | UROCE_M_UC | UROCE_M_UD |
-				 UROCE_M_CNP;
+				 UROCE_M_CNP | UROCE_M_XRC;
 	int op;
 
 	for (op = 0; op < 256; op++) {
 		const struct uroce_opcode_info *o = &uroce_opcode[op];
+		const struct uroce_opcode_info *rc;
 		uint32_t m = o->mask;
 		bool req = m & UROCE_M_REQ;
 		const char *n = o->name;
@@ -134,6 +137,18 @@ static void test_opcode_classes(void **state)
 			assert_int_equal(m, UROCE_M_CNP);
 			assert_string_equal(n, "CNP");
 			continue;
+		case 5:
+			/* the RC opcode with the same low bits, plus an
+			 * XRCETH on requests */
+			assert_true(m & UROCE_M_XRC);
+			assert_memory_equal(n, "XRC_", 4);
+			rc = &uroce_opcode[uroce_op_rc(op)];
+			assert_non_null(rc->name);
+			assert_string_equal(n + 4, rc->name + 3);
+			assert_int_equal(m & ~(UROCE_M_XRC | UROCE_M_XRCETH),
+					 rc->mask & ~UROCE_M_RC);
+			assert_int_equal(!!(m & UROCE_M_XRCETH), req);
+			break;
 		default:
 			fail_msg("opcode 0x%02x in an unused class", op);
 		}
@@ -224,6 +239,18 @@ static void test_opcode_spot(void **state)
 	assert_null(uroce_opcode[0x15].name);
 	assert_null(uroce_opcode[0x40].name);
 	assert_null(uroce_opcode[0xff].name);
+
+	o = &uroce_opcode[UROCE_OP_XRC_WRITE_ONLY];
+	assert_int_equal(o->offset[UROCE_HDR_XRCETH], 12);
+	assert_int_equal(o->offset[UROCE_HDR_RETH], 16);
+	assert_int_equal(o->length, 32);
+	o = &uroce_opcode[UROCE_OP_XRC_BASE | UROCE_OP_RC_CMP_SWAP];
+	assert_int_equal(o->offset[UROCE_HDR_ATMETH], 16);
+	assert_int_equal(o->length, 44);
+	o = &uroce_opcode[UROCE_OP_XRC_ACK];
+	assert_int_equal(o->offset[UROCE_HDR_AETH], 12);
+	assert_int_equal(o->length, 16);
+	assert_null(uroce_opcode[0xb5].name);
 }
 
 static void test_mtu(void **state)
