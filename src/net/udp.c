@@ -565,24 +565,42 @@ static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
  * packets in order), so they are static to this file. */
 static uint8_t rx_buf[RX_BATCH][RX_BUF_SIZE];
 static uint8_t rx_ctl[RX_BATCH][128];
+static struct sockaddr_storage rx_src[RX_BATCH];
+static struct iovec rx_iov[RX_BATCH];
+static struct mmsghdr rx_msgs[RX_BATCH];
+static bool rx_ready;
+
+/* the message headers: made once, and after a receive only the fields
+ * the kernel wrote are set back (a busy-polling application calls this
+ * millions of times a second, mostly to find nothing) */
+static void rx_reset(int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct msghdr *m = &rx_msgs[i].msg_hdr;
+
+		m->msg_name = &rx_src[i];
+		m->msg_namelen = sizeof(rx_src[i]);
+		m->msg_iov = &rx_iov[i];
+		m->msg_iovlen = 1;
+		m->msg_control = rx_ctl[i];
+		m->msg_controllen = sizeof(rx_ctl[i]);
+		m->msg_flags = 0;
+		rx_iov[i].iov_base = rx_buf[i];
+		rx_iov[i].iov_len = RX_BUF_SIZE;
+	}
+}
 
 int uroce_net_poll(struct uroce_dev *dev)
 {
-	struct sockaddr_storage src[RX_BATCH], dst;
-	struct mmsghdr msgs[RX_BATCH];
-	struct iovec iov[RX_BATCH];
+	struct sockaddr_storage *src = rx_src, dst;
+	struct mmsghdr *msgs = rx_msgs;
 	int i, n, pkts;
 
-	memset(msgs, 0, sizeof(msgs));
-	for (i = 0; i < RX_BATCH; i++) {
-		iov[i].iov_base = rx_buf[i];
-		iov[i].iov_len = RX_BUF_SIZE;
-		msgs[i].msg_hdr.msg_name = &src[i];
-		msgs[i].msg_hdr.msg_namelen = sizeof(src[i]);
-		msgs[i].msg_hdr.msg_iov = &iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 1;
-		msgs[i].msg_hdr.msg_control = rx_ctl[i];
-		msgs[i].msg_hdr.msg_controllen = sizeof(rx_ctl[i]);
+	if (!rx_ready) {
+		rx_reset(RX_BATCH);
+		rx_ready = true;
 	}
 	n = recvmmsg(dev->sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
@@ -611,5 +629,6 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
+	rx_reset(n);
 	return pkts ? pkts : n;
 }
