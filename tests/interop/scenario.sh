@@ -10,6 +10,7 @@
 #   scenario.sh --name NAME --server host|guest --kind rdmacm
 #               --port PORT [--timeout SECONDS] [--expect-client RE]
 #               [--count-client RE N] [--wait-tcp PORT] [--cm-port PORT]
+#               [--server-runs]
 #               -- SERVER_PROGRAM [ARGS...] ::: CLIENT_PROGRAM [ARGS...]
 #
 # pingpong/perftest: both sides run "PROGRAM ARGS -p PORT" plus their
@@ -25,7 +26,9 @@
 # on the host our librdmacm says so (UROCE_CM_LISTEN_FILE), in the guest
 # the kernel lists the listening cm_id (`rdma res show cm_id`) on PORT
 # (or --cm-port, for programs with a fixed port); with --wait-tcp, once
-# the server listens on that TCP port instead.
+# the server listens on that TCP port instead (@PORT@ allowed).
+# --server-runs: the server does not exit on its own (qperf); it is
+# stopped once the client is done and only the client's status counts.
 # The host side binds the tap address (UROCE_ADDR) and prints its
 # counters (UROCE_STATS=1).
 #
@@ -50,13 +53,14 @@ tap=${UROCE_INTEROP_TAP:-uroce-tap0}
 host_ip=$net.1 guest_ip=$net.2
 
 name='' server='' kind='' port='' tmo=120 wait_tcp='' cm_port=''
-expect_re='' count_re='' count_n=0
+expect_re='' count_re='' count_n=0 server_runs=0
 while (($#)); do
 	case $1 in
 	--expect-client) expect_re=$2; shift 2 ;;
 	--count-client) count_re=$2; count_n=$3; shift 3 ;;
 	--wait-tcp) wait_tcp=$2; shift 2 ;;
 	--cm-port) cm_port=$2; shift 2 ;;
+	--server-runs) server_runs=1; shift ;;
 	--name) name=$2; shift 2 ;;
 	--server) server=$2; shift 2 ;;
 	--kind) kind=$2; shift 2 ;;
@@ -71,6 +75,7 @@ done
 [[ $kind == pingpong || $kind == perftest || $kind == rdmacm ]] ||
 	uroce_die "--kind must be pingpong, perftest or rdmacm"
 [[ $port =~ ^[0-9]+$ ]] || uroce_die "--port needs a number"
+wait_tcp=${wait_tcp//@PORT@/$port}
 [[ -n $name ]] || name=$1
 prog=$1; shift
 args=("$@")
@@ -196,10 +201,16 @@ done
 
 "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
-# The server finishes on its own once the client is done.
-deadline=$((SECONDS + 30))
-while kill -0 "$spid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-wait "$spid"; src=$?
+# The server finishes on its own once the client is done (or, with
+# --server-runs, is stopped).
+if ((server_runs)); then
+	cleanup
+	src=0
+else
+	deadline=$((SECONDS + 30))
+	while kill -0 "$spid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+	wait "$spid"; src=$?
+fi
 spid=
 elapsed=$SECONDS
 
