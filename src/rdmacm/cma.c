@@ -976,8 +976,8 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 			return EINVAL;
 		a->path_mtu = ci->mtu ? (enum ibv_mtu)ci->mtu : cm.mtu;
 		a->dest_qp_num = ci->remote_qpn;
-		/* each side receives from the PSN it announced in its own
-		 * REQ/REP and sends from the peer's (IBA 12.7.24/12.7.29) */
+		/* each side receives from the Starting PSN of its own REQ/REP
+		 * and sends from the peer's, as the kernel's IB CM does */
 		a->rq_psn = ci->local_psn;
 		a->ah_attr.is_global = 1;
 		a->ah_attr.port_num = 1;
