@@ -987,7 +987,9 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 			return EINVAL;
 		a->path_mtu = ci->mtu ? (enum ibv_mtu)ci->mtu : cm.mtu;
 		a->dest_qp_num = ci->remote_qpn;
-		a->rq_psn = ci->remote_psn;
+		/* each side receives from the Starting PSN of its own REQ/REP
+		 * and sends from the peer's, as the kernel's IB CM does */
+		a->rq_psn = ci->local_psn;
 		a->ah_attr.is_global = 1;
 		a->ah_attr.port_num = 1;
 		a->ah_attr.grh.dgid = ci->peer_gid;
@@ -1003,7 +1005,7 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 		}
 		return 0;
 	case IBV_QPS_RTS:
-		a->sq_psn = ud ? 0 : ci->local_psn;
+		a->sq_psn = ud ? 0 : ci->remote_psn;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		if (type == IBV_QPT_XRC_RECV) {
 			a->timeout = ci->ack_timeout;

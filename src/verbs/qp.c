@@ -707,6 +707,10 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	err = 0;
 out:
 	uroce_dev_unlock(dev);
+	/* rdma-core's fails in the kernel's write(), which leaves errno set
+	 * too; programs print strerror(errno) */
+	if (err)
+		errno = err;
 	return err;
 }
 

@@ -7,14 +7,30 @@
 #
 #   scenario.sh --name NAME --server host|guest --kind pingpong|perftest
 #               --port TCP_PORT [--timeout SECONDS] -- PROGRAM [ARGS...]
+#   scenario.sh --name NAME --server host|guest --kind rdmacm
+#               --port PORT [--timeout SECONDS] [--expect-client RE]
+#               [--count-client RE N] [--wait-tcp PORT] [--cm-port PORT]
+#               [--server-runs]
+#               -- SERVER_PROGRAM [ARGS...] ::: CLIENT_PROGRAM [ARGS...]
 #
-# Both sides run "PROGRAM ARGS -p PORT" plus their device and GID:
+# pingpong/perftest: both sides run "PROGRAM ARGS -p PORT" plus their
+# device and GID:
 #   host   (uroce)  pingpong: -g 0              perftest: -d uroce0 -x 0
 #   guest  (rxe)    pingpong: -d rxe0 -g GIDX   perftest: -d rxe0 -x GIDX
 # where GIDX is rxe0's RoCE v2 IPv4-mapped GID (index 0 is the IPv6
-# link-local one).  The client also gets the server's address.  The host
-# side binds the tap address (UROCE_ADDR) and prints its counters
-# (UROCE_STATS=1).
+# link-local one).  The client also gets the server's address.
+# rdmacm: the two command lines as given, with @SADDR@ replaced by the
+# server's address and @PORT@ by PORT; the connection manager (our
+# librdmacm on the host, the kernel's rdma_cm in the guest) finds the
+# device from the address.  The client starts once the server listens:
+# on the host our librdmacm says so (UROCE_CM_LISTEN_FILE), in the guest
+# the kernel lists the listening cm_id (`rdma res show cm_id`) on PORT
+# (or --cm-port, for programs with a fixed port); with --wait-tcp, once
+# the server listens on that TCP port instead (@PORT@ allowed).
+# --server-runs: the server does not exit on its own (qperf); it is
+# stopped once the client is done and only the client's status counts.
+# The host side binds the tap address (UROCE_ADDR) and prints its
+# counters (UROCE_STATS=1).
 #
 # Checks: both sides exit 0, print none of UROCE_FAIL_RE, and print their
 # results (pingpong: "<iters> iters in"; perftest: a results row); and the
@@ -36,9 +52,15 @@ net=${UROCE_INTEROP_NET:-10.77.0}
 tap=${UROCE_INTEROP_TAP:-uroce-tap0}
 host_ip=$net.1 guest_ip=$net.2
 
-name='' server='' kind='' port='' tmo=120
+name='' server='' kind='' port='' tmo=120 wait_tcp='' cm_port=''
+expect_re='' count_re='' count_n=0 server_runs=0
 while (($#)); do
 	case $1 in
+	--expect-client) expect_re=$2; shift 2 ;;
+	--count-client) count_re=$2; count_n=$3; shift 3 ;;
+	--wait-tcp) wait_tcp=$2; shift 2 ;;
+	--cm-port) cm_port=$2; shift 2 ;;
+	--server-runs) server_runs=1; shift ;;
 	--name) name=$2; shift 2 ;;
 	--server) server=$2; shift 2 ;;
 	--kind) kind=$2; shift 2 ;;
@@ -50,11 +72,26 @@ while (($#)); do
 done
 (($# >= 1)) || uroce_die "scenario.sh: no program given"
 [[ $server == host || $server == guest ]] || uroce_die "--server must be host or guest"
-[[ $kind == pingpong || $kind == perftest ]] || uroce_die "--kind must be pingpong or perftest"
+[[ $kind == pingpong || $kind == perftest || $kind == rdmacm ]] ||
+	uroce_die "--kind must be pingpong, perftest or rdmacm"
 [[ $port =~ ^[0-9]+$ ]] || uroce_die "--port needs a number"
+wait_tcp=${wait_tcp//@PORT@/$port}
 [[ -n $name ]] || name=$1
 prog=$1; shift
 args=("$@")
+if [[ $kind == rdmacm ]]; then
+	# SERVER ::: CLIENT, with @SADDR@ and @PORT@ filled in
+	sargs=() cargs=() seen=0
+	[[ $server == host ]] && saddr=$host_ip || saddr=$guest_ip
+	for a in "$prog" "${args[@]}"; do
+		if [[ $a == ::: ]]; then seen=1; continue; fi
+		a=${a//@SADDR@/$saddr}; a=${a//@PORT@/$port}
+		if ((seen)); then cargs+=("$a"); else sargs+=("$a"); fi
+	done
+	((${#sargs[@]} && ${#cargs[@]})) || uroce_die "rdmacm: give SERVER ARGS ::: CLIENT ARGS"
+	prog=${sargs[0]}
+	uroce_preflight "${cargs[0]}"
+fi
 
 st=$("$vm" status 2>&1); rc=$?
 if ((rc == 77)); then
@@ -83,6 +120,7 @@ gidx=$("$vm" exec -t 20 -- '
 case $kind in
 pingpong) hargs=(-g 0); gargs=(-d rxe0 -g "$gidx") ;;
 perftest) hargs=(-d uroce0 -x 0); gargs=(-d rxe0 -x "$gidx") ;;
+rdmacm) ;;
 esac
 
 counters() {	# prints "rcvd_pkts sent_pkts"
@@ -98,7 +136,17 @@ mapfile -t penv < <(uroce_prog_env)
 penv+=("UROCE_ADDR=$host_ip" "UROCE_STATS=1")
 quoted_guest() { printf '%q ' "$prog" "${args[@]}" "${gargs[@]}" -p "$port" "$@"; }
 host_cmd=(env "${penv[@]}" timeout -k 5 "$tmo" "$prog" "${args[@]}" "${hargs[@]}" -p "$port")
-if [[ $server == host ]]; then
+lfile=$logdir/listening
+rm -f "$lfile"
+if [[ $kind == rdmacm ]]; then
+	if [[ $server == host ]]; then
+		scmd=(env "${penv[@]}" "UROCE_CM_LISTEN_FILE=$lfile" timeout -k 5 "$tmo" "${sargs[@]}"); slog=$hlog
+		ccmd=("$vm" exec -t "$tmo" -- "$(printf '%q ' "${cargs[@]}")"); clog=$glog
+	else
+		scmd=("$vm" exec -t "$tmo" -- "$(printf '%q ' "${sargs[@]}")"); slog=$glog
+		ccmd=(env "${penv[@]}" timeout -k 5 "$tmo" "${cargs[@]}"); clog=$hlog
+	fi
+elif [[ $server == host ]]; then
 	scmd=("${host_cmd[@]}"); slog=$hlog
 	ccmd=("$vm" exec -t "$tmo" -- "$(quoted_guest "$host_ip")"); clog=$glog
 else
@@ -136,21 +184,33 @@ spid=$!
 deadline=$((SECONDS + 30))
 while :; do
 	kill -0 "$spid" 2>/dev/null || { wait "$spid"; fail "the server exited early ($(uroce_rc_text $?))"; }
-	if [[ $server == host ]]; then
-		uroce_port_listening "$port" && break
+	if [[ $kind == rdmacm && -z $wait_tcp ]]; then
+		if [[ $server == host ]]; then
+			[[ -s $lfile ]] && break
+		else
+			"$vm" exec -t 10 -- "rdma res show cm_id | grep -q 'state LISTEN .*:${cm_port:-$port} '" >/dev/null 2>&1 && break
+		fi
+	elif [[ $server == host ]]; then
+		uroce_port_listening "${wait_tcp:-$port}" && break
 	else
-		"$vm" exec -t 10 -- "netstat -ltn | grep -q ':$port '" >/dev/null 2>&1 && break
+		"$vm" exec -t 10 -- "netstat -ltn | grep -q ':${wait_tcp:-$port} '" >/dev/null 2>&1 && break
 	fi
-	((SECONDS < deadline)) || fail "the server did not listen on TCP port $port within 30s"
+	((SECONDS < deadline)) || fail "the server did not listen on port ${wait_tcp:-$port} within 30s"
 	sleep 0.2
 done
 
 "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
-# The server finishes on its own once the client is done.
-deadline=$((SECONDS + 30))
-while kill -0 "$spid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-wait "$spid"; src=$?
+# The server finishes on its own once the client is done (or, with
+# --server-runs, is stopped).
+if ((server_runs)); then
+	cleanup
+	src=0
+else
+	deadline=$((SECONDS + 30))
+	while kill -0 "$spid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+	wait "$spid"; src=$?
+fi
 spid=
 elapsed=$SECONDS
 
@@ -178,6 +238,18 @@ perftest)
 	awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row" ||
 		fail "the results row is all zero: $row"
 	result=$(awk 'NR == 1 { print "bytes=" $1, "iters=" $2, "peak_MB/s=" $3, "avg_MB/s=" $4 }' <<<"$row")
+	;;
+rdmacm)
+	result=ok
+	if [[ -n $expect_re ]]; then
+		grep -qE -- "$expect_re" "$clog" || fail "the client printed nothing matching '$expect_re'"
+		result=$(grep -E -- "$expect_re" "$clog" | tail -n 1)
+	fi
+	if [[ -n $count_re ]]; then
+		n=$(grep -cE -- "$count_re" "$clog")
+		((n == count_n)) || fail "the client printed $n lines matching '$count_re', not $count_n"
+		result="$n × '$count_re'"
+	fi
 	;;
 esac
 

@@ -67,13 +67,14 @@ layout_version=1
 # What the guest runs: rdma-core's tools and their libraries; busybox for
 # everything else (iproute2 for `rdma` and `ip`).
 guest_packages=(libibverbs1 ibverbs-providers ibverbs-utils perftest
-	librdmacm1 rdmacm-utils busybox-static iproute2)
+	librdmacm1 rdmacm-utils qperf busybox-static iproute2)
 # Pulled in by the dependency closure but never run in the guest.
 guest_skip='^(adduser|passwd|cdebconf|debconf|dpkg|install-info|tar|libpam-modules|libpam-modules-bin|libdebian-installer4|libnewt0\.52|libtextwrap1|libslang2|libsemanage-common|libsemanage2|pci\.ids|readline-common|libreadline8|perl-base)$'
 # Kernel modules the guest loads; their dependencies are found from the
 # modules' own "depends=" fields.  rxe asks the crypto API for "crc32" (the
 # ICRC), which the kernel would modprobe; we load crc32_generic ourselves.
-guest_modules=(virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs)
+# rdma_ucm brings the kernel's rdma_cm and IB CM (librdmacm's programs).
+guest_modules=(virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs rdma_ucm)
 
 say() { printf 'vm: %s\n' "$*" >&2; }
 die() { printf 'vm: FAIL: %s\n' "$*" >&2; exit 1; }
