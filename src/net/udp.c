@@ -26,13 +26,6 @@
 
 #include "uroce.h"
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT	103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO		104
-#endif
-
 #define RX_BATCH	16
 /* one datagram, and one receive: with UDP_GRO several datagrams of a
  * flow arrive in one buffer of up to 64 KiB */
