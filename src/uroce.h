@@ -177,11 +177,7 @@ struct uroce_pkt_io {
 #define UROCE_TXB_MAX_RUNS	64
 #define UROCE_TXB_MAX_IOV	1024
 struct uroce_txrun {
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in;
-		struct sockaddr_in6 in6;
-	} dst;
+	struct sockaddr_storage dst;
 	uint16_t seg;			/* the first datagram's size */
 	uint16_t npkts;
 	uint16_t pkt0;			/* its first packet in the batch */

@@ -61,8 +61,8 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			for (k = 0; k < run->npkts; k++) {
 				int p = run->pkt0 + k;
 
-				uroce_tap_tx(dev, (const struct sockaddr_storage *)
-					     &run->dst, &b->iov[b->pkt_iov[p]],
+				uroce_tap_tx(dev, &run->dst,
+					     &b->iov[b->pkt_iov[p]],
 					     b->pkt_iov[p + 1] - b->pkt_iov[p],
 					     (uint16_t)k);
 			}

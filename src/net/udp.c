@@ -230,7 +230,7 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 
 		memset(m, 0, sizeof(*m));
 		m->msg_name = (void *)&run[r].dst;
-		m->msg_namelen = run[r].dst.sa.sa_family == AF_INET ?
+		m->msg_namelen = run[r].dst.ss_family == AF_INET ?
 				 sizeof(struct sockaddr_in) :
 				 sizeof(struct sockaddr_in6);
 		m->msg_iov = (struct iovec *)&iov[run[r].iov0];
