@@ -27,6 +27,7 @@
 #define UROCE_SHM_H
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,18 @@ struct uroce_shm_hdr {
 
 	uint32_t ready;			/* 1 once everything above is set */
 	uint32_t reserved1;
+
+	/*
+	 * The port's LID, unique among the uroce devices of this host: a
+	 * GRH-less address naming it resolves to gid (src/engine/lid.c).
+	 * rdma_bind_addr moves the device, so lid, gid and addr can change
+	 * while others read them: addr_seq is odd while they are rewritten
+	 * (a sequence lock; read it before and after, retry if it moved).
+	 * Readers of an older segment (hdr_size too small) see no LID.
+	 */
+	uint32_t addr_seq;
+	uint16_t lid;
+	uint16_t reserved2;
 };
 
 /* One QP as the snapshot saw it. */
@@ -107,6 +120,13 @@ struct uroce_shm_qp {
 	uint64_t rx_pkts;
 	uint64_t retransmits;
 };
+
+/* Whether a segment whose header is hdr_size bytes long carries a LID. */
+static inline int uroce_shm_has_lid(uint32_t hdr_size)
+{
+	return hdr_size >= offsetof(struct uroce_shm_hdr, lid) +
+			   sizeof(uint16_t);
+}
 
 /*
  * A process's start time (field 22 of /proc/PID/stat, in clock ticks), or

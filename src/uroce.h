@@ -230,6 +230,10 @@ struct uroce_dev {
 	const struct uroce_pkt_io *io;
 	_Atomic bool gso;		/* io->send_runs works on this socket */
 
+	/* engine/lid.c: set when the device comes up or moves */
+	uint16_t lid;			/* port LID, unique on this host */
+	int lid_fd;			/* the socket whose name claims it */
+
 	/* engine/xmit.c: packets are gathered in a batch under dev->lock,
 	 * and sent after it is released, in the order batches were sealed */
 	struct uroce_txbatch *txb;	/* the open batch (dev->lock) */
@@ -875,6 +879,21 @@ extern const char *const uroce_counter_name[UROCE_CNT_NUM];
  * uroce_shm_open, after uroce_net_open: create it and move the counters
  * into it; failure only means nobody can look, so it returns nothing. */
 void uroce_shm_open(struct uroce_dev *dev);
+/* after the device moved (rdma_bind_addr): publish its new address and LID */
+void uroce_shm_set_addr(struct uroce_dev *dev);
+/* the GID of the live device on this host whose port has that LID, from
+ * the other processes' segments: 0, -ENOENT, or -ENOTUNIQ if two claim it */
+int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid);
+
+/* engine/lid.c: port LIDs, unique among the uroce devices of a host, so
+ * that GRH-less addresses (ah_attr.is_global 0) work between them.
+ * uroce_lid_claim: after uroce_net_open and uroce_net_rebind, before the
+ * segment publishes it; returns 0 or a negative errno.
+ * uroce_lid_resolve: the GID a GRH-less address to dlid goes to; 0 or
+ * -EINVAL (no uroce device on this host has that LID). */
+int uroce_lid_claim(struct uroce_dev *dev);
+int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
+		      union ibv_gid *gid);
 
 /* engine/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
  * line per event on stderr; uroce_log_qp lines are rate-limited, for the

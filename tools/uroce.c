@@ -58,7 +58,7 @@ static const char usage_text[] =
 "\n"
 "Commands:\n"
 "  devices              list the processes that have a uroce device, with\n"
-"                       the device's address, GID and MTU\n"
+"                       the device's address, GID, port LID and MTU\n"
 "  stats [PID]          the device counters of process PID (of every uroce\n"
 "                       process if PID is left out): packets and bytes by\n"
 "                       opcode class, ACKs, NAKs by syndrome, retransmits,\n"
@@ -460,6 +460,14 @@ static void json_ident(const struct seg *s)
 
 /* ---- devices ---- */
 
+/* The port LID, 0 if the segment is from a library without LIDs. */
+static uint16_t seg_lid(const struct seg *s)
+{
+	if (!uroce_shm_has_lid(s->h->hdr_size))
+		return 0;
+	return __atomic_load_n(&s->h->lid, __ATOMIC_RELAXED);
+}
+
 static const char *mtu_text(uint32_t m, char *buf, size_t len)
 {
 	snprintf(buf, len, "%u", m);
@@ -484,6 +492,7 @@ static int cmd_devices(int argc, char **argv)
 			SEG_STR(s, fault, fault);
 			printf("%s{", i ? "," : "");
 			json_ident(s);
+			json_kv_u64("lid", seg_lid(s), true);
 			json_kv_u64("node_guid", be64toh(s->h->node_guid), true);
 			json_kv_u64("active_mtu", s->h->active_mtu, true);
 			json_kv_u64("netdev_mtu", s->h->netdev_mtu, true);
@@ -495,15 +504,15 @@ static int cmd_devices(int argc, char **argv)
 	} else if (!n) {
 		printf("no uroce processes on this host\n");
 	} else {
-		printf("%-8s %-16s %-8s %-16s %-24s %5s  %s\n", "PID",
+		printf("%-8s %-16s %-8s %-16s %-24s %-6s %5s  %s\n", "PID",
 		       "PROGRAM", "DEVICE", "ADDRESS", "GID[0] (RoCE v2)",
-		       "MTU", "NOTES");
+		       "LID", "MTU", "NOTES");
 		for (i = 0; i < n; i++) {
 			const struct seg *s = &segs[i];
 			char comm[sizeof(s->h->comm)], dev[sizeof(s->h->dev_name)];
 			char addr[sizeof(s->h->addr)], gid[INET6_ADDRSTRLEN];
 			char pcap[sizeof(s->h->pcap)], fault[sizeof(s->h->fault)];
-			char mtu[16];
+			char mtu[16], lid[8] = "-";
 
 			SEG_STR(s, comm, comm);
 			SEG_STR(s, dev_name, dev);
@@ -511,8 +520,11 @@ static int cmd_devices(int argc, char **argv)
 			SEG_STR(s, pcap, pcap);
 			SEG_STR(s, fault, fault);
 			gid_text(s->h->gid, gid, sizeof(gid));
-			printf("%-8d %-16s %-8s %-16s %-24s %5s ", s->pid, comm,
-			       dev, addr, gid,
+			if (seg_lid(s))
+				snprintf(lid, sizeof(lid), "0x%04x",
+					 (unsigned int)seg_lid(s));
+			printf("%-8d %-16s %-8s %-16s %-24s %-6s %5s ", s->pid,
+			       comm, dev, addr, gid, lid,
 			       mtu_text(s->h->active_mtu, mtu, sizeof(mtu)));
 			if (pcap[0])
 				printf(" capture=%s", pcap);

@@ -17,7 +17,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +79,76 @@ static void remove_stale(void)
 	closedir(d);
 }
 
+/*
+ * One segment's header as its writer last published it: the address
+ * fields read between two equal, even values of addr_seq.  0, or -1 if
+ * the file is no segment of a live uroce process with a LID.
+ */
+static int read_live_hdr(int dir, const char *name, int pid,
+			 struct uroce_shm_hdr *h)
+{
+	const off_t seq_off = offsetof(struct uroce_shm_hdr, addr_seq);
+	uint32_t seq0, seq1;
+	int fd, tries, ret = -1;
+
+	fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	for (tries = 0; tries < 1000; tries++) {
+		if (pread(fd, &seq0, sizeof(seq0), seq_off) != sizeof(seq0) ||
+		    pread(fd, h, sizeof(*h), 0) != sizeof(*h) ||
+		    pread(fd, &seq1, sizeof(seq1), seq_off) != sizeof(seq1))
+			break;
+		if (!(seq0 & 1) && seq0 == seq1) {
+			ret = 0;
+			break;
+		}
+		sched_yield();	/* the writer is between two stores */
+	}
+	close(fd);
+	if (ret || h->magic != UROCE_SHM_MAGIC ||
+	    h->version != UROCE_SHM_VERSION || !h->ready || h->pid != pid ||
+	    !uroce_shm_has_lid(h->hdr_size) || !h->lid)
+		return -1;
+	/* a dead process's segment, or its pid reused since */
+	if ((kill(pid, 0) && errno != EPERM) ||
+	    uroce_proc_start_time(pid) != h->start_time)
+		return -1;
+	return 0;
+}
+
+int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
+{
+	DIR *d = opendir(UROCE_SHM_DIR);
+	struct uroce_shm_hdr h;
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return -ENOENT;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, UROCE_SHM_PREFIX,
+			    strlen(UROCE_SHM_PREFIX)))
+			continue;
+		pid = strtol(e->d_name + strlen(UROCE_SHM_PREFIX), &end, 10);
+		if (*end || pid <= 0 || pid > INT_MAX || pid == getpid())
+			continue;
+		if (read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) ||
+		    h.lid != lid)
+			continue;
+		if (found++)
+			break;
+		memcpy(gid->raw, h.gid, 16);
+	}
+	closedir(d);
+	if (!found)
+		return -ENOENT;
+	return found > 1 ? -ENOTUNIQ : 0;
+}
+
 static long futex(uint32_t *uaddr, int op, uint32_t val)
 {
 	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
@@ -115,7 +187,14 @@ static void snapshot(struct uroce_dev *dev)
 		e->timeout = qp->attr.timeout;
 		e->retry_cnt = qp->attr.retry_cnt;
 		e->rnr_retry = qp->attr.rnr_retry;
-		memcpy(e->peer_gid, qp->attr.ah_attr.grh.dgid.raw, 16);
+		/* the address the QP sends to, however it was given
+		 * (a GRH-less ah_attr names a LID, not a GID) */
+		if (qp->peer.ss_family) {
+			union ibv_gid peer;
+
+			uroce_gid_from_addr(&qp->peer, &peer);
+			memcpy(e->peer_gid, peer.raw, 16);
+		}
 		e->sq_psn = qp->req.psn;
 		e->unacked_psn = qp->comp.psn;
 		e->epsn = qp->resp.epsn;
@@ -170,6 +249,33 @@ __attribute__((destructor)) static void shm_unlink_at_exit(void)
 		shm_unlink(shm_name);
 }
 
+/* The device's address and LID, as one change for readers (addr_seq). */
+static void put_addr(struct uroce_dev *dev)
+{
+	uint32_t seq = __atomic_load_n(&shm->addr_seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&shm->addr_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(shm->gid, dev->gid.raw, 16);
+	inet_ntop(dev->family, dev->family == AF_INET ?
+		  (const void *)&((struct sockaddr_in *)&dev->local)->sin_addr :
+		  (const void *)&((struct sockaddr_in6 *)&dev->local)->sin6_addr,
+		  shm->addr, sizeof(shm->addr));
+	shm->lid = dev->lid;
+	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->active_mtu);
+	shm->netdev_mtu = dev->netdev_mtu;
+	__atomic_store_n(&shm->addr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void uroce_shm_set_addr(struct uroce_dev *dev)
+{
+	if (!shm)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	put_addr(dev);
+	uroce_dev_unlock(dev);
+}
+
 static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
 		     uint32_t cnt_off, uint32_t qp_off)
 {
@@ -191,14 +297,8 @@ static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
 	shm->start_time = uroce_proc_start_time(shm_pid);
 	own_comm(shm->comm, sizeof(shm->comm));
 	snprintf(shm->dev_name, sizeof(shm->dev_name), "%s", dev->ibdev.name);
-	memcpy(shm->gid, dev->gid.raw, 16);
-	inet_ntop(dev->family, dev->family == AF_INET ?
-		  (const void *)&((struct sockaddr_in *)&dev->local)->sin_addr :
-		  (const void *)&((struct sockaddr_in6 *)&dev->local)->sin6_addr,
-		  shm->addr, sizeof(shm->addr));
+	put_addr(dev);
 	shm->node_guid = dev->guid;
-	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->active_mtu);
-	shm->netdev_mtu = dev->netdev_mtu;
 	snprintf(shm->pcap, sizeof(shm->pcap), "%s", uroce_pcap_path());
 	snprintf(shm->fault, sizeof(shm->fault), "%s", fault ? fault : "");
 	for (i = 0; i < UROCE_CNT_NUM; i++)

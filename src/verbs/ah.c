@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Address handles: on RoCE v2 an AH is the peer's IP address (its GID). */
+/* Address handles: on RoCE v2 an AH is the peer's IP address (its GID,
+ * or a uroce port's LID on this host). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +13,25 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 {
 	struct uroce_dev *dev;
 	struct uroce_ah *ah;
+	union ibv_gid dgid;
 
 	if (!pd || !attr) {
 		errno = EINVAL;
 		return NULL;
 	}
 	dev = ctx_dev(pd->context);
-	/* RoCE needs the GRH: the GID is the address (IBA A17.4.5) */
-	if (!attr->is_global || attr->grh.sgid_index != 0 ||
+	if ((attr->is_global && attr->grh.sgid_index != 0) ||
 	    (attr->port_num && attr->port_num != 1)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/*
+	 * RoCE needs the GRH: the GID is the address (IBA A17.4.5).  Without
+	 * one, the DLID must be the LID of a uroce device on this host.
+	 */
+	if (attr->is_global) {
+		dgid = attr->grh.dgid;
+	} else if (uroce_lid_resolve(dev, attr->dlid, &dgid)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -29,7 +40,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (uroce_addr_from_gid(&attr->grh.dgid, &ah->dst) ||
+	if (uroce_addr_from_gid(&dgid, &ah->dst) ||
 	    ah->dst.ss_family != dev->family) {
 		free(ah);
 		errno = EINVAL;

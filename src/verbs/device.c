@@ -132,6 +132,7 @@ static void dev_init(void)
 	dev->epfd = -1;
 	dev->timerfd = -1;
 	dev->wakefd = -1;
+	dev->lid_fd = -1;
 	dev->active_mtu = IBV_MTU_1024;
 	dev->next_qpn = UROCE_QPN_FIRST;
 	dev->cnt = dev->cnt_private;
@@ -183,6 +184,10 @@ int uroce_dev_up(struct uroce_dev *dev)
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
+	/* without a LID only GRH-less addresses fail, as on any RoCE port */
+	ret = uroce_lid_claim(dev);
+	if (ret)
+		uroce_log(UROCE_LOG_WARN, "no port LID: %s", strerror(-ret));
 	uroce_shm_open(dev);
 	ret = uroce_progress_start(dev);
 	if (ret) {
@@ -444,6 +449,8 @@ int uroce_query_port(struct ibv_context *ctx, uint8_t port,
 	pa.active_speed = UROCE_SPEED_EDR;
 	pa.phys_state = UROCE_PHYS_STATE_LINKUP;
 	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
+	/* unique on this host (engine/lid.c); a RoCE port's would be 0 */
+	pa.lid = __atomic_load_n(&dev->lid, __ATOMIC_RELAXED);
 
 	if (attr_len > sizeof(pa)) {
 		memset((char *)attr + sizeof(pa), 0, attr_len - sizeof(pa));

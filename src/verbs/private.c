@@ -82,7 +82,15 @@ UROCE_EXPORT int uroce_dev_set_addr(struct ibv_context *ctx,
 	if (dev->nqps)
 		return EBUSY;
 	err = uroce_net_rebind(dev, addr);
-	return err < 0 ? -err : 0;
+	if (err)
+		return -err;
+	/* the LID follows the address, as the GID does */
+	err = uroce_lid_claim(dev);
+	if (err)
+		uroce_log(UROCE_LOG_WARN, "no port LID for the new address: "
+			  "%s", strerror(-err));
+	uroce_shm_set_addr(dev);
+	return 0;
 }
 
 UROCE_EXPORT int uroce_dev_get_addr(struct ibv_context *ctx,

@@ -532,13 +532,17 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	}
 }
 
+/*
+ * RoCE needs a GRH: the GID is the IP address (IBA A17.4).  Without one,
+ * dgid is what the DLID resolved to (the LID of a uroce device on this
+ * host, see engine/lid.c), looked up before the engine lock was taken.
+ */
 static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
-		    struct sockaddr_storage *peer)
+		    const union ibv_gid *dgid, struct sockaddr_storage *peer)
 {
-	/* RoCE needs a GRH: the GID is the IP address (IBA A17.4). */
-	if (!ah->is_global || ah->grh.sgid_index != 0 || ah->port_num > 1)
+	if (ah->port_num > 1 || (ah->is_global && ah->grh.sgid_index != 0))
 		return EINVAL;
-	if (uroce_addr_from_gid(&ah->grh.dgid, peer))
+	if (!dgid || uroce_addr_from_gid(dgid, peer))
 		return EINVAL;
 	if (peer->ss_family != qp->dev->family)
 		return EINVAL;
@@ -546,7 +550,7 @@ static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 }
 
 static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
-		      struct sockaddr_storage *peer)
+		      const union ibv_gid *dgid, struct sockaddr_storage *peer)
 {
 	const int access_ok = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
@@ -589,7 +593,7 @@ static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 	     attr->cap.max_recv_wr > qp->rq.max_wr))
 		return EINVAL;
 	if (mask & IBV_QP_AV)
-		return check_av(qp, &attr->ah_attr, peer);
+		return check_av(qp, &attr->ah_attr, dgid, peer);
 	return 0;
 }
 
@@ -598,12 +602,22 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	struct uroce_dev *dev = qp->dev;
+	const union ibv_gid *dgid = NULL;
 	struct sockaddr_storage peer;
 	enum ibv_qp_state cur, next;
+	union ibv_gid lid_gid;
 	int err;
 
 	if (!attr || !mask)
 		return EINVAL;
+	if (mask & IBV_QP_AV) {
+		/* a LID lookup reads other processes' segments: not under
+		 * the engine lock */
+		if (attr->ah_attr.is_global)
+			dgid = &attr->ah_attr.grh.dgid;
+		else if (!uroce_lid_resolve(dev, attr->ah_attr.dlid, &lid_gid))
+			dgid = &lid_gid;
+	}
 	pthread_mutex_lock(&dev->lock);
 	cur = qp->attr.qp_state;
 	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) {
@@ -615,7 +629,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		err = EINVAL;
 		goto out;
 	}
-	err = check_attr(qp, attr, mask, &peer);
+	err = check_attr(qp, attr, mask, dgid, &peer);
 	if (err)
 		goto out;
 

@@ -3,7 +3,8 @@
 #
 # Reads the counters of a running ib_write_bw pair from outside with the
 # `uroce` tool:
-#  - `uroce devices --json` lists both processes with their GIDs;
+#  - `uroce devices --json` lists both processes with their GIDs and
+#    distinct port LIDs;
 #  - `uroce stats --json PID` of each, twice while traffic flows: valid
 #    JSON, and tx/rx packets and bytes grow between the two readings;
 #  - `uroce qps --json PID` shows the connected QP (RTS, its peer's QPN);
@@ -110,6 +111,14 @@ got=$(json "$work/devices.json" \
 	"[d['gid'].startswith('::ffff:127.') for d in j if d['pid'] in ($sp, $cp)]")
 [[ $got == "[True, True]" ]] ||
 	fail "uroce devices does not list pids $sp and $cp with GIDs: $(cat "$work/devices.json")"
+# each port has a LID of its own, in the unicast range
+got=$(json "$work/devices.json" \
+	"len({d['lid'] for d in j if d['pid'] in ($sp, $cp) and 0 < d['lid'] <= 0xbfff})")
+[[ $got == 2 ]] ||
+	fail "uroce devices does not show two distinct unicast LIDs for pids $sp and $cp: $(cat "$work/devices.json")"
+out=$("$tool" devices)
+grep -Eq "^$sp .* 0x[0-9a-f]{4} " <<<"$out" ||
+	fail "uroce devices (text) shows no LID for pid $sp:"$'\n'"$out"
 
 # The client's QP sends (RTS); the server's only receives WRITEs (RTR is
 # enough for ib_write_bw's server).  Both connected: a peer QPN.
