@@ -27,6 +27,7 @@
 #define UROCE_SHM_H
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,6 +127,22 @@ static inline int uroce_shm_has_lid(uint32_t hdr_size)
 {
 	return hdr_size >= offsetof(struct uroce_shm_hdr, lid) +
 			   sizeof(uint16_t);
+}
+
+/* The pid a file name in UROCE_SHM_DIR belongs to, or -1 if the name is
+ * not one of our segments'. */
+static inline long uroce_shm_name_pid(const char *name)
+{
+	size_t plen = strlen(UROCE_SHM_PREFIX);
+	char *end;
+	long pid;
+
+	if (strncmp(name, UROCE_SHM_PREFIX, plen))
+		return -1;
+	pid = strtol(name + plen, &end, 10);
+	if (end == name + plen || *end || pid <= 0 || pid > INT_MAX)
+		return -1;
+	return pid;
 }
 
 /*

@@ -267,14 +267,9 @@ static int list_pids(int **out)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid;
+		long pid = uroce_shm_name_pid(e->d_name);
 
-		if (strncmp(e->d_name, UROCE_SHM_PREFIX,
-			    strlen(UROCE_SHM_PREFIX)))
-			continue;
-		pid = strtol(e->d_name + strlen(UROCE_SHM_PREFIX), &end, 10);
-		if (*end || pid <= 0 || pid > INT_MAX)
+		if (pid < 0)
 			continue;
 		if (n == cap) {
 			int *np;

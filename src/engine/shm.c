@@ -62,14 +62,9 @@ static void remove_stale(void)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid;
+		long pid = uroce_shm_name_pid(e->d_name);
 
-		if (strncmp(e->d_name, UROCE_SHM_PREFIX,
-			    strlen(UROCE_SHM_PREFIX)))
-			continue;
-		pid = strtol(e->d_name + strlen(UROCE_SHM_PREFIX), &end, 10);
-		if (*end || pid <= 0 || pid > INT_MAX)
+		if (pid < 0)
 			continue;
 		if (kill((pid_t)pid, 0) && errno == ESRCH &&
 		    !unlinkat(dirfd(d), e->d_name, 0))
@@ -127,14 +122,9 @@ int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
 	if (!d)
 		return -ENOENT;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid;
+		long pid = uroce_shm_name_pid(e->d_name);
 
-		if (strncmp(e->d_name, UROCE_SHM_PREFIX,
-			    strlen(UROCE_SHM_PREFIX)))
-			continue;
-		pid = strtol(e->d_name + strlen(UROCE_SHM_PREFIX), &end, 10);
-		if (*end || pid <= 0 || pid > INT_MAX || pid == getpid())
+		if (pid < 0 || pid == getpid())
 			continue;
 		if (read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) ||
 		    h.lid != lid)
