@@ -121,7 +121,7 @@ static void short_slice(void)
  * wake-up from epoll costs tens of microseconds on this kind of machine.
  * UROCE_SPIN_US (default 50) sets how long; 0 turns it off.  An idle
  * device still sleeps: the spin ends that long after the last packet,
- * and only a stream (several packets at a wake-up) starts it.
+ * and only a stream (several packets in one receive) starts it.
  */
 static uint64_t spin_ns = 50000;
 
@@ -129,7 +129,8 @@ static uint64_t spin_ns = 50000;
 
 static void receive_spin(struct uroce_dev *dev)
 {
-	uint64_t last = 0, pkts = 0;
+	uint64_t last = 0;
+	bool stream = false;
 	int n;
 
 	pthread_mutex_lock(&dev->rx_lock);
@@ -138,13 +139,14 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
-			pkts += (uint64_t)n;
+			stream |= n >= SPIN_MIN_PKTS;
 			last = 0;
 			continue;
 		}
-		/* a packet now and then (a ping-pong) is not a stream: the
-		 * application, spinning on its own, needs the core more */
-		if (!spin_ns || pkts < SPIN_MIN_PKTS)
+		/* a packet now and then (a ping-pong, however fast) is not a
+		 * stream: the application, spinning on its own, needs the
+		 * core more */
+		if (!spin_ns || !stream)
 			break;
 		now = uroce_now_ns();
 		/* an application thread polling its CQ receives for itself:
