@@ -173,6 +173,7 @@ struct uroce_pkt_io {
 };
 
 /* engine/xmit.c: packets held for one sendmmsg */
+#define UROCE_ACK_PENDING_MAX	64
 #define UROCE_TXB_MAX_PKTS	256
 #define UROCE_TXB_MAX_RUNS	64
 #define UROCE_TXB_MAX_IOV	1024
@@ -244,6 +245,12 @@ struct uroce_dev {
 	struct uroce_txbatch *txb_free;
 	int txb_count;			/* batches allocated */
 	_Atomic int txq_len;
+
+	/* engine/resp.c: while a receive burst is handled, plain ACKs wait
+	 * here (QP numbers) and leave once at its end (dev->lock) */
+	bool ack_defer;
+	uint32_t nack_pending;
+	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 
 	/* engine/progress.c */
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
@@ -592,6 +599,10 @@ struct uroce_resp_state {
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
 	bool nak_sent;			/* a PSN sequence NAK is outstanding */
+	/* an ACK held until the end of the receive burst (engine/resp.c),
+	 * so that several AckReq packets of one burst get one ACK */
+	bool ack_pending;
+	uint32_t ack_psn, ack_msn;
 	/* the message being received */
 	bool in_send;
 	uint64_t send_off;
@@ -854,6 +865,11 @@ int uroce_sge_iov(const struct ibv_sge *sge, uint32_t n, uint64_t off,
 
 /* engine/resp.c */
 void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
+/* hold plain ACKs until uroce_ack_burst_end (a receive burst; lock held) */
+void uroce_ack_burst_begin(struct uroce_dev *dev);
+void uroce_ack_burst_end(struct uroce_dev *dev);
+/* send the ACK qp holds back, if any, before anything else of qp */
+void uroce_ack_flush(struct uroce_qp *qp);
 /* answer the request at psn with an invalid request NAK and move the
  * QP to the error state (IBA 9.7.5.2.2, class C) */
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn);

@@ -52,17 +52,75 @@ static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
 	return mr;
 }
 
-void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
+static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn,
+		    uint32_t msn)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
 
 	bth_init(hdr, UROCE_OP_RC_ACK, false, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, false, psn);
-	aeth_init(hdr + UROCE_BTH_LEN, syn, qp->resp.msn);
+	aeth_init(hdr + UROCE_BTH_LEN, syn, msn);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	uroce_count(qp->dev, UROCE_CNT_TX_ACKS, 1);
 	if ((syn & UROCE_AETH_TYPE_MASK) != UROCE_AETH_ACK)
 		uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK sent, AETH syndrome 0x%02x", syn);
+}
+
+void uroce_ack_flush(struct uroce_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return;
+	qp->resp.ack_pending = false;
+	ack_out(qp, UROCE_AETH_ACK_UNLIMITED, qp->resp.ack_psn,
+		qp->resp.ack_msn);
+}
+
+/*
+ * ACKs are cumulative (IBA 9.7.5.1.1), so of the AckReq packets of one
+ * QP in one receive burst only the last needs its ACK: at 256 QPs sharing
+ * the device's budget, most packets ask for one.  A held ACK goes out at
+ * the end of the burst, or before anything else the QP sends (a NAK, a
+ * READ response), so the order on the wire is kept.
+ */
+void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	if (syn == UROCE_AETH_ACK_UNLIMITED && dev->ack_defer &&
+	    (qp->resp.ack_pending ||
+	     dev->nack_pending < UROCE_ACK_PENDING_MAX)) {
+		if (!qp->resp.ack_pending)
+			dev->ack_pending[dev->nack_pending++] =
+				uqp_ibqp(qp)->qp_num;
+		qp->resp.ack_pending = true;
+		qp->resp.ack_psn = psn;
+		qp->resp.ack_msn = qp->resp.msn;
+		return;
+	}
+	uroce_ack_flush(qp);
+	ack_out(qp, syn, psn, qp->resp.msn);
+}
+
+void uroce_ack_burst_begin(struct uroce_dev *dev)
+{
+	dev->ack_defer = true;
+}
+
+void uroce_ack_burst_end(struct uroce_dev *dev)
+{
+	uint32_t i;
+
+	dev->ack_defer = false;
+	uroce_xmit_begin(dev);
+	for (i = 0; i < dev->nack_pending; i++) {
+		/* (a QP destroyed meanwhile is gone from the table) */
+		struct uroce_qp *qp = uroce_qp_lookup(dev, dev->ack_pending[i]);
+
+		if (qp)
+			uroce_ack_flush(qp);
+	}
+	dev->nack_pending = 0;
+	uroce_xmit_end(dev);
 }
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)

@@ -217,6 +217,9 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen)
 {
+	/* an ACK held back for the end of a receive burst goes first */
+	if (qp->resp.ack_pending && bth_opcode(hdr) != UROCE_OP_RC_ACK)
+		uroce_ack_flush(qp);
 	if (uroce_qp_is_xrc(qp))
 		return uroce_xrc_xmit(qp, hdr, hdrlen, payload, npayload,
 				      paylen);

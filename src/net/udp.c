@@ -599,6 +599,10 @@ int uroce_net_poll(struct uroce_dev *dev)
 	if (n <= 0)
 		return 0;
 	pkts = 0;
+	/* one ACK per QP for what this receive brought (engine/resp.c) */
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_begin(dev);
+	pthread_mutex_unlock(&dev->lock);
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -622,6 +626,9 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_end(dev);
+	uroce_dev_unlock(dev);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }
