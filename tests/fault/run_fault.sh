@@ -337,7 +337,7 @@ rate)
 	;;
 flap-short)
 	# long enough to be mid-transfer when the link goes down
-	wl=(-q 4 -o write,read,send -S 1M-4M -n 4 -m "$mtu" --ack-timeout 14
+	wl=(-q 4 -o write,read,send -S 1M-4M -n 8 -m "$mtu" --ack-timeout 14
 	    --retry-cnt 7 -r "$seed" -t 60)
 	;;
 flap-long|kill) kind=peer ;;
@@ -349,17 +349,18 @@ if [ $kind = traffic ]; then
 	start_server "$traffic"
 	run_client "$traffic" "${wl[@]}"
 	if [ "$scenario" = flap-short ]; then
-		# three flaps, each once another 8 MB have crossed the link,
-		# so that at least one lands while packets are in flight (a
-		# slow build pauses to verify data between rounds)
+		# three flaps, each while packets are crossing the link (two
+		# looks 20 ms apart see its byte count grow), so that each
+		# lands in flight, not in a pause between rounds where the
+		# programs verify data
 		faults=0
 		for flap in 1 2 3; do
-			b0=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
-			for ((i = 0; i < 600; i++)); do
+			for ((i = 0; i < 1500; i++)); do
+				b0=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
+				sleep 0.02
 				b=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
-				[ "$b" -gt $((b0 + (8 << 20))) ] && break
+				[ "$b" -gt $((b0 + (64 << 10))) ] && break
 				kill -0 $cpid 2>/dev/null || break
-				sleep 0.05
 			done
 			kill -0 $cpid 2>/dev/null || break
 			in_ns A ip link set vA down
