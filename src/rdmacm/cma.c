@@ -438,6 +438,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	}
 	cm_mc_leave_all(ci);
 	cm_id_free(ci);
+	/* held requests for a port nobody here uses any more are refused */
+	cm_hold_update();
 	pthread_mutex_unlock(&cm.lock);
 	return 0;
 }
@@ -821,12 +823,14 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 /*
  * UROCE_CM_LISTEN_FILE=<path>: append "listen <port>" there once a
  * listener is up, so that a test runner can start the client without
- * guessing when the server got that far.
+ * guessing when the server got that far; "hold <port>" when a REQ waits
+ * for a listener and "reject <port>" when a held one is refused (tests
+ * synchronise on these).
  */
-static void notify_listen(struct cm_id *ci)
+void cm_notify(const char *what, uint16_t port)
 {
 	const char *path = getenv("UROCE_CM_LISTEN_FILE");
-	char line[32];
+	char line[48];
 	int fd, n;
 
 	if (!path || !*path)
@@ -834,7 +838,7 @@ static void notify_listen(struct cm_id *ci)
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
-	n = snprintf(line, sizeof(line), "listen %u\n", ci->port);
+	n = snprintf(line, sizeof(line), "%s %u\n", what, port);
 	if (write(fd, line, (size_t)n) < 0)
 		n = 0;
 	close(fd);
@@ -861,11 +865,13 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
 			      backlog : CM_DEFAULT_BACKLOG;
 		ci->state = CM_LISTEN;
+		/* requests that came before us (docs/rdmacm.md) */
+		cm_hold_update();
 	}
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	notify_listen(ci);
+	cm_notify("listen", ci->port);
 	return 0;
 }
 
