@@ -53,7 +53,8 @@ static struct rdma_event_channel *ch;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 
-static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
+static void __attribute__((format(printf, 1, 2), noreturn))
+fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -213,12 +214,24 @@ static struct rdma_cm_id *held_request(const char *mode, const char *addr,
 	return NULL;
 }
 
+static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (conns[i] == id)
+			return i;
+	fail("event for an id never accepted");
+	return -1;
+}
+
 static int server(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
 	struct rdma_cm_id *lid, *conns[MAXC];
+	bool up[MAXC] = { false };
 	struct sockaddr_in sin;
-	int n = 1, backlog = 0, est = 0, disc = 0, i;
+	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, i;
 	double t_rep = now();
 	int server_disc = argc > 3 && !strcmp(argv[3], "server-disconnects");
 
@@ -245,7 +258,7 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	}
 	printf("listening on %s:%s\n", addr, port);
 	fflush(stdout);
-	while (est < n || disc < n) {
+	while (est + early < n || disc < n) {
 		struct rdma_cm_event *e = next_event(120);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
@@ -270,17 +283,29 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 					.initiator_depth = 1,
 					.rnr_retry_count = 7,
 				};
+				if (nconn == MAXC)
+					fail("more than %d requests", MAXC);
 				if (rdma_accept(id, &cp))
 					fail("rdma_accept: %s", strerror(errno));
+				conns[nconn++] = id;
 				t_rep = now();
 			}
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
-			conns[est++] = id;
+			i = conn_index(conns, nconn, id);
+			if (up[i])
+				fail("ESTABLISHED twice on connection %d", i);
+			up[i] = true;
+			est++;
 			if (server_disc && rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
+			/* a lost RTU, overtaken by the client's DREQ, gives
+			 * DISCONNECTED with no ESTABLISHED, as the kernel's
+			 * rdma_cm does (DREQ received in REP sent) */
+			if (!up[conn_index(conns, nconn, id)])
+				early++;
 			disc++;
 			if (!server_disc)
 				rdma_disconnect(id);
@@ -306,14 +331,17 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 			return 1;
 		}
 	}
-	for (i = 0; i < est; i++) {
+	if (nconn != n || disc != n)
+		fail("%d accepted, %d disconnected, expected %d", nconn, disc, n);
+	for (i = 0; i < nconn; i++) {
 		rdma_destroy_qp(conns[i]);
 		if (rdma_destroy_id(conns[i]))
 			fail("rdma_destroy_id: %s", strerror(errno));
 	}
 	rdma_destroy_id(lid);
 	printf("PASS: %d connections accepted and disconnected (%s side "
-	       "first)\n", n, server_disc ? "server" : "client");
+	       "first; %d before their RTU came)\n", n,
+	       server_disc ? "server" : "client", early);
 	return 0;
 }
 
