@@ -554,7 +554,7 @@ static bool port_taken(enum rdma_port_space ps, uint16_t port, bool reuse)
 		if (id->bound && !id->listener && id->id.ps == ps &&
 		    id->port == port && id->state != CM_REQ_RCVD &&
 		    id->state != CM_REP_SENT && id->state != CM_ESTABLISHED &&
-		    id->state != CM_DISCONNECTED &&
+		    id->state != CM_DREQ_SENT && id->state != CM_DISCONNECTED &&
 		    (!reuse || !id->reuseaddr || id->state == CM_LISTEN))
 			return true;
 	return false;

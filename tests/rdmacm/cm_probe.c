@@ -13,7 +13,9 @@
  *   cm_probe server ADDR PORT hold-listen     (see early requests below)
  *   cm_probe server ADDR PORT hold-destroy
  *   cm_probe server ADDR PORT hold-expire
+ *   cm_probe server ADDR PORT hold-relisten
  *   cm_probe client ADDR PORT connect N [client-disconnects]
+ *   cm_probe client ADDR PORT reconnect
  *   cm_probe client ADDR PORT expect-reject
  *   cm_probe client ADDR PORT expect-refused
  *   cm_probe client ADDR PORT expect-refused-late
@@ -28,7 +30,11 @@
  * until our librdmacm writes "hold PORT" there: the client's REQ has
  * come and is held.  Then hold-listen calls rdma_listen and accepts one
  * connection; hold-destroy destroys the bound id and hold-expire waits,
- * and both wait for "reject PORT" (the held REQ refused).
+ * and both wait for "reject PORT" (the held REQ refused).  hold-relisten
+ * is perftest -R's order: it listens and accepts a first connection,
+ * destroys the listener and disconnects that connection (its id, still
+ * there, keeps the port in use), waits for the client's second REQ to be
+ * held, then listens again on PORT and accepts it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -214,6 +220,29 @@ static struct rdma_cm_id *held_request(const char *mode, const char *addr,
 	return NULL;
 }
 
+/*
+ * perftest -R's way: the listener goes, its connection stays (here it is
+ * also disconnected, which tells the client to connect again), and a new
+ * listener comes on the same port once the client's REQ is held.
+ */
+static struct rdma_cm_id *relisten_after(struct rdma_cm_id *lid,
+					 struct rdma_cm_id *conn,
+					 const char *addr, const char *port)
+{
+	struct sockaddr_in sin;
+
+	if (rdma_destroy_id(lid) || rdma_disconnect(conn))
+		fail("destroy listener, disconnect: %s", strerror(errno));
+	wait_line("hold", port, 60);
+	printf("the client's second REQ is held\n");
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
+	    rdma_listen(lid, 0))
+		fail("listen again: %s", strerror(errno));
+	return lid;
+}
+
 static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
 {
 	int i;
@@ -234,6 +263,7 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, i;
 	double t_rep = now();
 	int server_disc = argc > 3 && !strcmp(argv[3], "server-disconnects");
+	bool relisten = !strcmp(mode, "hold-relisten");
 
 	if (!strcmp(mode, "accept")) {
 		n = argc > 1 ? atoi(argv[1]) : 1;
@@ -241,6 +271,10 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	}
 	if (n > MAXC)
 		fail("too many connections: %s", argv[1]);
+	if (relisten) {
+		n = 2;
+		mode = "accept";
+	}
 	if (!strncmp(mode, "hold-", 5)) {
 		lid = held_request(mode, addr, port);
 		if (!lid)
@@ -299,6 +333,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 			est++;
 			if (server_disc && rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
+			if (relisten && i == 0)
+				lid = relisten_after(lid, id, addr, port);
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 			/* a lost RTU, overtaken by the client's DREQ, gives
@@ -348,9 +384,11 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 static int client(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
-	struct rdma_cm_id *ids[MAXC];
+	struct rdma_cm_id *ids[MAXC] = { NULL };
 	struct sockaddr_in sin;
-	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) : 1;
+	bool again = !strcmp(mode, "reconnect");
+	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) :
+		again ? 2 : 1;
 	int client_disc = argc > 2 && !strcmp(argv[2], "client-disconnects");
 	int est = 0, disc = 0, i;
 	double t0 = now();
@@ -358,7 +396,9 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	if (n > MAXC)
 		fail("too many connections: %s", argv[1]);
 	make_addr(addr, port, &sin);
-	for (i = 0; i < n; i++) {
+	/* reconnect: the second connection once the server has ended the
+	 * first */
+	for (i = 0; i < (again ? 1 : n); i++) {
 		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP) ||
 		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin, 2000))
 			fail("resolve: %s", strerror(errno));
@@ -410,13 +450,19 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			return 1;
 		case RDMA_CM_EVENT_ESTABLISHED:
 			est++;
-			if (client_disc && rdma_disconnect(id))
+			if ((client_disc || (again && id == ids[1])) &&
+			    rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 			disc++;
 			if (!client_disc)
 				rdma_disconnect(id);
+			if (again && id == ids[0] &&
+			    (rdma_create_id(ch, &ids[1], NULL, RDMA_PS_TCP) ||
+			     rdma_resolve_addr(ids[1], NULL,
+					       (struct sockaddr *)&sin, 2000)))
+				fail("resolve: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_REJECTED:
 			if (!strcmp(mode, "expect-reject")) {
