@@ -584,8 +584,10 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 			cm_send_mad(&dup->peer_gid, dup->mad);
 		return;
 	}
-	if (find_held(m, peer))
-		return;		/* a repeat; the first one still waits */
+	if (find_held(m, peer)) {
+		cm.cnt.drop_state++;	/* a repeat; the first one waits */
+		return;
+	}
 	if ((m->sid & ~0xffffffULL) != CM_SID_PREFIX) {
 		cm.cnt.drop_nolistener++;
 		refuse(m, peer);
