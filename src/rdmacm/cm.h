@@ -134,7 +134,9 @@ struct cm_chan {
 					 * while the queue is not empty */
 	struct cm_event *head, *tail;
 	unsigned int nids;
+	unsigned int waiters;		/* threads in rdma_get_cm_event */
 	bool sync;			/* private to one synchronous id */
+	bool dead;			/* destroyed while waited on */
 };
 
 struct cm_id {

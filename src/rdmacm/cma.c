@@ -89,6 +89,19 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		errno = EBUSY;
 		return;
 	}
+	if (ch->waiters) {
+		/* a thread blocks in rdma_get_cm_event on it (Debian's rping
+		 * destroys it so): keep it, wake the thread, which finds it
+		 * dead and stays blocked, as on a closed ucma fd */
+		uint64_t v = 1;
+		ssize_t n;
+
+		ch->dead = true;
+		n = write(ch->ch.fd, &v, sizeof(v));
+		pthread_mutex_unlock(&cm.lock);
+		(void)n;
+		return;
+	}
 	pthread_mutex_unlock(&cm.lock);
 	chan_free(ch);
 }
@@ -150,6 +163,7 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 				struct rdma_cm_event **event)
 {
 	struct cm_chan *ch = to_chan(channel);
+	bool waited = false;
 	struct pollfd p;
 	int flags;
 
@@ -159,6 +173,14 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 		struct cm_event *e;
 
 		pthread_mutex_lock(&cm.lock);
+		if (waited)
+			ch->waiters--;
+		waited = false;
+		if (ch->dead) {
+			pthread_mutex_unlock(&cm.lock);
+			for (;;)
+				pause();
+		}
 		e = ch->head;
 		if (e) {
 			struct cm_id *lid = e->owner->listener;
@@ -178,13 +200,23 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 			return 0;
 		}
 		flags = fcntl(channel->fd, F_GETFL);
-		pthread_mutex_unlock(&cm.lock);
-		if (flags >= 0 && (flags & O_NONBLOCK))
+		if (flags >= 0 && (flags & O_NONBLOCK)) {
+			pthread_mutex_unlock(&cm.lock);
 			return cm_set_errno(EAGAIN);
+		}
+		ch->waiters++;
+		waited = true;
 		p.fd = channel->fd;
+		pthread_mutex_unlock(&cm.lock);
 		p.events = POLLIN;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			return -1;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+			int err = errno;
+
+			pthread_mutex_lock(&cm.lock);
+			ch->waiters--;
+			pthread_mutex_unlock(&cm.lock);
+			return cm_set_errno(err);
+		}
 	}
 }
 
