@@ -134,7 +134,9 @@ struct cm_chan {
 					 * while the queue is not empty */
 	struct cm_event *head, *tail;
 	unsigned int nids;
+	unsigned int waiters;		/* threads in rdma_get_cm_event */
 	bool sync;			/* private to one synchronous id */
+	bool dead;			/* destroyed while waited on */
 };
 
 struct cm_id {
@@ -186,6 +188,26 @@ struct cm_id {
 struct cm_counters {
 	uint64_t rx, tx, drop_malformed, drop_state, drop_nolistener,
 		 retrans, timeouts, tx_fail;
+	uint64_t held;			/* REQs held for a listen to come */
+	uint64_t held_rejected;		/* ... and rejected: none came */
+};
+
+/*
+ * A REQ (or SIDR_REQ) for a port that an id of this process uses but
+ * nobody listens on yet, kept for a while in case rdma_listen follows
+ * (proto.c, docs/rdmacm.md "Early requests").
+ */
+#define CM_HOLD_MAX		16
+#define CM_HOLD_MS_DEFAULT	1000
+#define CM_HOLD_MS_MAX		60000
+
+struct cm_held {
+	bool used;
+	struct cm_msg m;		/* m.pdata points at pdata below */
+	uint8_t pdata[CM_SIDR_REQ_PDATA];
+	union ibv_gid peer;
+	struct sockaddr_storage dst;	/* from the cma_hdr */
+	uint64_t deadline_ns;
 };
 
 struct cm_global {
@@ -213,6 +235,8 @@ struct cm_global {
 	bool addr_pinned;		/* bound to a specific address */
 	uint64_t tid_hi;
 	struct cm_counters cnt;
+	struct cm_held held[CM_HOLD_MAX];
+	uint64_t hold_ns;		/* UROCE_CM_HOLD_MS; 0: no holding */
 };
 
 extern struct cm_global cm;
@@ -233,6 +257,7 @@ void cm_fill_path(struct cm_id *id);
 int cm_qp_to_rtr_rts(struct cm_id *id);
 void cm_qp_to_err(struct cm_id *id);
 const char *cm_state_name(enum cm_state s);
+void cm_notify(const char *what, uint16_t port);
 
 static inline struct cm_id *to_cid(struct rdma_cm_id *id)
 {
@@ -278,6 +303,7 @@ int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len);
 int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 		     const void *pdata, uint8_t len);
 void cm_release_deferred(struct cm_id *listener);
+void cm_hold_update(void);
 void cm_id_drop_mad(struct cm_id *id);
 
 #endif /* UROCE_RDMACM_CM_H */

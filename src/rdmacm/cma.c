@@ -89,6 +89,19 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		errno = EBUSY;
 		return;
 	}
+	if (ch->waiters) {
+		/* a thread blocks in rdma_get_cm_event on it (Debian's rping
+		 * destroys it so): keep it, wake the thread, which finds it
+		 * dead and stays blocked, as on a closed ucma fd */
+		uint64_t v = 1;
+		ssize_t n;
+
+		ch->dead = true;
+		n = write(ch->ch.fd, &v, sizeof(v));
+		pthread_mutex_unlock(&cm.lock);
+		(void)n;
+		return;
+	}
 	pthread_mutex_unlock(&cm.lock);
 	chan_free(ch);
 }
@@ -150,6 +163,7 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 				struct rdma_cm_event **event)
 {
 	struct cm_chan *ch = to_chan(channel);
+	bool waited = false;
 	struct pollfd p;
 	int flags;
 
@@ -159,6 +173,14 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 		struct cm_event *e;
 
 		pthread_mutex_lock(&cm.lock);
+		if (waited)
+			ch->waiters--;
+		waited = false;
+		if (ch->dead) {
+			pthread_mutex_unlock(&cm.lock);
+			for (;;)
+				pause();
+		}
 		e = ch->head;
 		if (e) {
 			struct cm_id *lid = e->owner->listener;
@@ -178,13 +200,23 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 			return 0;
 		}
 		flags = fcntl(channel->fd, F_GETFL);
-		pthread_mutex_unlock(&cm.lock);
-		if (flags >= 0 && (flags & O_NONBLOCK))
+		if (flags >= 0 && (flags & O_NONBLOCK)) {
+			pthread_mutex_unlock(&cm.lock);
 			return cm_set_errno(EAGAIN);
+		}
+		ch->waiters++;
+		waited = true;
 		p.fd = channel->fd;
+		pthread_mutex_unlock(&cm.lock);
 		p.events = POLLIN;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			return -1;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+			int err = errno;
+
+			pthread_mutex_lock(&cm.lock);
+			ch->waiters--;
+			pthread_mutex_unlock(&cm.lock);
+			return cm_set_errno(err);
+		}
 	}
 }
 
@@ -438,6 +470,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	}
 	cm_mc_leave_all(ci);
 	cm_id_free(ci);
+	/* held requests for a port nobody here uses any more are refused */
+	cm_hold_update();
 	pthread_mutex_unlock(&cm.lock);
 	return 0;
 }
@@ -552,7 +586,7 @@ static bool port_taken(enum rdma_port_space ps, uint16_t port, bool reuse)
 		if (id->bound && !id->listener && id->id.ps == ps &&
 		    id->port == port && id->state != CM_REQ_RCVD &&
 		    id->state != CM_REP_SENT && id->state != CM_ESTABLISHED &&
-		    id->state != CM_DISCONNECTED &&
+		    id->state != CM_DREQ_SENT && id->state != CM_DISCONNECTED &&
 		    (!reuse || !id->reuseaddr || id->state == CM_LISTEN))
 			return true;
 	return false;
@@ -821,12 +855,14 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 /*
  * UROCE_CM_LISTEN_FILE=<path>: append "listen <port>" there once a
  * listener is up, so that a test runner can start the client without
- * guessing when the server got that far.
+ * guessing when the server got that far; "hold <port>" when a REQ waits
+ * for a listener and "reject <port>" when a held one is refused (tests
+ * synchronise on these).
  */
-static void notify_listen(struct cm_id *ci)
+void cm_notify(const char *what, uint16_t port)
 {
 	const char *path = getenv("UROCE_CM_LISTEN_FILE");
-	char line[32];
+	char line[48];
 	int fd, n;
 
 	if (!path || !*path)
@@ -834,7 +870,7 @@ static void notify_listen(struct cm_id *ci)
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
-	n = snprintf(line, sizeof(line), "listen %u\n", ci->port);
+	n = snprintf(line, sizeof(line), "%s %u\n", what, port);
 	if (write(fd, line, (size_t)n) < 0)
 		n = 0;
 	close(fd);
@@ -861,11 +897,13 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
 			      backlog : CM_DEFAULT_BACKLOG;
 		ci->state = CM_LISTEN;
+		/* requests that came before us (docs/rdmacm.md) */
+		cm_hold_update();
 	}
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	notify_listen(ci);
+	cm_notify("listen", ci->port);
 	return 0;
 }
 

@@ -202,9 +202,14 @@ void cm_timer_arm(void)
 	uint64_t next = 0;
 	struct cm_id *id;
 
+	int i;
+
 	for (id = cm.ids; id; id = id->next)
 		if (id->mad_pending && (!next || id->deadline_ns < next))
 			next = id->deadline_ns;
+	for (i = 0; i < CM_HOLD_MAX; i++)
+		if (cm.held[i].used && (!next || cm.held[i].deadline_ns < next))
+			next = cm.held[i].deadline_ns;
 	memset(&its, 0, sizeof(its));
 	if (next) {
 		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
@@ -253,6 +258,23 @@ static void *cm_thread(void *arg)
 		pthread_mutex_unlock(&cm.lock);
 	}
 	return NULL;
+}
+
+/* UROCE_CM_HOLD_MS: how long a REQ may wait for its listener (proto.c). */
+static uint64_t hold_ns(void)
+{
+	const char *e = getenv("UROCE_CM_HOLD_MS");
+	unsigned long ms = CM_HOLD_MS_DEFAULT;
+	char *end;
+
+	if (e && *e) {
+		ms = strtoul(e, &end, 10);
+		if (*end)
+			ms = CM_HOLD_MS_DEFAULT;
+	}
+	if (ms > CM_HOLD_MS_MAX)
+		ms = CM_HOLD_MS_MAX;
+	return (uint64_t)ms * 1000000ull;
 }
 
 /* Refreshes what we know of the device's address.  cm.lock held. */
@@ -314,6 +336,7 @@ int cm_dev_up(void)
 	if (cm.timerfd < 0)
 		goto err;
 	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
+	cm.hold_ns = hold_ns();
 	read_addr();
 	err = pthread_create(&cm.thread, NULL, cm_thread, NULL);
 	if (err) {
@@ -338,14 +361,16 @@ static void __attribute__((destructor)) print_stats(void)
 		return;
 	fprintf(stderr, "uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
 		"drop_state=%llu drop_nolistener=%llu retrans=%llu "
-		"timeouts=%llu tx_fail=%llu\n",
+		"timeouts=%llu tx_fail=%llu held=%llu held_rejected=%llu\n",
 		(unsigned long long)cm.cnt.rx, (unsigned long long)cm.cnt.tx,
 		(unsigned long long)cm.cnt.drop_malformed,
 		(unsigned long long)cm.cnt.drop_state,
 		(unsigned long long)cm.cnt.drop_nolistener,
 		(unsigned long long)cm.cnt.retrans,
 		(unsigned long long)cm.cnt.timeouts,
-		(unsigned long long)cm.cnt.tx_fail);
+		(unsigned long long)cm.cnt.tx_fail,
+		(unsigned long long)cm.cnt.held,
+		(unsigned long long)cm.cnt.held_rejected);
 }
 
 /* Creates QP1 and fills its receive queue.  cm.lock held. */

@@ -487,6 +487,83 @@ static void send_mra(struct cm_id *id)
 	send_once(&id->peer_gid, &m);
 }
 
+/* No such service: REJ reason 8, or SIDR_REP "not supported". */
+static void refuse(const struct cm_msg *m, const union ibv_gid *peer)
+{
+	if (m->attr == CM_ATTR_SIDR_REQ)
+		sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
+	else
+		reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+}
+
+/* ---- early requests (docs/rdmacm.md, "Early requests") ---- */
+
+/* Whether an id of this process uses (ps, port) at dst: bound to it, or
+ * a connection accepted on it; a listen on it may be about to come. */
+static bool port_in_use(uint16_t ps, uint16_t port, const struct sockaddr *dst)
+{
+	struct cm_id *id;
+
+	for (id = cm.ids; id; id = id->next)
+		if (id->bound && id->id.ps == ps && id->port == port &&
+		    (sa_is_any(&id->id.route.addr.src_addr) ||
+		     same_ip(&id->id.route.addr.src_addr, dst)))
+			return true;
+	return false;
+}
+
+static struct cm_held *find_held(const struct cm_msg *m,
+				 const union ibv_gid *peer)
+{
+	int i;
+
+	for (i = 0; i < CM_HOLD_MAX; i++) {
+		struct cm_held *h = &cm.held[i];
+
+		if (h->used && h->m.attr == m->attr &&
+		    h->m.local_id == m->local_id && h->m.tid == m->tid &&
+		    !memcmp(h->peer.raw, peer->raw, 16))
+			return h;
+	}
+	return NULL;
+}
+
+/*
+ * Keeps a REQ that no listener takes, if its port is in use here, for up
+ * to cm.hold_ns: servers that bind (perftest -R's second listen, qperf)
+ * or hand out their port before rdma_listen are raced by a client on
+ * the same host.  false if it is not held; the caller then refuses it
+ * at once, as the kernel's CM does.
+ */
+static bool hold_req(const struct cm_msg *m, const union ibv_gid *peer,
+		     const struct sockaddr_storage *dst, uint16_t ps,
+		     uint16_t port)
+{
+	struct cm_held *h = NULL;
+	int i;
+
+	if (!cm.hold_ns || !port_in_use(ps, port, (const struct sockaddr *)dst))
+		return false;
+	for (i = 0; i < CM_HOLD_MAX && !h; i++)
+		if (!cm.held[i].used)
+			h = &cm.held[i];
+	if (!h)
+		return false;
+	h->used = true;
+	h->m = *m;
+	h->m.pdata_len = m->pdata_len < sizeof(h->pdata) ?
+			 m->pdata_len : (uint8_t)sizeof(h->pdata);
+	memcpy(h->pdata, m->pdata, h->m.pdata_len);
+	h->m.pdata = h->pdata;
+	h->peer = *peer;
+	h->dst = *dst;
+	h->deadline_ns = cm_now_ns() + cm.hold_ns;
+	cm.cnt.held++;
+	cm_timer_arm();
+	cm_notify("hold", port);
+	return true;
+}
+
 /* IBA 12.6.5 / 12.9.6: a REQ (or SIDR_REQ) for a listening service makes a
  * new id, reported as CONNECT_REQUEST on the listener's channel. */
 static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
@@ -507,12 +584,13 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 			cm_send_mad(&dup->peer_gid, dup->mad);
 		return;
 	}
+	if (find_held(m, peer)) {
+		cm.cnt.drop_state++;	/* a repeat; the first one waits */
+		return;
+	}
 	if ((m->sid & ~0xffffffULL) != CM_SID_PREFIX) {
 		cm.cnt.drop_nolistener++;
-		if (sidr)
-			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
-		else
-			reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+		refuse(m, peer);
 		return;
 	}
 	if (parse_cma_hdr(m->pdata, &src, &dst)) {
@@ -523,11 +601,10 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 	port = (uint16_t)m->sid;
 	lid = find_listener(ps, port, (struct sockaddr *)&dst);
 	if (!lid) {
+		if (hold_req(m, peer, &dst, ps, port))
+			return;
 		cm.cnt.drop_nolistener++;
-		if (sidr)
-			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
-		else
-			reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+		refuse(m, peer);
 		return;
 	}
 	/* the port space decides the transport (kernel cma_check_req_qp_type);
@@ -636,6 +713,49 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 	}
 	lid->queued_reqs++;
 	cm_event_queue(e);
+}
+
+/*
+ * Held requests: those a listener now takes go to it as if they had just
+ * come; those whose time is up (now != 0) or whose port nobody here uses
+ * any more are refused.  cm.lock held.
+ */
+static void hold_sweep(uint64_t now)
+{
+	int i;
+
+	for (i = 0; i < CM_HOLD_MAX; i++) {
+		struct cm_held *h = &cm.held[i];
+		uint8_t pdata[sizeof(h->pdata)];
+		uint16_t ps = (uint16_t)(h->m.sid >> 16);
+		uint16_t port = (uint16_t)h->m.sid;
+		const struct sockaddr *dst = (struct sockaddr *)&h->dst;
+		union ibv_gid peer;
+		struct cm_msg m;
+
+		if (!h->used)
+			continue;
+		m = h->m;
+		peer = h->peer;
+		memcpy(pdata, h->pdata, sizeof(pdata));
+		m.pdata = pdata;
+		if (find_listener(ps, port, dst)) {
+			h->used = false;
+			handle_req(&m, &peer);
+		} else if ((now && h->deadline_ns <= now) ||
+			   !port_in_use(ps, port, dst)) {
+			h->used = false;
+			cm.cnt.held_rejected++;
+			cm.cnt.drop_nolistener++;
+			refuse(&m, &peer);
+			cm_notify("reject", port);
+		}
+	}
+}
+
+void cm_hold_update(void)
+{
+	hold_sweep(0);
 }
 
 void cm_release_deferred(struct cm_id *lid)
@@ -906,4 +1026,5 @@ void cm_handle_timeouts(uint64_t now)
 			break;
 		}
 	}
+	hold_sweep(now);
 }

@@ -10,12 +10,31 @@
  *   cm_probe server ADDR PORT reject
  *   cm_probe server ADDR PORT die            (_exit on CONNECT_REQUEST)
  *   cm_probe server ADDR PORT expect-unreachable
+ *   cm_probe server ADDR PORT hold-listen     (see early requests below)
+ *   cm_probe server ADDR PORT hold-destroy
+ *   cm_probe server ADDR PORT hold-expire
+ *   cm_probe server ADDR PORT hold-relisten
  *   cm_probe client ADDR PORT connect N [client-disconnects]
+ *   cm_probe client ADDR PORT reconnect
  *   cm_probe client ADDR PORT expect-reject
  *   cm_probe client ADDR PORT expect-refused
+ *   cm_probe client ADDR PORT expect-refused-late
  *   cm_probe client ADDR PORT expect-unreachable
  *   cm_probe client ADDR PORT die-after-connect
  *   cm_probe api
+ *
+ * Early requests (a REQ for a port bound here before rdma_listen): the
+ * hold-* servers listen once on another port (QP1 comes up, as with
+ * perftest -R's first listen), bind PORT, write "bound PORT" to
+ * $UROCE_CM_LISTEN_FILE (the runner then starts the client) and wait
+ * until our librdmacm writes "hold PORT" there: the client's REQ has
+ * come and is held.  Then hold-listen calls rdma_listen and accepts one
+ * connection; hold-destroy destroys the bound id and hold-expire waits,
+ * and both wait for "reject PORT" (the held REQ refused).  hold-relisten
+ * is perftest -R's order: it listens and accepts a first connection,
+ * destroys the listener and disconnects that connection (its id, still
+ * there, keeps the port in use), waits for the client's second REQ to be
+ * held, then listens again on PORT and accepts it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,9 +42,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
@@ -38,7 +59,8 @@ static struct rdma_event_channel *ch;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 
-static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
+static void __attribute__((format(printf, 1, 2), noreturn))
+fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -99,13 +121,149 @@ static void make_qp(struct rdma_cm_id *id)
 		fail("rdma_create_qp: %s", strerror(errno));
 }
 
+static bool file_has_line(const char *path, const char *want)
+{
+	char line[128];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strcmp(line, want);
+	fclose(f);
+	return found;
+}
+
+/* Waits (inotify, bounded) until $UROCE_CM_LISTEN_FILE has "WHAT PORT". */
+static void wait_line(const char *what, const char *port, int timeout_s)
+{
+	const char *path = getenv("UROCE_CM_LISTEN_FILE");
+	double end = now() + timeout_s;
+	char want[64], buf[4096];
+	int fd;
+
+	if (!path || !*path)
+		fail("UROCE_CM_LISTEN_FILE is not set");
+	snprintf(want, sizeof(want), "%s %s\n", what, port);
+	fd = inotify_init1(IN_CLOEXEC);
+	if (fd < 0 || inotify_add_watch(fd, path, IN_MODIFY) < 0)
+		fail("inotify on %s: %s", path, strerror(errno));
+	/* watched first, then read: no write can slip between */
+	while (!file_has_line(path, want)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int left = (int)((end - now()) * 1000);
+
+		if (left <= 0 || poll(&p, 1, left) == 0)
+			fail("no '%s %s' in %s within %d s", what, port, path,
+			     timeout_s);
+		if (read(fd, buf, sizeof(buf)) < 0 && errno != EINTR)
+			fail("inotify read: %s", strerror(errno));
+	}
+	close(fd);
+}
+
+static void append_line(const char *what, const char *port)
+{
+	const char *path = getenv("UROCE_CM_LISTEN_FILE");
+	FILE *f = path && *path ? fopen(path, "a") : NULL;
+
+	if (!f)
+		fail("cannot append to UROCE_CM_LISTEN_FILE '%s'", path ? path : "");
+	fprintf(f, "%s %s\n", what, port);
+	fclose(f);
+}
+
+/*
+ * The early-request cases: returns the bound, not listening, id once the
+ * client's REQ for it is held; for hold-destroy and hold-expire, all is
+ * done and NULL is returned.
+ */
+static struct rdma_cm_id *held_request(const char *mode, const char *addr,
+				       const char *port)
+{
+	struct rdma_cm_id *first, *lid;
+	struct sockaddr_in sin;
+	char want[64];
+	double t;
+
+	/* a first listener brings QP1 up, as perftest -R's first one does */
+	make_addr(addr, "0", &sin);
+	if (rdma_create_id(ch, &first, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(first, (struct sockaddr *)&sin) ||
+	    rdma_listen(first, 0) || rdma_destroy_id(first))
+		fail("first listen: %s", strerror(errno));
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin))
+		fail("bind: %s", strerror(errno));
+	snprintf(want, sizeof(want), "reject %s\n", port);
+	append_line("bound", port);
+	wait_line("hold", port, 60);
+	printf("the client's REQ is held\n");
+	if (!strcmp(mode, "hold-listen"))
+		return lid;
+	t = now();
+	if (!strcmp(mode, "hold-destroy")) {
+		if (rdma_destroy_id(lid))
+			fail("rdma_destroy_id: %s", strerror(errno));
+		/* refused within the call, not later by a timer */
+		if (!file_has_line(getenv("UROCE_CM_LISTEN_FILE"), want))
+			fail("rdma_destroy_id returned, the REQ still held");
+	}
+	wait_line("reject", port, 30);
+	if (!strcmp(mode, "hold-expire") && rdma_destroy_id(lid))
+		fail("rdma_destroy_id: %s", strerror(errno));
+	printf("PASS: held REQ rejected %.2f s after %s\n", now() - t,
+	       !strcmp(mode, "hold-destroy") ? "the id was destroyed" :
+	       "it was held");
+	return NULL;
+}
+
+/*
+ * perftest -R's way: the listener goes, its connection stays (here it is
+ * also disconnected, which tells the client to connect again), and a new
+ * listener comes on the same port once the client's REQ is held.
+ */
+static struct rdma_cm_id *relisten_after(struct rdma_cm_id *lid,
+					 struct rdma_cm_id *conn,
+					 const char *addr, const char *port)
+{
+	struct sockaddr_in sin;
+
+	if (rdma_destroy_id(lid) || rdma_disconnect(conn))
+		fail("destroy listener, disconnect: %s", strerror(errno));
+	wait_line("hold", port, 60);
+	printf("the client's second REQ is held\n");
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
+	    rdma_listen(lid, 0))
+		fail("listen again: %s", strerror(errno));
+	return lid;
+}
+
+static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (conns[i] == id)
+			return i;
+	fail("event for an id never accepted");
+	return -1;
+}
+
 static int server(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
 	struct rdma_cm_id *lid, *conns[MAXC];
+	bool up[MAXC] = { false };
 	struct sockaddr_in sin;
-	int n = 1, backlog = 0, est = 0, disc = 0, i;
+	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, i;
+	double t_rep = now();
 	int server_disc = argc > 3 && !strcmp(argv[3], "server-disconnects");
+	bool relisten = !strcmp(mode, "hold-relisten");
 
 	if (!strcmp(mode, "accept")) {
 		n = argc > 1 ? atoi(argv[1]) : 1;
@@ -113,14 +271,28 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	}
 	if (n > MAXC)
 		fail("too many connections: %s", argv[1]);
-	make_addr(addr, port, &sin);
-	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
-	    rdma_listen(lid, backlog))
-		fail("listen: %s", strerror(errno));
+	if (relisten) {
+		n = 2;
+		mode = "accept";
+	}
+	if (!strncmp(mode, "hold-", 5)) {
+		lid = held_request(mode, addr, port);
+		if (!lid)
+			return 0;
+		/* the held REQ becomes this listener's CONNECT_REQUEST */
+		if (rdma_listen(lid, 0))
+			fail("listen: %s", strerror(errno));
+		mode = "accept";
+	} else {
+		make_addr(addr, port, &sin);
+		if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+		    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
+		    rdma_listen(lid, backlog))
+			fail("listen: %s", strerror(errno));
+	}
 	printf("listening on %s:%s\n", addr, port);
 	fflush(stdout);
-	while (est < n || disc < n) {
+	while (est + early < n || disc < n) {
 		struct rdma_cm_event *e = next_event(120);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
@@ -145,16 +317,31 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 					.initiator_depth = 1,
 					.rnr_retry_count = 7,
 				};
+				if (nconn == MAXC)
+					fail("more than %d requests", MAXC);
 				if (rdma_accept(id, &cp))
 					fail("rdma_accept: %s", strerror(errno));
+				conns[nconn++] = id;
+				t_rep = now();
 			}
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
-			conns[est++] = id;
+			i = conn_index(conns, nconn, id);
+			if (up[i])
+				fail("ESTABLISHED twice on connection %d", i);
+			up[i] = true;
+			est++;
 			if (server_disc && rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
+			if (relisten && i == 0)
+				lid = relisten_after(lid, id, addr, port);
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
+			/* a lost RTU, overtaken by the client's DREQ, gives
+			 * DISCONNECTED with no ESTABLISHED, as the kernel's
+			 * rdma_cm does (DREQ received in REP sent) */
+			if (!up[conn_index(conns, nconn, id)])
+				early++;
 			disc++;
 			if (!server_disc)
 				rdma_disconnect(id);
@@ -162,8 +349,15 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 			if (!strcmp(mode, "expect-unreachable")) {
-				printf("PASS: %s (status %d) after the client died\n",
-				       rdma_event_str(t), status);
+				/* our REP's retries: 9 x 1.07 s, as the
+				 * client's REQ asked; "timely" is well within
+				 * a minute, however loaded the host */
+				if (now() - t_rep > 60)
+					fail("%s only %.1f s after the REP",
+					     rdma_event_str(t), now() - t_rep);
+				printf("PASS: %s (status %d) %.1f s after the REP, "
+				       "the client having died\n",
+				       rdma_event_str(t), status, now() - t_rep);
 				return 0;
 			}
 			/* fall through */
@@ -173,23 +367,28 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 			return 1;
 		}
 	}
-	for (i = 0; i < est; i++) {
+	if (nconn != n || disc != n)
+		fail("%d accepted, %d disconnected, expected %d", nconn, disc, n);
+	for (i = 0; i < nconn; i++) {
 		rdma_destroy_qp(conns[i]);
 		if (rdma_destroy_id(conns[i]))
 			fail("rdma_destroy_id: %s", strerror(errno));
 	}
 	rdma_destroy_id(lid);
 	printf("PASS: %d connections accepted and disconnected (%s side "
-	       "first)\n", n, server_disc ? "server" : "client");
+	       "first; %d before their RTU came)\n", n,
+	       server_disc ? "server" : "client", early);
 	return 0;
 }
 
 static int client(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
-	struct rdma_cm_id *ids[MAXC];
+	struct rdma_cm_id *ids[MAXC] = { NULL };
 	struct sockaddr_in sin;
-	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) : 1;
+	bool again = !strcmp(mode, "reconnect");
+	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) :
+		again ? 2 : 1;
 	int client_disc = argc > 2 && !strcmp(argv[2], "client-disconnects");
 	int est = 0, disc = 0, i;
 	double t0 = now();
@@ -197,7 +396,9 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	if (n > MAXC)
 		fail("too many connections: %s", argv[1]);
 	make_addr(addr, port, &sin);
-	for (i = 0; i < n; i++) {
+	/* reconnect: the second connection once the server has ended the
+	 * first */
+	for (i = 0; i < (again ? 1 : n); i++) {
 		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP) ||
 		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin, 2000))
 			fail("resolve: %s", strerror(errno));
@@ -226,22 +427,42 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 				.rnr_retry_count = 7,
 			};
 
+			if (!strcmp(mode, "die-after-connect")) {
+				/* no QP: our side sends no RTU by itself, so
+				 * the handshake stays half done however fast
+				 * the server answers */
+				cp.qp_num = 0x12345;
+				if (rdma_connect(id, &cp))
+					fail("rdma_connect: %s", strerror(errno));
+				break;
+			}
 			make_qp(id);
 			if (rdma_connect(id, &cp))
 				fail("rdma_connect: %s", strerror(errno));
-			if (!strcmp(mode, "die-after-connect"))
-				_exit(0);
 			break;
 		}
+		case RDMA_CM_EVENT_CONNECT_RESPONSE:
+			/* the server has our REQ and has sent its REP: die
+			 * before the RTU */
+			if (!strcmp(mode, "die-after-connect"))
+				_exit(0);
+			printf("FAIL: unexpected %s\n", rdma_event_str(t));
+			return 1;
 		case RDMA_CM_EVENT_ESTABLISHED:
 			est++;
-			if (client_disc && rdma_disconnect(id))
+			if ((client_disc || (again && id == ids[1])) &&
+			    rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 			disc++;
 			if (!client_disc)
 				rdma_disconnect(id);
+			if (again && id == ids[0] &&
+			    (rdma_create_id(ch, &ids[1], NULL, RDMA_PS_TCP) ||
+			     rdma_resolve_addr(ids[1], NULL,
+					       (struct sockaddr *)&sin, 2000)))
+				fail("resolve: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_REJECTED:
 			if (!strcmp(mode, "expect-reject")) {
@@ -258,6 +479,15 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 				if (now() - t0 > 3)
 					fail("refusal took %.2f s", now() - t0);
 				printf("PASS: REJECTED (invalid service ID) in "
+				       "%.3f s\n", now() - t0);
+				return 0;
+			}
+			if (!strcmp(mode, "expect-refused-late")) {
+				/* after the server held it: no bound but our
+				 * REQ's retries (UNREACHABLE after ~10 s) */
+				if (status != 8)
+					fail("rejected with status %d, not 8", status);
+				printf("PASS: REJECTED (invalid service ID) after "
 				       "%.3f s\n", now() - t0);
 				return 0;
 			}
