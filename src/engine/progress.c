@@ -127,9 +127,13 @@ static uint64_t spin_ns = 50000;
 
 #define SPIN_MIN_PKTS 4
 
+/* back to epoll_wait at least this often, so that the timers (and the
+ * other descriptors) are served while a stream goes on */
+#define RECEIVE_MAX_NS 1000000
+
 static void receive_spin(struct uroce_dev *dev)
 {
-	uint64_t last = 0;
+	uint64_t start = uroce_now_ns(), last = 0;
 	bool stream = false;
 	int n;
 
@@ -141,6 +145,8 @@ static void receive_spin(struct uroce_dev *dev)
 		if (n > 0) {
 			stream |= n >= SPIN_MIN_PKTS;
 			last = 0;
+			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
+				break;
 			continue;
 		}
 		/* a packet now and then (a ping-pong, however fast) is not a
