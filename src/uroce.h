@@ -841,8 +841,9 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
  * sent in as few system calls as they allow (nests; dev->lock held) */
 void uroce_xmit_begin(struct uroce_dev *dev);
 void uroce_xmit_end(struct uroce_dev *dev);
-/* send what uroce_xmit_end queued; call without dev->lock (never waits
- * for another thread: one that is sending sends ours too) */
+/* send what uroce_xmit_end queued; call without dev->lock.  Returns once
+ * everything queued before the call is with the kernel (waiting for a
+ * thread that is sending, which may send ours) */
 void uroce_tx_drain(struct uroce_dev *dev);
 /* release the engine lock and send what was queued under it */
 static inline void uroce_dev_unlock(struct uroce_dev *dev)

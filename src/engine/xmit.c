@@ -102,16 +102,17 @@ static void txq_send_all(struct uroce_dev *dev)
 void uroce_tx_drain(struct uroce_dev *dev)
 {
 	/*
-	 * If another thread is sending, it sends ours too: it looks at the
-	 * queue again after it lets go of tx_lock, and we queued before we
-	 * tried the lock.
+	 * Wait for a thread that is sending: it may send ours too.  A verb
+	 * must not return before its packets are with the kernel: a program
+	 * may exit right after rdma_disconnect (rping does), and a DREQ left
+	 * in our queue would die with it.  A batch counts in txq_len until
+	 * it has gone, so 0 means everything queued before has.
 	 */
-	while (atomic_load(&dev->txq_len)) {
-		if (pthread_mutex_trylock(&dev->tx_lock))
-			return;
-		txq_send_all(dev);
-		pthread_mutex_unlock(&dev->tx_lock);
-	}
+	if (!atomic_load(&dev->txq_len))
+		return;
+	pthread_mutex_lock(&dev->tx_lock);
+	txq_send_all(dev);
+	pthread_mutex_unlock(&dev->tx_lock);
 }
 
 /* A batch to fill, NULL if all are out (the caller then sends at once). */
