@@ -57,6 +57,37 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* INIT, then RTR towards the prober's QP dqpn at GID peer */
+static void to_rtr(struct ibv_qp *qp, int access, uint32_t dqpn,
+		   const union ibv_gid *peer)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = (unsigned int)access;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.dgid = *peer;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			  IBV_QP_MIN_RNR_TIMER))
+		die("RTR");
+}
+
 int main(int argc, char **argv)
 {
 	const int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -134,29 +165,7 @@ int main(int argc, char **argv)
 		qps[q] = ibv_create_qp(pd1, &ia);
 		if (!qps[q])
 			die("ibv_create_qp");
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		a.qp_access_flags = full;
-		if (ibv_modify_qp(qps[q], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-			die("INIT");
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTR;
-		a.path_mtu = IBV_MTU_1024;
-		a.dest_qp_num = first_qpn + (uint32_t)q;
-		a.rq_psn = 0x100;
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 1;
-		a.ah_attr.is_global = 1;
-		a.ah_attr.port_num = 1;
-		a.ah_attr.grh.hop_limit = 64;
-		a.ah_attr.grh.dgid = peer;
-		if (ibv_modify_qp(qps[q], &a, IBV_QP_STATE | IBV_QP_AV |
-				  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
-			die("RTR");
+		to_rtr(qps[q], full, first_qpn + (uint32_t)q, &peer);
 		memset(&a, 0, sizeof(a));
 		a.qp_state = IBV_QPS_RTS;
 		a.timeout = 14;
@@ -210,31 +219,9 @@ int main(int argc, char **argv)
 			tgt[k] = ibv_create_qp_ex(ctx, &ia);
 			if (!tgt[k])
 				die("TGT QP");
+			to_rtr(tgt[k], full, first_qpn + (uint32_t)(nqp + k),
+			       &peer);
 			memset(&a, 0, sizeof(a));
-			a.qp_state = IBV_QPS_INIT;
-			a.port_num = 1;
-			a.qp_access_flags = full;
-			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE |
-					  IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					  IBV_QP_ACCESS_FLAGS))
-				die("TGT INIT");
-			memset(&a, 0, sizeof(a));
-			a.qp_state = IBV_QPS_RTR;
-			a.path_mtu = IBV_MTU_1024;
-			a.dest_qp_num = first_qpn + (uint32_t)(nqp + k);
-			a.rq_psn = 0x100;
-			a.max_dest_rd_atomic = 4;
-			a.min_rnr_timer = 1;
-			a.ah_attr.is_global = 1;
-			a.ah_attr.port_num = 1;
-			a.ah_attr.grh.hop_limit = 64;
-			a.ah_attr.grh.dgid = peer;
-			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE | IBV_QP_AV |
-					  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					  IBV_QP_RQ_PSN |
-					  IBV_QP_MAX_DEST_RD_ATOMIC |
-					  IBV_QP_MIN_RNR_TIMER))
-				die("TGT RTR");
 			a.qp_state = IBV_QPS_RTS;
 			a.timeout = 14;
 			a.sq_psn = 0x200;
