@@ -245,7 +245,7 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 
 	if (npayload > UROCE_MAX_SGE || hdrlen > UROCE_MAX_HDR_LEN)
 		return -EINVAL;
-	if (dev->tx_depth && !dev->fault.on &&
+	if (dev->tx_depth && !dev->fault.on && dev->io->send_runs &&
 	    atomic_load_explicit(&dev->gso, memory_order_relaxed)) {
 		if (b && !(run = txb_run_for(b, dst, len, npayload)))
 			txb_seal(dev);		/* full: queue it, start another */

@@ -337,7 +337,7 @@ rate)
 	;;
 flap-short)
 	# long enough to be mid-transfer when the link goes down
-	wl=(-q 4 -o write,read,send -S 1M-4M -n 8 -m "$mtu" --ack-timeout 14
+	wl=(-q 4 -o write,read,send -S 4M-16M -n 4 -m "$mtu" --ack-timeout 14
 	    --retry-cnt 7 -r "$seed" -t 60)
 	;;
 flap-long|kill) kind=peer ;;
@@ -349,25 +349,30 @@ if [ $kind = traffic ]; then
 	start_server "$traffic"
 	run_client "$traffic" "${wl[@]}"
 	if [ "$scenario" = flap-short ]; then
-		# three flaps, each while packets are crossing the link (two
-		# looks 20 ms apart see its byte count grow), so that each
-		# lands in flight, not in a pause between rounds where the
-		# programs verify data
-		faults=0
-		for flap in 1 2 3; do
-			for ((i = 0; i < 1500; i++)); do
-				b0=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
-				sleep 0.02
-				b=$(in_ns B cat /sys/class/net/vB/statistics/tx_bytes)
-				[ "$b" -gt $((b0 + (64 << 10))) ] && break
-				kill -0 $cpid 2>/dev/null || break
+		# three flaps of B's end of the link, each while packets are
+		# crossing it: a loop inside namespace B (so that reading the
+		# byte counters costs no process) waits until 64 KiB more have
+		# gone either way within a few milliseconds.  Between rounds
+		# the programs verify data and talk over TCP on the same link,
+		# so a flap that misses the RDMA traffic only stalls that.
+		faults=$(in_ns B bash -c '
+			st=/sys/class/net/vB/statistics
+			bytes() { local t r; read -r t < $st/tx_bytes
+				  read -r r < $st/rx_bytes; B=$((t + r)); }
+			n=0
+			for flap in 1 2 3; do
+				for ((i = 0; i < 20000; i++)); do
+					bytes; b0=$B; sleep 0.003; bytes
+					[ $B -gt $((b0 + (64 << 10))) ] && break
+					kill -0 '"$cpid"' 2>/dev/null || break
+				done
+				kill -0 '"$cpid"' 2>/dev/null || break
+				ip link set vB down
+				sleep 0.5	# shorter than the retry budget
+				ip link set vB up
+				n=$((n + 1))
 			done
-			kill -0 $cpid 2>/dev/null || break
-			in_ns A ip link set vA down
-			sleep 0.5	# the fault itself: shorter than the retry budget
-			in_ns A ip link set vA up
-			faults=$((faults + 1))
-		done
+			echo $n')
 	fi
 	wait_pid $cpid $((tmo + 10))
 	crc=$?
