@@ -320,6 +320,13 @@ struct uroce_dev {
 	_Atomic uint64_t cnt_private[UROCE_CNT_NUM];
 };
 
+/* the length of the IPv4 or IPv6 address in ss (sendmsg, bind) */
+static inline socklen_t uroce_sa_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					  sizeof(struct sockaddr_in6);
+}
+
 static inline void uroce_count(struct uroce_dev *dev, enum uroce_counter c,
 			       uint64_t n)
 {

@@ -27,12 +27,6 @@
 
 static const uint8_t zeros[4];
 
-static socklen_t sa_len(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
-					  sizeof(struct sockaddr_in6);
-}
-
 /* Send a sealed batch; tx_lock held, dev->lock not needed. */
 static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 {
@@ -199,12 +193,12 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 		return NULL;
 	if (run && !run->closed && len <= run->seg &&
 	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
-	    !memcmp(&run->dst, dst, sa_len(dst)))
+	    !memcmp(&run->dst, dst, uroce_sa_len(dst)))
 		return run;
 	if (b->nruns == UROCE_TXB_MAX_RUNS)
 		return NULL;
 	run = &b->run[b->nruns++];
-	memcpy(&run->dst, dst, sa_len(dst));
+	memcpy(&run->dst, dst, uroce_sa_len(dst));
 	run->seg = (uint16_t)len;
 	run->npkts = 0;
 	run->pkt0 = (uint16_t)b->npkts;

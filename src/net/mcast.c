@@ -108,8 +108,7 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
-	socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) :
-					 sizeof(struct sockaddr_in6);
+	socklen_t len = uroce_sa_len(&grp->addr);
 
 	if (fam != dev->family)
 		return -EINVAL;

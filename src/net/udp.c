@@ -147,9 +147,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 {
 	struct msghdr msg = {
 		.msg_name = (void *)dst,
-		.msg_namelen = dst->ss_family == AF_INET ?
-			       sizeof(struct sockaddr_in) :
-			       sizeof(struct sockaddr_in6),
+		.msg_namelen = uroce_sa_len(dst),
 		.msg_iov = (struct iovec *)iov,
 		.msg_iovlen = (size_t)iovcnt,
 	};
@@ -230,9 +228,7 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 
 		memset(m, 0, sizeof(*m));
 		m->msg_name = (void *)&run[r].dst;
-		m->msg_namelen = run[r].dst.ss_family == AF_INET ?
-				 sizeof(struct sockaddr_in) :
-				 sizeof(struct sockaddr_in6);
+		m->msg_namelen = uroce_sa_len(&run[r].dst);
 		m->msg_iov = (struct iovec *)&iov[run[r].iov0];
 		m->msg_iovlen = (size_t)run[r].niov;
 		if (run[r].npkts > 1) {
@@ -373,8 +369,7 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 {
 	int fam = addr->ss_family, one = 1, fd;
 	int pmtu = IP_PMTUDISC_DO, buf = SOCK_BUF_SIZE;
-	socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) :
-					 sizeof(struct sockaddr_in6);
+	socklen_t len = uroce_sa_len(addr);
 
 	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
