@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "uroce.h"
 
@@ -106,14 +107,13 @@ void uroce_ack_burst_begin(struct uroce_dev *dev)
 	dev->ack_defer = true;
 }
 
-void uroce_ack_burst_end(struct uroce_dev *dev)
+static void flush_held_acks(struct uroce_dev *dev)
 {
 	uint32_t i;
 
-	dev->ack_defer = false;
 	uroce_xmit_begin(dev);
 	for (i = 0; i < dev->nack_pending; i++) {
-		/* (a QP destroyed meanwhile is gone from the table) */
+		/* (a QP destroyed meanwhile sent its ACK then: qp.c) */
 		struct uroce_qp *qp = uroce_qp_lookup(dev, dev->ack_pending[i]);
 
 		if (qp)
@@ -121,6 +121,38 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
 	}
 	dev->nack_pending = 0;
 	uroce_xmit_end(dev);
+}
+
+void uroce_ack_burst_end(struct uroce_dev *dev)
+{
+	dev->ack_defer = false;
+	flush_held_acks(dev);
+}
+
+/*
+ * A program that returns from main right after its last receive
+ * completes, the progress thread still in the burst that brought it:
+ * the held ACKs leave now, or the peer retries into a process that is
+ * gone.  (A NIC ACKs before it completes.)  The wait for the lock is
+ * bounded: exit must not hang on a thread that holds it for good.
+ */
+__attribute__((destructor)) static void flush_acks_at_exit(void)
+{
+	struct uroce_dev *dev = uroce_dev_get();
+	struct timespec until;
+
+	if (!dev || !dev->net_up)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 100 * 1000 * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	if (pthread_mutex_timedlock(&dev->lock, &until))
+		return;
+	flush_held_acks(dev);
+	uroce_dev_unlock(dev);
 }
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)

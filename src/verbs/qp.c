@@ -452,9 +452,25 @@ UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	return qp->is_ex ? &qp->ex : NULL;
 }
 
+/*
+ * An ACK held for the end of a receive burst (engine/resp.c) answers what
+ * the application may already have seen completed: it leaves before the
+ * QP stops sending, or the peer retries into a QP that is gone (a pingpong
+ * whose last receive ends the program).
+ */
+static void flush_held_ack(struct uroce_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return;
+	uroce_xmit_begin(qp->dev);
+	uroce_ack_flush(qp);
+	uroce_xmit_end(qp->dev);
+}
+
 /* Forget all transport state: back to what create_qp made (RESET). */
 static void reset_qp(struct uroce_qp *qp)
 {
+	flush_held_ack(qp);
 	uroce_req_release(qp);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
@@ -466,6 +482,8 @@ static void reset_qp(struct uroce_qp *qp)
 
 static void set_state(struct uroce_qp *qp, enum ibv_qp_state state)
 {
+	if (state == IBV_QPS_ERR || state == IBV_QPS_RESET)
+		flush_held_ack(qp);
 	qp->attr.qp_state = state;
 	uqp_ibqp(qp)->state = state;
 }
@@ -767,6 +785,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		uroce_dev_unlock(dev);
 		return EBUSY;
 	}
+	flush_held_ack(qp);
 	uroce_req_release(qp);
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;

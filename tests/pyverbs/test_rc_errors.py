@@ -106,3 +106,27 @@ class RCErrorTest(u.VerbsTestCase):
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class AckBeforeDestroyTest(u.VerbsTestCase):
+    """The responder's ACK is not lost when its QP goes away right after
+    the receive completes (a pingpong's last message, then exit): the
+    requester's SEND completes with SUCCESS, not RETRY_EXC_ERR.  The race
+    needs the progress thread to take the packet while this thread polls,
+    so it is run many times."""
+
+    ROUNDS = 1000
+
+    def test_send_acked_when_receiver_destroys_at_once(self):
+        for i in range(self.ROUNDS):
+            a, b = self.pair(conn_a=dict(timeout=10, retry_cnt=1))
+            self.post_recv(b.qp, b.mr, 0, 64, wr_id=i)
+            self.post_send(a.qp, a.mr, 0, 64, wr_id=i)
+            wc, = u.poll_cq(b.rcq)
+            self.assertWC(wc, wr_id=i)
+            b.qp.close()
+            wc, = u.poll_cq(a.scq)
+            self.assertWC(wc, wr_id=i)
+            a.qp.close()
+            for obj in (a.scq, a.rcq, b.scq, b.rcq, a.mr, b.mr):
+                obj.close()
