@@ -253,6 +253,17 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
 	return RESP_DONE;
 }
 
+/*
+ * A UD completion's SL says what the GRH area holds, as ConnectX does it
+ * for RoCE (bit 3: the frame had a UDP header, bits 2:0: 1 IPv6, 2 IPv4).
+ * RoCE has no service level on the wire, and UCX's ud_verbs reads the
+ * field this way to find the destination GID in the GRH area: with SL 0
+ * it compared 16 bytes of an IPv4 header with its GID and dropped every
+ * packet.
+ */
+#define UROCE_WC_SL_ROCE_V2_IPV6	0x9
+#define UROCE_WC_SL_ROCE_V2_IPV4	0xa
+
 static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 			       struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
 			       uint32_t byte_len, uint32_t src_qp,
@@ -268,6 +279,9 @@ static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 	wc.qp_num = uqp_ibqp(qp)->qp_num;
 	wc.src_qp = src_qp;
 	wc.wc_flags = flags;
+	if (flags & IBV_WC_GRH)
+		wc.sl = pkt->src.ss_family == AF_INET ? UROCE_WC_SL_ROCE_V2_IPV4 :
+							UROCE_WC_SL_ROCE_V2_IPV6;
 	if (pkt->mask & UROCE_M_IMMDT) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = immdt_raw(hdr_of(pkt, UROCE_HDR_IMMDT));

@@ -65,6 +65,8 @@ class UDTest(u.VerbsTestCase):
             self.assertEqual(wc.src_qp, self.s.qpn)
             self.assertEqual(wc.qp_num, self.r.qpn)
             self.assertTrue(wc.wc_flags & e.IBV_WC_GRH, 'IBV_WC_GRH not set')
+            # SL as ConnectX reports RoCE: UDP header (8) | IPv4 (2)
+            self.assertEqual(wc.sl, 0xa, 'SL does not say RoCE v2 IPv4')
             buf = self.read(self.r.mr, GRH_SIZE + n + 16, off)
             self.check_grh(buf[:GRH_SIZE], n)
             self.assertEqual(buf[GRH_SIZE:GRH_SIZE + n], data)
