@@ -148,6 +148,7 @@ struct cm_id {
 
 	uint16_t port;			/* bound port (host order), 0 = none */
 	bool bound;
+	bool pinned;			/* its bind moved the device */
 	bool reuseaddr;
 	int backlog;			/* listener */
 	unsigned int queued_reqs;	/* listener: CONNECT_REQUESTs not
@@ -233,6 +234,8 @@ struct cm_global {
 	struct sockaddr_storage addr;	/* the device's (port 0) */
 	union ibv_gid gid;
 	bool addr_pinned;		/* bound to a specific address */
+	unsigned int npins;		/* ids whose bind moved the device */
+	struct sockaddr_storage home;	/* the device's address before */
 	uint64_t tid_hi;
 	struct cm_counters cnt;
 	struct cm_held held[CM_HOLD_MAX];

@@ -426,6 +426,8 @@ static void destroy_children(struct cm_id *lid)
 	}
 }
 
+static void unpin(struct cm_id *ci);
+
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *ci = to_cid(id);
@@ -469,6 +471,7 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		break;
 	}
 	cm_mc_leave_all(ci);
+	unpin(ci);
 	cm_id_free(ci);
 	/* held requests for a port nobody here uses any more are refused */
 	cm_hold_update();
@@ -625,9 +628,14 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	normalize(addr, &ss);
 	if (!is_any((struct sockaddr *)&ss) &&
 	    !same_ip((struct sockaddr *)&ss, (struct sockaddr *)&cm.addr)) {
+		struct sockaddr_storage before = cm.addr;
+
 		err = move_dev((struct sockaddr *)&ss);
 		if (err)
 			return err == EINVAL ? EADDRNOTAVAIL : err;
+		if (!cm.npins++)
+			cm.home = before;
+		ci->pinned = true;
 		cm.addr_pinned = true;
 	}
 	port = get_port(addr);
@@ -648,6 +656,27 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	ci->id.verbs = cm.app_ctx;
 	ci->id.port_num = 1;
 	return 0;
+}
+
+/*
+ * The last id whose bind moved the device is gone: the address is no
+ * longer chosen, and the device goes back where it was unless QPs now
+ * use the new address (uroce_dev_set_addr refuses then).  libfabric's
+ * verbs provider binds an id to each local address in turn to learn which
+ * device has it, then destroys the id; without this the device stayed on
+ * the last of them (an IPv6 link-local address) and could not reach an
+ * IPv4 peer.  cm.lock held.
+ */
+static void unpin(struct cm_id *ci)
+{
+	if (!ci->pinned)
+		return;
+	ci->pinned = false;
+	if (--cm.npins)
+		return;
+	cm.addr_pinned = false;
+	if (!same_ip((struct sockaddr *)&cm.home, (struct sockaddr *)&cm.addr))
+		move_dev((struct sockaddr *)&cm.home);
 }
 
 CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)

@@ -405,15 +405,59 @@ CM_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/* node and/or service through getaddrinfo(3) into r: the source of a
+ * passive (listening) side, else the destination */
+static int rai_resolve(struct rdma_addrinfo *r, const char *node,
+		       const char *service, const struct rdma_addrinfo *hints)
+{
+	struct addrinfo ah, *ai = NULL;
+	int ret;
+
+	memset(&ah, 0, sizeof(ah));
+	ah.ai_socktype = SOCK_STREAM;
+	ah.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
+	if (r->ai_flags & RAI_PASSIVE)
+		ah.ai_flags |= AI_PASSIVE;
+	if (r->ai_flags & RAI_NUMERICHOST)
+		ah.ai_flags |= AI_NUMERICHOST;
+	if (node)
+		ah.ai_flags |= AI_CANONNAME;
+	if (ah.ai_family == AF_UNSPEC && (r->ai_flags & RAI_PASSIVE) && !node)
+		ah.ai_family = AF_INET;	/* a wildcard listener on IPv4 */
+	ret = getaddrinfo(node, service, &ah, &ai);
+	if (ret)
+		return ret;	/* librdmacm returns the getaddrinfo error code */
+	r->ai_family = ai->ai_family;
+	if (r->ai_flags & RAI_PASSIVE) {
+		r->ai_src_addr = dup_sa(ai->ai_addr, ai->ai_addrlen);
+		r->ai_src_len = ai->ai_addrlen;
+		if (ai->ai_canonname)
+			r->ai_src_canonname = strdup(ai->ai_canonname);
+		ret = r->ai_src_addr ? 0 : cm_set_errno(ENOMEM);
+	} else {
+		r->ai_dst_addr = dup_sa(ai->ai_addr, ai->ai_addrlen);
+		r->ai_dst_len = ai->ai_addrlen;
+		if (ai->ai_canonname)
+			r->ai_dst_canonname = strdup(ai->ai_canonname);
+		ret = r->ai_dst_addr ? 0 : cm_set_errno(ENOMEM);
+	}
+	freeaddrinfo(ai);
+	return ret;
+}
+
+/*
+ * Addresses come from node/service, or with neither from the hints'
+ * ai_dst_addr (libfabric's verbs provider asks that way); a source
+ * address in the hints is kept when the lookup gave none.
+ */
 CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 			       const struct rdma_addrinfo *hints,
 			       struct rdma_addrinfo **res)
 {
-	struct addrinfo ah, *ai = NULL;
 	struct rdma_addrinfo *r;
-	int ret;
+	int ret = 0;
 
-	if (!res || (!node && !service))
+	if (!res || (!node && !service && !hints))
 		return cm_set_errno(EINVAL);
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -431,46 +475,26 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 		r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD :
 				IBV_QPT_RC;
 
-	memset(&ah, 0, sizeof(ah));
-	ah.ai_socktype = SOCK_STREAM;
-	ah.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
-	if (r->ai_flags & RAI_PASSIVE)
-		ah.ai_flags |= AI_PASSIVE;
-	if (r->ai_flags & RAI_NUMERICHOST)
-		ah.ai_flags |= AI_NUMERICHOST;
-	if (node)
-		ah.ai_flags |= AI_CANONNAME;
-	if (ah.ai_family == AF_UNSPEC && (r->ai_flags & RAI_PASSIVE) && !node)
-		ah.ai_family = AF_INET;	/* a wildcard listener on IPv4 */
-	ret = getaddrinfo(node, service, &ah, &ai);
+	if (node || service) {
+		ret = rai_resolve(r, node, service, hints);
+	} else if (hints->ai_dst_addr && hints->ai_dst_len) {
+		r->ai_dst_addr = dup_sa(hints->ai_dst_addr, hints->ai_dst_len);
+		r->ai_dst_len = hints->ai_dst_len;
+		ret = r->ai_dst_addr ? 0 : cm_set_errno(ENOMEM);
+	}
+	if (!ret && !r->ai_src_len && hints && hints->ai_src_addr &&
+	    hints->ai_src_len) {
+		r->ai_src_addr = dup_sa(hints->ai_src_addr, hints->ai_src_len);
+		r->ai_src_len = hints->ai_src_len;
+		ret = r->ai_src_addr ? 0 : cm_set_errno(ENOMEM);
+	}
 	if (ret) {
-		free(r);
-		/* librdmacm returns the getaddrinfo error code */
+		rdma_freeaddrinfo(r);
 		return ret;
 	}
-	r->ai_family = ai->ai_family;
-	if (r->ai_flags & RAI_PASSIVE) {
-		r->ai_src_addr = dup_sa(ai->ai_addr, ai->ai_addrlen);
-		r->ai_src_len = ai->ai_addrlen;
-		if (ai->ai_canonname)
-			r->ai_src_canonname = strdup(ai->ai_canonname);
-	} else {
-		r->ai_dst_addr = dup_sa(ai->ai_addr, ai->ai_addrlen);
-		r->ai_dst_len = ai->ai_addrlen;
-		if (ai->ai_canonname)
-			r->ai_dst_canonname = strdup(ai->ai_canonname);
-		if (hints && hints->ai_src_addr && hints->ai_src_len) {
-			r->ai_src_addr = dup_sa(hints->ai_src_addr,
-						hints->ai_src_len);
-			r->ai_src_len = hints->ai_src_len;
-		}
-	}
-	freeaddrinfo(ai);
-	if ((!r->ai_src_addr && (r->ai_flags & RAI_PASSIVE)) ||
-	    (!r->ai_dst_addr && !(r->ai_flags & RAI_PASSIVE))) {
-		rdma_freeaddrinfo(r);
-		return cm_set_errno(ENOMEM);
-	}
+	if (!r->ai_family)
+		r->ai_family = r->ai_dst_addr ? r->ai_dst_addr->sa_family :
+			       r->ai_src_addr ? r->ai_src_addr->sa_family : 0;
 	*res = r;
 	return 0;
 }
