@@ -89,3 +89,44 @@ uroce_rc_text() {
 	   else echo "exit $1"; fi ;;
 	esac
 }
+
+# UCX (1.13) lists an IB device only if /dev/infiniband/<dev_name> is a
+# character device it may read and write (uct_ib_device_is_accessible);
+# it never opens it, all goes through libibverbs.  uroce has no kernel
+# device, so as root the calling script is run again in a mount namespace
+# of its own with a tmpfs on /dev/infiniband holding uverbs0 as a node
+# like /dev/null's: the host's /dev is left as it was (but for an empty
+# /dev/infiniband directory if there was none).  Not root and no such
+# node: skip (exit 77).  Usage: uroce_uverbs_node "${BASH_SOURCE[0]}" "$@"
+uroce_uverbs_node() {
+	local script=$1 node=/dev/infiniband/uverbs0
+	shift
+	if [[ -n "${UROCE_UVERBS_NS:-}" ]]; then
+		mount -t tmpfs -o size=64k,mode=755 uroce-uverbs /dev/infiniband &&
+		mknod -m 666 "$node" c 1 3 ||
+			uroce_die "cannot make $node in the namespace"
+		return 0
+	fi
+	[[ -c $node && -r $node && -w $node ]] && return 0
+	if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null; then
+		echo "SKIP: UCX needs $node (a character device) and this is not root"
+		exit 77
+	fi
+	mkdir -p /dev/infiniband || uroce_die "cannot create /dev/infiniband"
+	exec unshare --mount --propagation private env UROCE_UVERBS_NS=1 \
+		bash "$script" "$@"
+}
+
+# Fails unless UCX's IB module, which loads libibverbs for UCX (the
+# programs do not link it themselves), resolves it to our library.
+uroce_ucx_preflight() {
+	local uct uct_ib got
+	uct=$(ldconfig -p | awk '$1 == "libuct.so.0" { print $NF; exit }')
+	uct_ib=${uct:+$(dirname "$uct")/ucx/libuct_ib.so.0}
+	[[ -n $uct_ib && -e $uct_ib ]] ||
+		uroce_die "UCX's IB module (ucx/libuct_ib.so.0) is not installed"
+	got=$(LD_LIBRARY_PATH="$UROCE_LIBDIR" ldd "$uct_ib" |
+	      awk '$1 == "libibverbs.so.1" { print $3 }')
+	[[ -n $got && "$(realpath "$got")" == "$(realpath "$UROCE_LIBDIR/libibverbs.so.1")" ]] ||
+		uroce_die "$uct_ib would load libibverbs.so.1 from '$got', not $UROCE_LIBDIR"
+}

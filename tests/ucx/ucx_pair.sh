@@ -11,13 +11,7 @@
 # The server runs "ucx_perftest ARGS -p PORT", the client the same with
 # 127.0.0.1 (UCX's own TCP exchange); --env goes to both.
 #
-# UCX (1.13) lists an IB device only if /dev/infiniband/<dev_name> is a
-# character device it may read and write (uct_ib_device_is_accessible);
-# it never opens it, all goes through libibverbs.  uroce has no kernel
-# device, so as root the test runs in a mount namespace of its own with a
-# tmpfs on /dev/infiniband holding uverbs0 as a node like /dev/null's:
-# the host's /dev is left as it was (but for an empty /dev/infiniband
-# directory if there was none).  Not root and no such node: skip (77).
+# UCX needs a /dev/infiniband node: uroce_uverbs_node (tests/lib).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,30 +38,9 @@ if [[ -n "${UROCE_PRELOAD:-}" ]]; then
 	exit 77
 fi
 
-node=/dev/infiniband/uverbs0
-if [[ -z "${UROCE_UCX_NS:-}" ]] && ! [[ -c $node && -r $node && -w $node ]]; then
-	if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null; then
-		echo "SKIP: UCX needs $node (a character device) and this is not root"
-		exit 77
-	fi
-	mkdir -p /dev/infiniband || uroce_die "cannot create /dev/infiniband"
-	exec unshare --mount --propagation private env UROCE_UCX_NS=1 \
-		bash "${BASH_SOURCE[0]}" "${orig[@]}"
-fi
-if [[ -n "${UROCE_UCX_NS:-}" ]]; then
-	mount -t tmpfs -o size=64k,mode=755 uroce-ucx /dev/infiniband &&
-	mknod -m 666 "$node" c 1 3 || uroce_die "cannot make $node in the namespace"
-fi
+uroce_uverbs_node "${BASH_SOURCE[0]}" "${orig[@]}"
 
-# ucx_perftest loads libibverbs through UCX's IB module, not itself
-uct=$(ldd "$(command -v ucx_perftest)" | awk '$1 == "libuct.so.0" { print $3 }')
-uct_ib=${uct:+$(dirname "$uct")/ucx/libuct_ib.so.0}
-[[ -n $uct_ib && -e $uct_ib ]] ||
-	uroce_die "UCX's IB module (ucx/libuct_ib.so.0) is not installed"
-got=$(LD_LIBRARY_PATH="$UROCE_LIBDIR" ldd "$uct_ib" |
-      awk '$1 == "libibverbs.so.1" { print $3 }')
-[[ -n $got && "$(realpath "$got")" == "$(realpath "$UROCE_LIBDIR/libibverbs.so.1")" ]] ||
-	uroce_die "$uct_ib would load libibverbs.so.1 from '$got', not $UROCE_LIBDIR"
+uroce_ucx_preflight
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 mapfile -t penv < <(uroce_prog_env)
