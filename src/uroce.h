@@ -771,6 +771,8 @@ struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *ctx,
 				 struct ibv_xrcd_init_attr *attr);
 int uroce_close_xrcd(struct ibv_xrcd *xrcd);
 int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+int uroce_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		    uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 static inline bool uroce_xrcd_same(const struct uroce_xrcd *a,
 				   const struct uroce_xrcd *b)
 {

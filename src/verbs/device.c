@@ -322,6 +322,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	vctx->open_xrcd = uroce_open_xrcd;
 	vctx->close_xrcd = uroce_close_xrcd;
 	vctx->get_srq_num = uroce_get_srq_num;
+	vctx->advise_mr = uroce_advise_mr;
 	return ctx;
 
 err_free:
@@ -408,6 +409,19 @@ int uroce_query_device_ex(struct ibv_context *ctx,
 	full.device_cap_flags_ex = full.orig_attr.device_cap_flags |
 				   1ull << 38 | 1ull << 39 | 1ull << 40;
 	full.phys_port_cnt_ex = 1;
+	/* explicit ODP for every transport and op (verbs/mr.c) */
+	full.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	full.odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+		IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.uc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.ud_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_SRQ_RECV;
+	full.xrc_odp_caps = full.odp_caps.per_transport_caps.rc_odp_caps;
 
 	if (attr_size > sizeof(full)) {
 		memset((char *)attr + sizeof(full), 0,

@@ -27,6 +27,7 @@ _Static_assert(UROCE_MAX_MR == 1u << KEY_INDEX_BITS,
 /* What ibv_reg_mr accepts, as the kernel's ib_check_mr_access does:
  * the eight classic bits and the optional range, which we may ignore. */
 #define ACCESS_SUPPORTED (((IBV_ACCESS_HUGETLB << 1) - 1) | \
+			  IBV_ACCESS_ON_DEMAND | \
 			  UROCE_ACCESS_FLUSH_GLOBAL | \
 			  UROCE_ACCESS_FLUSH_PERSISTENT | \
 			  IBV_ACCESS_OPTIONAL_RANGE)
@@ -39,9 +40,14 @@ static int check_access(unsigned int access)
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return EINVAL;
-	/* every MR is on-demand to us, but query_device reports no ODP */
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return EOPNOTSUPP;
+	/*
+	 * IBV_ACCESS_ON_DEMAND: every MR is on demand to us (we pin
+	 * nothing; the CPU faults pages in as we copy).  Explicit ODP only:
+	 * the range is still checked to be mapped at registration, as a
+	 * remote WRITE into a hole would be our SIGSEGV, not a NAK; an
+	 * implicit MR (NULL, SIZE_MAX) fails that check with EINVAL, as on
+	 * a device without IBV_ODP_SUPPORT_IMPLICIT.
+	 */
 	return 0;
 }
 
@@ -324,4 +330,40 @@ struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
 	    va - mr->iova > mr->length - len)
 		return NULL;
 	return mr;
+}
+
+/*
+ * ibv_advise_mr: prefetching is what every access does here, so the
+ * advice is checked and nothing else happens.  The SGEs must lie in ODP
+ * MRs of pd (PREFETCH_WRITE: writable ones), as the kernel requires.
+ */
+int uroce_advise_mr(struct ibv_pd *ibpd, enum ibv_advise_mr_advice advice,
+		    uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	struct uroce_dev *dev = ctx_dev(ibpd->context);
+	unsigned int access = IBV_ACCESS_ON_DEMAND;
+	uint32_t i;
+	int err = 0;
+
+	if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE)
+		access |= IBV_ACCESS_LOCAL_WRITE;
+	else if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+		 advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EINVAL;
+	if (flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH)
+		return EOPNOTSUPP;
+	if (!sg_list || !num_sge)
+		return EINVAL;
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < num_sge && !err; i++) {
+		struct uroce_mr *mr = uroce_mr_check(dev, to_upd(ibpd),
+						     sg_list[i].lkey,
+						     sg_list[i].addr,
+						     sg_list[i].length, access);
+
+		if (!mr || mr->mw_type)
+			err = EINVAL;
+	}
+	uroce_dev_unlock(dev);
+	return err;
 }

@@ -193,6 +193,16 @@ class QueryTest(u.VerbsTestCase):
         self.assertGreater(attr.max_srq, 0)
         self.assertGreater(attr.max_cqe, 0)
 
+    def test_odp_explicit_only(self):
+        odp = self.ctx.query_device_ex().odp_caps
+        self.assertTrue(odp.general_caps & e.IBV_ODP_SUPPORT)
+        self.assertFalse(odp.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT)
+        rc = odp.rc_odp_caps
+        for cap in (e.IBV_ODP_SUPPORT_SEND, e.IBV_ODP_SUPPORT_RECV,
+                    e.IBV_ODP_SUPPORT_WRITE, e.IBV_ODP_SUPPORT_READ,
+                    e.IBV_ODP_SUPPORT_ATOMIC):
+            self.assertTrue(rc & cap, cap)
+
     def test_device_advertises_memory_windows(self):
         attr = self.ctx.query_device()
         self.assertGreater(attr.max_mw, 0)
