@@ -233,8 +233,8 @@ struct cm_global {
 	uint64_t guid;
 	struct sockaddr_storage addr;	/* the device's (port 0) */
 	union ibv_gid gid;
-	bool addr_pinned;		/* bound to a specific address */
-	unsigned int npins;		/* ids whose bind moved the device */
+	unsigned int npins;		/* ids whose bind moved the device:
+					 * while > 0 the address is chosen */
 	struct sockaddr_storage home;	/* the device's address before */
 	uint64_t tid_hi;
 	struct cm_counters cnt;

@@ -636,7 +636,6 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 		if (!cm.npins++)
 			cm.home = before;
 		ci->pinned = true;
-		cm.addr_pinned = true;
 	}
 	port = get_port(addr);
 	if (!port)
@@ -674,7 +673,6 @@ static void unpin(struct cm_id *ci)
 	ci->pinned = false;
 	if (--cm.npins)
 		return;
-	cm.addr_pinned = false;
 	if (!same_ip((struct sockaddr *)&cm.home, (struct sockaddr *)&cm.addr))
 		move_dev((struct sockaddr *)&cm.home);
 }
@@ -747,7 +745,7 @@ static int select_source(const struct sockaddr *dst)
 	err = route_source(dst, &src);
 	if (err)
 		return err;
-	if (cm.addr_pinned || addr_env_pinned())
+	if (cm.npins || addr_env_pinned())
 		return cur->sa_family == dst->sa_family ? 0 : EAFNOSUPPORT;
 	return move_dev((struct sockaddr *)&src);
 }

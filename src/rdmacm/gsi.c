@@ -201,7 +201,6 @@ void cm_timer_arm(void)
 	struct itimerspec its;
 	uint64_t next = 0;
 	struct cm_id *id;
-
 	int i;
 
 	for (id = cm.ids; id; id = id->next)

@@ -452,25 +452,10 @@ UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	return qp->is_ex ? &qp->ex : NULL;
 }
 
-/*
- * An ACK held for the end of a receive burst (engine/resp.c) answers what
- * the application may already have seen completed: it leaves before the
- * QP stops sending, or the peer retries into a QP that is gone (a pingpong
- * whose last receive ends the program).
- */
-static void flush_held_ack(struct uroce_qp *qp)
-{
-	if (!qp->resp.ack_pending)
-		return;
-	uroce_xmit_begin(qp->dev);
-	uroce_ack_flush(qp);
-	uroce_xmit_end(qp->dev);
-}
-
 /* Forget all transport state: back to what create_qp made (RESET). */
 static void reset_qp(struct uroce_qp *qp)
 {
-	flush_held_ack(qp);
+	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
 	uroce_req_release(qp);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
@@ -482,8 +467,6 @@ static void reset_qp(struct uroce_qp *qp)
 
 static void set_state(struct uroce_qp *qp, enum ibv_qp_state state)
 {
-	if (state == IBV_QPS_ERR || state == IBV_QPS_RESET)
-		flush_held_ack(qp);
 	qp->attr.qp_state = state;
 	uqp_ibqp(qp)->state = state;
 }
@@ -532,6 +515,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 
 	if (!was_err)
 		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
+	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
 	set_state(qp, IBV_QPS_ERR);
 	uroce_req_release(qp);
 	qp->req.deadline_ns = 0;
@@ -785,7 +769,14 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		uroce_dev_unlock(dev);
 		return EBUSY;
 	}
-	flush_held_ack(qp);
+	/*
+	 * An ACK held for the end of a receive burst (engine/resp.c)
+	 * answers what the application may already have seen completed:
+	 * it leaves before the QP stops sending (here, at RESET and at
+	 * ERR), or the peer retries into a QP that is gone (a pingpong
+	 * whose last receive ends the program).
+	 */
+	uroce_ack_flush(qp);
 	uroce_req_release(qp);
 	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->nqps--;
