@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 
 #include "uroce.h"
+#include "../lib/qp_setup.h"
 
 #define PAGE	4096
 #define PEER	"127.0.79.2"
@@ -104,34 +105,19 @@ static void connect_qp(void)
 {
 	struct ibv_qp_attr a;
 	union ibv_gid gid;
+	const char *failed;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
 		die("RESET");
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("INIT");
-	memset(&a, 0, sizeof(a));
 	uroce_gid_from_addr(&s_peer, &gid);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = 0x77;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.dgid = gid;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("RTR");
+	failed = uroce_test_to_rtr(qp, IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC, 0x77, &gid);
+	if (failed)
+		die(failed);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 0;		/* no retransmission timer: deterministic */

@@ -34,6 +34,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "../lib/qp_setup.h"
+
 #define PAGE		4096
 #define RLEN		PAGE	/* every region is one page */
 #define NTGT		3	/* XRC TGT QPs */
@@ -61,31 +63,11 @@ static void die(const char *what)
 static void to_rtr(struct ibv_qp *qp, int access, uint32_t dqpn,
 		   const union ibv_gid *peer)
 {
-	struct ibv_qp_attr a;
+	const char *failed = uroce_test_to_rtr(qp, (unsigned int)access, dqpn,
+					       peer);
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = (unsigned int)access;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dqpn;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.dgid = *peer;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			  IBV_QP_MIN_RNR_TIMER))
-		die("RTR");
+	if (failed)
+		die(failed);
 }
 
 int main(int argc, char **argv)
