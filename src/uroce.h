@@ -58,8 +58,15 @@
 #define UROCE_MAX_RD_ATOMIC	128
 #define UROCE_MAX_SRQ		(1u << 16)
 #define UROCE_MAX_MSG_SIZE	(1u << 31)
-#define UROCE_VENDOR_ID		0x0000	/* none: a software device */
+/*
+ * Identity (docs/decisions.md, "Conformance with the reference devices"):
+ * we own no IEEE OUI, so vendor_id is "UR" in the locally administered
+ * AAI quadrant (first octet 0x02), which IEEE assigns to nobody; 0 reads
+ * as "no device" to test suites.  hw_ver 1: the first revision.
+ */
+#define UROCE_VENDOR_ID		0x025552
 #define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
+#define UROCE_HW_VER		1
 #define UROCE_FW_VER		"0.1.0"
 #define UROCE_DEV_NAME		"uroce0"
 /* multicast (verbs/mcast.c): each group a process joins costs a socket */
@@ -292,6 +299,10 @@ struct uroce_dev {
 	uint32_t inflight;
 	struct uroce_qp *blocked_head, *blocked_tail;
 
+	/* verbs/cq.c sets it when a completion found its CQ overrun;
+	 * engine/cq_err.c acts on it from the timer pass */
+	bool cq_overrun_pending;
+
 	/* engine/req.c: pacing of unacknowledged (UC, UD) traffic, which
 	 * has no other defence against overrunning the peer's socket */
 	uint64_t pace_rate;		/* bytes per second, 0 = off */
@@ -305,6 +316,7 @@ struct uroce_dev {
 		uint32_t drop, dup, delay;	/* probability * 2^32 */
 		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
 		_Atomic int access_left;	/* responder: fail this many rkey checks */
+		_Atomic int nomem_left;		/* verbs: fail this many allocations */
 		uint8_t *held;			/* a delayed datagram */
 		size_t held_len;
 		struct sockaddr_storage held_dst;
@@ -527,8 +539,21 @@ struct uroce_sq {
 	uint32_t head;			/* next slot to post into */
 	uint32_t next;			/* next WQE the requester starts */
 	uint32_t tail;			/* oldest WQE not yet completed */
-	uint32_t ex_start;		/* ibv_wr_start: head when started */
-	int ex_err;			/* first error seen inside wr_start/complete */
+};
+
+/*
+ * verbs/wr_ex.c: the WQEs built between ibv_wr_start and ibv_wr_complete,
+ * private to the thread that holds lock (the per-QP critical section
+ * rdma-core promises), entered into the send queue at complete under the
+ * engine lock.  Same geometry as the send queue.
+ */
+struct uroce_wr_stage {
+	pthread_mutex_t lock;		/* held from wr_start to complete/abort */
+	struct uroce_send_wqe *wqe;	/* sq.max_wr of them */
+	struct ibv_sge *sge;
+	uint8_t *inline_buf;
+	uint32_t n;			/* staged so far */
+	int err;			/* first error seen since wr_start */
 };
 
 struct uroce_rq {
@@ -640,6 +665,7 @@ struct uroce_qp {
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
+	struct uroce_wr_stage *stage;	/* is_ex: ibv_wr_* staging */
 	bool blocked;			/* on dev's list, waiting for room */
 	struct uroce_qp *blocked_next;
 	bool comm_est;			/* COMM_EST raised */
@@ -713,6 +739,9 @@ static inline uint8_t *uroce_mr_ptr(struct uroce_mr *mr, uint64_t va)
 /* verbs/cq.c: add a completion; takes cq->lock.  Raises the CQ event if
  * the CQ is armed.  Returns 0, or -ENOSPC on overrun (CQ is then in error). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* engine/cq_err.c: move the QPs of every overrun CQ to the error state
+ * (dev->lock held; from the timer pass, where no QP is mid-update) */
+void uroce_cq_overrun_sweep(struct uroce_dev *dev);
 void uroce_async_event(struct uroce_context *uctx, struct ibv_async_event *ev);
 /* withdraw the queued async events of obj (a CQ, QP, SRQ or WQ) before
  * destroying it; then wait for events_completed == async_events_reported */
@@ -790,8 +819,10 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *mw,
 				 const struct ibv_mw_bind_info *info);
 enum ibv_wc_status uroce_invalidate(struct uroce_qp *qp, uint32_t key);
 
-/* verbs/wr_ex.c */
-void uroce_qp_ex_init(struct uroce_qp *qp);
+/* verbs/wr_ex.c: the ibv_wr_* ops and their staging area (after the send
+ * queue is sized); 0 or ENOMEM.  uroce_qp_ex_free undoes it. */
+int uroce_qp_ex_init(struct uroce_qp *qp);
+void uroce_qp_ex_free(struct uroce_qp *qp);
 
 /* engine/req.c: dev->lock held */
 void uroce_req_run(struct uroce_qp *qp);
@@ -1001,5 +1032,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);
 int uroce_net_poll(struct uroce_dev *dev);
 int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss);
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);
+/* UROCE_FAULT=nomem=N: true for the next N calls (allocation failures) */
+bool uroce_fault_nomem(struct uroce_dev *dev);
 
 #endif /* UROCE_H */

@@ -48,6 +48,8 @@ static void run_timers(struct uroce_dev *dev)
 
 	pthread_mutex_lock(&dev->lock);
 	dev->armed_deadline_ns = 0;
+	if (dev->cq_overrun_pending)
+		uroce_cq_overrun_sweep(dev);
 	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
 		struct uroce_qp *qp = dev->qp_tbl[i];
 		uint64_t d;

@@ -714,6 +714,12 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
 		return;
 	}
+	/* a receive CQ that overran: the QP is on its way to the error state
+	 * (engine/cq_err.c), and takes nothing more meanwhile */
+	if (qp->rcq && qp->rcq->overrun) {
+		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
+		return;
+	}
 	if (qp->type == IBV_QPT_UD) {
 		do_ud(qp, pkt);
 		return;

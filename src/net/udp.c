@@ -132,6 +132,8 @@ static void fault_init(struct uroce_dev *dev)
 			atomic_store(&f->rnr_left, atoi(eq));
 		else if (!strcmp(tok, "access"))
 			atomic_store(&f->access_left, atoi(eq));
+		else if (!strcmp(tok, "nomem"))
+			atomic_store(&f->nomem_left, atoi(eq));
 		else
 			fprintf(stderr, "uroce: UROCE_FAULT: unknown '%s'\n", tok);
 	}
@@ -140,6 +142,20 @@ static void fault_init(struct uroce_dev *dev)
 	f->held = malloc(DGRAM_MAX);
 	f->on = f->held != NULL;
 	fprintf(stderr, "uroce: FAULT INJECTION ON: UROCE_FAULT=%s\n", env);
+}
+
+/* UROCE_FAULT=nomem=N: the next N allocations that ask here fail (the
+ * verbs that must undo nothing on ENOMEM, e.g. ibv_modify_qp). */
+bool uroce_fault_nomem(struct uroce_dev *dev)
+{
+	struct uroce_fault *f = &dev->fault;
+	int left = atomic_load(&f->nomem_left);
+
+	while (left > 0)
+		if (atomic_compare_exchange_weak(&f->nomem_left, &left,
+						 left - 1))
+			return true;
+	return false;
 }
 
 static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,

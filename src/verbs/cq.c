@@ -419,20 +419,17 @@ static uint32_t ring_size(uint32_t cqe)
 /* Called by the engine with dev->lock held. */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
+	struct uroce_dev *dev;
 	struct uroce_cqe *e;
 	bool overrun_now = false;
-	int ret = 0;
 
 	pthread_mutex_lock(&cq->lock);
-	if (cq->overrun) {
-		ret = -ENOSPC;
-		goto out;
-	}
+	if (cq->overrun)
+		goto lost;
 	if (cq->tail - cq->head >= cq->size - 1) {
 		cq->overrun = true;
 		overrun_now = true;
-		ret = -ENOSPC;
-		goto out;
+		goto lost;
 	}
 	e = &cq->ring[cq->tail & (cq->size - 1)];
 	e->wc = *wc;
@@ -452,8 +449,20 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 		if (cq->ex.channel)
 			chan_push(to_uchan(cq->ex.channel), cq);
 	}
-out:
 	pthread_mutex_unlock(&cq->lock);
+	return 0;
+
+lost:
+	/*
+	 * A completion is lost: its QP, and every other QP of this CQ, go to
+	 * the error state (rxe: the responder's class G error).  Not here,
+	 * with the caller in the middle of a queue: at the engine's next
+	 * timer pass, which this arms for now.
+	 */
+	pthread_mutex_unlock(&cq->lock);
+	dev = ctx_dev(cq->ex.context);
+	dev->cq_overrun_pending = true;
+	uroce_timer_arm(dev, uroce_now_ns());
 	if (overrun_now) {
 		struct ibv_async_event ev = {
 			.element.cq = ucq_ibcq(cq),
@@ -462,7 +471,7 @@ out:
 
 		uroce_async_event(to_uctx(cq->ex.context), &ev);
 	}
-	return ret;
+	return -ENOSPC;
 }
 
 int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)

@@ -357,7 +357,7 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->page_size_cap = 0xfffff000;	/* 4 KiB and every larger power */
 	a->vendor_id = UROCE_VENDOR_ID;
 	a->vendor_part_id = UROCE_VENDOR_PART_ID;
-	a->hw_ver = 0;
+	a->hw_ver = UROCE_HW_VER;
 	a->max_qp = UROCE_MAX_QP - UROCE_QPN_FIRST;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |

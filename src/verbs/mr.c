@@ -213,9 +213,11 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 
 /*
  * The Reregister Memory Region verb, as the kernel's rereg_mr: any of
- * translation, PD and access may change; the MR keeps its slot but gets
- * new keys, so rkeys handed out before no longer work.  On an error the
- * old registration is untouched (IBV_REREG_MR_ERR_INPUT, errno set).
+ * translation, PD and access may change, and the MR keeps its lkey and
+ * rkey, as rxe and mlx5 keep them (programs reuse the keys they handed
+ * out).  An MR with windows bound over it is not reregistered (EBUSY):
+ * a window would go on granting the old range.  On an error the old
+ * registration is untouched (IBV_REREG_MR_ERR_INPUT, errno set).
  */
 UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 			      struct ibv_pd *ibpd, void *addr, size_t length,
@@ -250,10 +252,14 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 			goto err;
 	}
 
+	pthread_mutex_lock(&dev->lock);
+	if (atomic_load(&mr->mw_refs)) {
+		uroce_dev_unlock(dev);
+		errno = EBUSY;
+		return IBV_REREG_MR_ERR_CMD;	/* the kernel's answer */
+	}
 	if (new_pd != old_pd)
 		atomic_fetch_add(&new_pd->refs, 1);
-
-	pthread_mutex_lock(&dev->lock);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->addr = addr;
 		mr->iova = (uintptr_t)addr;
@@ -261,9 +267,6 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	}
 	mr->pd = new_pd;
 	mr->access = new_access;
-	mr->key = make_key(uroce_key_index(mr->key), mr->key);
-	dev->mr_last_key[uroce_key_index(mr->key)] = mr->key;
-	set_keys(mr);
 	uroce_dev_unlock(dev);
 
 	if (new_pd != old_pd)

@@ -186,6 +186,7 @@ static void free_queues(struct uroce_qp *qp)
 	free(qp->rq.wqe);
 	free(qp->rq.sge);
 	free(qp->resp.res);
+	uroce_qp_ex_free(qp);
 }
 
 static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
@@ -302,45 +303,41 @@ static int check_init(struct ibv_qp_init_attr_ex *attr)
 	}
 }
 
-struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
-				  struct ibv_qp_init_attr_ex *attr)
+/* An XRC TGT QP has neither send nor receive queue of its own, an INI QP
+ * no receive queue, a QP on an SRQ takes its receives from there. */
+static void strip_caps(enum ibv_qp_type type, bool srq, struct ibv_qp_cap *cap)
 {
-	struct uroce_dev *dev = ctx_dev(ctx);
-	struct uroce_qp *qp;
-	struct ibv_qp *ibqp;
-	int err;
+	if (type == IBV_QPT_XRC_RECV) {
+		memset(cap, 0, sizeof(*cap));
+	} else if (type == IBV_QPT_XRC_SEND || srq) {
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+	}
+}
 
-	err = check_init(attr);
-	if (err) {
-		errno = err;
-		return NULL;
-	}
-	if (attr->qp_type == IBV_QPT_XRC_RECV) {
-		/* a TGT QP has neither send nor receive queue of its own */
-		memset(&attr->cap, 0, sizeof(attr->cap));
-	} else if (attr->qp_type == IBV_QPT_XRC_SEND) {
-		attr->cap.max_recv_wr = 0;
-		attr->cap.max_recv_sge = 0;
-	}
+static int check_create(struct ibv_qp_init_attr_ex *attr)
+{
+	int err = check_init(attr);
+
+	if (err)
+		return err;
+	strip_caps(attr->qp_type, false, &attr->cap);
 	if (attr->cap.max_send_wr > UROCE_MAX_QP_WR ||
 	    attr->cap.max_recv_wr > UROCE_MAX_QP_WR ||
 	    attr->cap.max_send_sge > UROCE_MAX_SGE ||
 	    attr->cap.max_recv_sge > UROCE_MAX_SGE ||
-	    attr->cap.max_inline_data > UROCE_MAX_INLINE) {
-		errno = EINVAL;
-		return NULL;
-	}
+	    attr->cap.max_inline_data > UROCE_MAX_INLINE)
+		return EINVAL;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    (attr->send_ops_flags & ~SUPPORTED_SEND_OPS)) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
+	    (attr->send_ops_flags & ~SUPPORTED_SEND_OPS))
+		return EOPNOTSUPP;
+	return 0;
+}
 
-	qp = calloc(1, sizeof(*qp));
-	if (!qp) {
-		errno = ENOMEM;
-		return NULL;
-	}
+/* The objects the QP works with, and how it was asked to behave. */
+static void init_objects(struct uroce_qp *qp, struct uroce_dev *dev,
+			 const struct ibv_qp_init_attr_ex *attr)
+{
 	qp->dev = dev;
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
@@ -357,22 +354,18 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 		qp->rcq = to_ucq(attr->recv_cq);
 		qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	}
-	if (qp->srq) {
-		qp->srq = to_usrq(attr->srq);
-		attr->cap.max_recv_wr = 0;
-		attr->cap.max_recv_sge = 0;
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->is_ex = true;
+		qp->send_ops_flags = attr->send_ops_flags;
 	}
-	err = alloc_queues(qp, &attr->cap);
-	if (err)
-		goto err_free;
-	if (qp->type == IBV_QPT_XRC_RECV) {
-		memset(&attr->cap, 0, sizeof(attr->cap));
-	} else if (qp->type == IBV_QPT_XRC_SEND) {
-		attr->cap.max_recv_wr = 0;
-		attr->cap.max_recv_sge = 0;
-	}
+}
 
-	ibqp = uqp_ibqp(qp);
+/* The ABI struct and the attributes a RESET QP reports. */
+static void init_reset_state(struct uroce_qp *qp, struct ibv_context *ctx,
+			     const struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp *ibqp = uqp_ibqp(qp);
+
 	ibqp->context = ctx;
 	ibqp->qp_context = attr->qp_context;
 	ibqp->pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL;
@@ -390,22 +383,13 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->mtu = 1024;
 	if (qp->type == IBV_QPT_UD) {
 		/* UD messages are bounded by the port MTU (IBA 9.8.4) */
-		qp->attr.path_mtu = dev->active_mtu;
-		qp->mtu = uroce_mtu_bytes(dev->active_mtu);
+		qp->attr.path_mtu = qp->dev->active_mtu;
+		qp->mtu = uroce_mtu_bytes(qp->dev->active_mtu);
 	}
+}
 
-	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-		qp->is_ex = true;
-		qp->send_ops_flags = attr->send_ops_flags;
-		uroce_qp_ex_init(qp);
-	}
-
-	pthread_mutex_lock(&dev->lock);
-	err = alloc_qpn(dev, qp);
-	uroce_dev_unlock(dev);
-	if (err)
-		goto err_free;
-	ibqp->handle = ibqp->qp_num;
+static void hold_objects(struct uroce_qp *qp)
+{
 	if (qp->pd)
 		atomic_fetch_add(&qp->pd->refs, 1);
 	if (qp->scq)
@@ -416,7 +400,44 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 		atomic_fetch_add(&qp->srq->refs, 1);
 	if (qp->xrcd)
 		atomic_fetch_add(&qp->xrcd->refs, 1);
-	return ibqp;
+}
+
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
+				  struct ibv_qp_init_attr_ex *attr)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	struct uroce_qp *qp;
+	int err;
+
+	err = check_create(attr);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	init_objects(qp, dev, attr);
+	strip_caps(qp->type, qp->srq, &attr->cap);
+	err = alloc_queues(qp, &attr->cap);
+	if (!err && qp->is_ex)
+		err = uroce_qp_ex_init(qp);	/* (sized by the send queue) */
+	if (err)
+		goto err_free;
+	/* alloc_queues reports at least one of each; these have none */
+	strip_caps(qp->type, false, &attr->cap);
+	init_reset_state(qp, ctx, attr);
+
+	pthread_mutex_lock(&dev->lock);
+	err = alloc_qpn(dev, qp);
+	uroce_dev_unlock(dev);
+	if (err)
+		goto err_free;
+	uqp_ibqp(qp)->handle = uqp_ibqp(qp)->qp_num;
+	hold_objects(qp);
+	return uqp_ibqp(qp);
 
 err_free:
 	free_queues(qp);
@@ -551,20 +572,46 @@ static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 	return 0;
 }
 
-static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
-		      const union ibv_gid *dgid, struct sockaddr_storage *peer)
-{
-	const int access_ok = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
-			      IBV_ACCESS_MW_BIND | UROCE_ACCESS_FLUSH_GLOBAL |
-			      UROCE_ACCESS_FLUSH_PERSISTENT;
+/*
+ * qp_access_flags: the bits a QP acts on, and the MR-only bits of
+ * enum ibv_access_flags that programs pass in the same mask (one mask for
+ * ibv_reg_mr and ibv_modify_qp, e.g. with IBV_ACCESS_ON_DEMAND).  Kernel
+ * drivers accept and ignore those; so do we, and say so once at debug.
+ * A bit that no ibv_access_flags names is still refused (EINVAL).
+ */
+#define QP_ACCESS_BITS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+			IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE | \
+			UROCE_ACCESS_FLUSH_GLOBAL | \
+			UROCE_ACCESS_FLUSH_PERSISTENT)
+#define QP_ACCESS_IGNORED (IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
+			   IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | \
+			   IBV_ACCESS_RELAXED_ORDERING | \
+			   IBV_ACCESS_OPTIONAL_RANGE)
 
+static int check_access(struct uroce_qp *qp, unsigned int access)
+{
+	static atomic_bool said;
+	unsigned int ignored = access & QP_ACCESS_IGNORED;
+
+	if (access & ~(unsigned int)(QP_ACCESS_BITS | QP_ACCESS_IGNORED))
+		return EINVAL;
+	if (ignored && !atomic_exchange(&said, true))
+		uroce_log_qp(UROCE_LOG_DEBUG, qp, -1,
+			     "qp_access_flags %#x: MR access bits %#x ignored",
+			     access, ignored);
+	return 0;
+}
+
+/* The range checks of each attribute the mask names (none need a lock). */
+static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+			int mask)
+{
 	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
 		return EINVAL;
 	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0)
 		return EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
-	    (attr->qp_access_flags & ~access_ok))
+	    check_access(qp, attr->qp_access_flags))
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (attr->path_mtu < IBV_MTU_256 ||
@@ -594,47 +641,71 @@ static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 	    (attr->cap.max_send_wr > qp->sq.max_wr ||
 	     attr->cap.max_recv_wr > qp->rq.max_wr))
 		return EINVAL;
-	if (mask & IBV_QP_AV)
-		return check_av(qp, &attr->ah_attr, dgid, peer);
 	return 0;
 }
 
-UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
-			       int mask)
-{
-	struct uroce_qp *qp = to_uqp(ibqp);
-	struct uroce_dev *dev = qp->dev;
-	const union ibv_gid *dgid = NULL;
+/*
+ * Everything one ibv_modify_qp needs that can fail, gathered before the
+ * QP is touched: the address resolved, the responder resources
+ * allocated, the transition checked.  commit() then cannot fail, so an
+ * error leaves the QP exactly as it was.
+ */
+struct qp_change {
+	const union ibv_gid *dgid;	/* IBV_QP_AV: where it points */
+	union ibv_gid lid_gid;		/* (a GRH-less AV's resolved LID) */
 	struct sockaddr_storage peer;
-	enum ibv_qp_state cur, next;
-	union ibv_gid lid_gid;
-	int err;
+	struct uroce_resp_res *res;	/* IBV_QP_MAX_DEST_RD_ATOMIC */
+	uint32_t nres;
+	enum ibv_qp_state next;
+};
 
-	if (!attr || !mask)
-		return EINVAL;
-	if (mask & IBV_QP_AV) {
-		/* a LID lookup reads other processes' segments: not under
-		 * the engine lock */
-		if (attr->ah_attr.is_global)
-			dgid = &attr->ah_attr.grh.dgid;
-		else if (!uroce_lid_resolve(dev, attr->ah_attr.dlid, &lid_gid))
-			dgid = &lid_gid;
-	}
-	pthread_mutex_lock(&dev->lock);
-	cur = qp->attr.qp_state;
-	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) {
-		err = EINVAL;
-		goto out;
-	}
-	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-	if (!transition_ok(qp->type, cur, next, mask)) {
-		err = EINVAL;
-		goto out;
-	}
-	err = check_attr(qp, attr, mask, dgid, &peer);
+/* Before the engine lock: a LID lookup reads other processes' segments. */
+static int prepare(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+		   int mask, struct qp_change *chg)
+{
+	int err = check_values(qp, attr, mask);
+
 	if (err)
-		goto out;
+		return err;
+	if (mask & IBV_QP_AV) {
+		if (attr->ah_attr.is_global)
+			chg->dgid = &attr->ah_attr.grh.dgid;
+		else if (!uroce_lid_resolve(qp->dev, attr->ah_attr.dlid,
+					    &chg->lid_gid))
+			chg->dgid = &chg->lid_gid;
+		err = check_av(qp, &attr->ah_attr, chg->dgid, &chg->peer);
+		if (err)
+			return err;
+	}
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
+		chg->nres = attr->max_dest_rd_atomic ?
+			    attr->max_dest_rd_atomic : 1;
+		chg->res = uroce_fault_nomem(qp->dev) ? NULL :
+			   calloc(chg->nres, sizeof(*chg->res));
+		if (!chg->res)
+			return ENOMEM;
+	}
+	return 0;
+}
 
+/* Under the engine lock: the state rules (IBA 10.3.1). */
+static int check_transition(struct uroce_qp *qp,
+			    const struct ibv_qp_attr *attr, int mask,
+			    struct qp_change *chg)
+{
+	enum ibv_qp_state cur = qp->attr.qp_state;
+
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur)
+		return EINVAL;
+	chg->next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (!transition_ok(qp->type, cur, chg->next, mask))
+		return EINVAL;
+	return 0;
+}
+
+static void commit_path(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+			int mask, struct qp_change *chg)
+{
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		qp->attr.qp_access_flags = attr->qp_access_flags;
 	if (mask & IBV_QP_PKEY_INDEX)
@@ -643,7 +714,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		qp->attr.port_num = attr->port_num;
 	if (mask & IBV_QP_AV) {
 		qp->attr.ah_attr = attr->ah_attr;
-		qp->peer = peer;
+		qp->peer = chg->peer;
 	}
 	if (mask & IBV_QP_PATH_MTU) {
 		qp->attr.path_mtu = attr->path_mtu;
@@ -651,27 +722,35 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	}
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
+}
+
+static void commit_responder(struct uroce_qp *qp,
+			     const struct ibv_qp_attr *attr, int mask,
+			     struct qp_change *chg)
+{
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = attr->rq_psn;
 		qp->resp.epsn = attr->rq_psn;
 	}
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
-		uint32_t n = attr->max_dest_rd_atomic ?
-			     attr->max_dest_rd_atomic : 1;
-		struct uroce_resp_res *res = calloc(n, sizeof(*res));
-
-		if (!res) {
-			err = ENOMEM;
-			goto out;
-		}
 		free(qp->resp.res);
-		qp->resp.res = res;
-		qp->resp.nres = n;
+		qp->resp.res = chg->res;
+		qp->resp.nres = chg->nres;
 		qp->resp.res_next = 0;
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+		chg->res = NULL;
 	}
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+}
+
+static void commit_requester(struct uroce_qp *qp,
+			     const struct ibv_qp_attr *attr, int mask)
+{
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = attr->sq_psn;
 		qp->req.psn = attr->sq_psn;
@@ -690,39 +769,61 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	}
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
-	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
-		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
-	if (mask & IBV_QP_QKEY)
-		qp->attr.qkey = attr->qkey;
+}
 
-	if (mask & IBV_QP_STATE) {
-		switch (next) {
-		case IBV_QPS_RESET:
-			reset_qp(qp);
-			set_state(qp, next);
-			break;
-		case IBV_QPS_ERR:
-			uroce_qp_to_error(qp);
-			break;
-		case IBV_QPS_RTS:
-			set_state(qp, next);
-			qp->sqd_notify = false;
-			uroce_req_run(qp);
-			break;
-		case IBV_QPS_SQD:
-			set_state(qp, next);
-			qp->sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) &&
-					 attr->en_sqd_async_notify;
-			uroce_comp_retire(qp);
-			break;
-		default:
-			set_state(qp, next);
-			break;
-		}
+/* What entering the new state does, once its attributes are in place. */
+static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+			int mask, enum ibv_qp_state next)
+{
+	switch (next) {
+	case IBV_QPS_RESET:
+		reset_qp(qp);
+		set_state(qp, next);
+		break;
+	case IBV_QPS_ERR:
+		uroce_qp_to_error(qp);
+		break;
+	case IBV_QPS_RTS:
+		set_state(qp, next);
+		qp->sqd_notify = false;
+		uroce_req_run(qp);
+		break;
+	case IBV_QPS_SQD:
+		set_state(qp, next);
+		qp->sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) &&
+				 attr->en_sqd_async_notify;
+		uroce_comp_retire(qp);
+		break;
+	default:
+		set_state(qp, next);
+		break;
 	}
-	err = 0;
-out:
-	uroce_dev_unlock(dev);
+}
+
+UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			       int mask)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	struct uroce_dev *dev = qp->dev;
+	struct qp_change chg = { 0 };
+	int err;
+
+	if (!attr || !mask)
+		return EINVAL;
+	err = prepare(qp, attr, mask, &chg);
+	if (!err) {
+		pthread_mutex_lock(&dev->lock);
+		err = check_transition(qp, attr, mask, &chg);
+		if (!err) {
+			commit_path(qp, attr, mask, &chg);
+			commit_responder(qp, attr, mask, &chg);
+			commit_requester(qp, attr, mask);
+			if (mask & IBV_QP_STATE)
+				enter_state(qp, attr, mask, chg.next);
+		}
+		uroce_dev_unlock(dev);
+	}
+	free(chg.res);		/* not taken: an error */
 	/* rdma-core's fails in the kernel's write(), which leaves errno set
 	 * too; programs print strerror(errno) */
 	if (err)

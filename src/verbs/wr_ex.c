@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * The extended send API (ibv_wr_start ... ibv_wr_complete).  Between start
- * and complete the caller owns the engine lock, as a hardware provider
- * owns its SQ lock; WQEs are built in place at sq.head and only become
- * visible to the requester at complete.
+ * and complete the caller holds only its QP's staging lock, as a hardware
+ * provider holds its SQ lock: WQEs are built in the QP's private staging
+ * area, so any other verb (ibv_post_recv, ibv_bind_mw, ibv_poll_cq, on
+ * this QP or another) may run meanwhile, and every other QP goes on.
+ * ibv_wr_complete takes the engine lock once, checks the staged WQEs and
+ * enters them all into the send queue, or none; ibv_wr_abort drops them.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "uroce.h"
@@ -18,86 +22,126 @@ static struct uroce_qp *ex_qp(struct ibv_qp_ex *ibqpx)
 /* The WQE being built, or NULL once something went wrong. */
 static struct uroce_send_wqe *cur_wqe(struct uroce_qp *qp)
 {
-	if (qp->sq.ex_err || qp->sq.head == qp->sq.ex_start)
+	struct uroce_wr_stage *st = qp->stage;
+
+	if (st->err || !st->n)
 		return NULL;
-	return &qp->sq.wqe[(qp->sq.head - 1) & (qp->sq.size - 1)];
+	return &st->wqe[st->n - 1];
 }
 
 static struct uroce_send_wqe *new_wqe(struct ibv_qp_ex *ibqpx,
 				      enum ibv_wr_opcode op)
 {
 	struct uroce_qp *qp = ex_qp(ibqpx);
+	struct uroce_wr_stage *st = qp->stage;
 	struct uroce_send_wqe *wqe;
 
-	if (qp->sq.ex_err)
+	if (st->err)
 		return NULL;
-	wqe = uroce_sq_slot(qp);
-	if (!wqe) {
-		qp->sq.ex_err = ENOMEM;
+	/* more than the send queue could ever hold: ENOMEM, as a full SQ */
+	if (st->n >= qp->sq.max_wr) {
+		st->err = ENOMEM;
 		return NULL;
 	}
+	wqe = &st->wqe[st->n++];
 	memset(&wqe->opcode, 0, sizeof(*wqe) - offsetof(struct uroce_send_wqe,
 							 opcode));
-	wqe->sge = qp->sq.sge + (size_t)(qp->sq.head & (qp->sq.size - 1)) *
-				qp->sq.max_sge;
-	if (qp->sq.inline_buf)
-		wqe->inline_data = qp->sq.inline_buf +
-			(size_t)(qp->sq.head & (qp->sq.size - 1)) *
-			qp->sq.max_inline;
+	wqe->sge = st->sge + (size_t)(st->n - 1) * qp->sq.max_sge;
+	if (st->inline_buf)
+		wqe->inline_data = st->inline_buf +
+				   (size_t)(st->n - 1) * qp->sq.max_inline;
 	wqe->wr_id = ibqpx->wr_id;
 	wqe->send_flags = ibqpx->wr_flags;
 	wqe->opcode = op;
-	/* visible to cur_wqe only; the requester waits for complete */
-	qp->sq.head++;
 	return wqe;
 }
 
 static void wr_start(struct ibv_qp_ex *ibqpx)
 {
-	struct uroce_qp *qp = ex_qp(ibqpx);
+	struct uroce_wr_stage *st = ex_qp(ibqpx)->stage;
 
-	pthread_mutex_lock(&qp->dev->lock);
-	qp->sq.ex_start = qp->sq.head;
-	qp->sq.ex_err = 0;
+	pthread_mutex_lock(&st->lock);
+	st->n = 0;
+	st->err = 0;
 }
 
-/* Check what was built, now that the SGEs are set. */
-static int finish(struct uroce_qp *qp)
+/*
+ * Move a staged WQE into its send queue slot, which has SGE and inline
+ * space of its own: data that travels inline (from the staging inline
+ * buffer, or an ATOMIC_WRITE's 8 bytes in the WQE itself) is moved with
+ * it.  A Q_Key with the high bit set means the QP's, read now (IBA 10.2.5).
+ */
+static void enter_wqe(struct uroce_qp *qp, struct uroce_send_wqe *slot,
+		      const struct uroce_send_wqe *w)
 {
+	struct ibv_sge *sge = slot->sge;
+	uint8_t *inl = slot->inline_data;
+	uintptr_t a = w->num_sge ? (uintptr_t)w->sge[0].addr : 0;
+
+	*slot = *w;
+	slot->sge = sge;
+	slot->inline_data = inl;
+	memcpy(sge, w->sge, w->num_sge * sizeof(*sge));
+	if (a == (uintptr_t)&w->compare_add) {
+		sge[0].addr = (uintptr_t)&slot->compare_add;
+	} else if (w->inline_data && (w->send_flags & IBV_SEND_INLINE) &&
+		   a == (uintptr_t)w->inline_data) {
+		memcpy(inl, w->inline_data, w->sge[0].length);
+		sge[0].addr = (uintptr_t)inl;
+	}
+	if (qp->type == IBV_QPT_UD && (slot->ud_qkey & 0x80000000u))
+		slot->ud_qkey = qp->attr.qkey;
+}
+
+/* All staged WQEs into the send queue, checked, or none. dev->lock held. */
+static int enter_all(struct uroce_qp *qp)
+{
+	struct uroce_wr_stage *st = qp->stage;
+	struct uroce_sq *sq = &qp->sq;
 	uint32_t i;
 	int err;
 
-	for (i = qp->sq.ex_start; i != qp->sq.head; i++) {
-		err = uroce_sq_check(qp, &qp->sq.wqe[i & (qp->sq.size - 1)]);
+	if (sq->head - sq->tail + st->n > sq->max_wr)
+		return ENOMEM;
+	for (i = 0; i < st->n; i++) {
+		struct uroce_send_wqe *slot =
+			&sq->wqe[(sq->head + i) & (sq->size - 1)];
+
+		enter_wqe(qp, slot, &st->wqe[i]);
+		err = uroce_sq_check(qp, slot);
 		if (err)
 			return err;
 	}
+	sq->head += st->n;
 	return 0;
 }
 
 static int wr_complete(struct ibv_qp_ex *ibqpx)
 {
 	struct uroce_qp *qp = ex_qp(ibqpx);
-	int err = qp->sq.ex_err;
+	struct uroce_wr_stage *st = qp->stage;
+	int err = st->err;
 
-	if (!err)
-		err = finish(qp);
-	if (err) {
-		qp->sq.head = qp->sq.ex_start;
-	} else {
-		uroce_sq_flush_if_error(qp);
-		uroce_req_run(qp);
+	if (!err && st->n) {
+		pthread_mutex_lock(&qp->dev->lock);
+		err = enter_all(qp);
+		if (!err) {
+			uroce_sq_flush_if_error(qp);
+			uroce_req_run(qp);
+		}
+		uroce_dev_unlock(qp->dev);
 	}
-	uroce_dev_unlock(qp->dev);
+	st->n = 0;
+	pthread_mutex_unlock(&st->lock);
 	return err;
 }
 
 static void wr_abort(struct ibv_qp_ex *ibqpx)
 {
-	struct uroce_qp *qp = ex_qp(ibqpx);
+	struct uroce_wr_stage *st = ex_qp(ibqpx)->stage;
 
-	qp->sq.head = qp->sq.ex_start;
-	uroce_dev_unlock(qp->dev);
+	st->n = 0;
+	pthread_mutex_unlock(&st->lock);
 }
 
 static void wr_rdma_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
@@ -177,7 +221,7 @@ static void wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 
 	if (len > UINT32_MAX || !type || (type & ~3u) ||
 	    level > UROCE_FLUSH_MR) {
-		ex_qp(q)->sq.ex_err = EINVAL;
+		ex_qp(q)->stage->err = EINVAL;
 		return;
 	}
 	wqe = new_wqe(q, (enum ibv_wr_opcode)UROCE_WR_FLUSH);
@@ -191,7 +235,7 @@ static void wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 
 static void wr_unsupported(struct ibv_qp_ex *q)
 {
-	ex_qp(q)->sq.ex_err = EOPNOTSUPP;
+	ex_qp(q)->stage->err = EOPNOTSUPP;
 }
 
 static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
@@ -217,7 +261,7 @@ static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 
 	/* ibv_wr_bind_mw binds type 2 windows (type 1: ibv_bind_mw) */
 	if (!mw || mw->type != IBV_MW_TYPE_2 || !info) {
-		ex_qp(q)->sq.ex_err = EINVAL;
+		ex_qp(q)->stage->err = EINVAL;
 		return;
 	}
 	wqe = new_wqe(q, IBV_WR_BIND_MW);
@@ -261,12 +305,12 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 	if (!wqe)
 		return;
 	if (qp->type != IBV_QPT_UD || !ah) {
-		qp->sq.ex_err = EINVAL;
+		qp->stage->err = EINVAL;
 		return;
 	}
 	wqe->ud_dst = to_uah(ah)->dst;
 	wqe->ud_qpn = qpn & UROCE_QPN_MASK;
-	wqe->ud_qkey = (qkey & 0x80000000u) ? qp->attr.qkey : qkey;
+	wqe->ud_qkey = qkey;	/* the QP's if the high bit is set: enter_wqe */
 }
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
@@ -277,7 +321,7 @@ static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 	if (!wqe)
 		return;
 	if (qp->type != IBV_QPT_XRC_SEND) {
-		qp->sq.ex_err = EINVAL;
+		qp->stage->err = EINVAL;
 		return;
 	}
 	wqe->xrc_srqn = srqn & UROCE_QPN_MASK;
@@ -292,7 +336,7 @@ static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,
 	if (!wqe)
 		return;
 	if (n > qp->sq.max_sge) {
-		qp->sq.ex_err = EINVAL;
+		qp->stage->err = EINVAL;
 		return;
 	}
 	memcpy(wqe->sge, sg, n * sizeof(*sg));
@@ -320,7 +364,7 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
 		len += buf[i].length;
 	if (len > qp->sq.max_inline || !wqe->inline_data ||
 	    uroce_wqe_rd_atomic(wqe)) {
-		qp->sq.ex_err = EINVAL;
+		qp->stage->err = EINVAL;
 		return;
 	}
 	len = 0;
@@ -342,9 +386,44 @@ static void wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t length)
 	wr_set_inline_data_list(q, 1, &buf);
 }
 
-void uroce_qp_ex_init(struct uroce_qp *qp)
+static int alloc_stage(struct uroce_qp *qp)
+{
+	struct uroce_wr_stage *st = calloc(1, sizeof(*st));
+	const struct uroce_sq *sq = &qp->sq;
+
+	if (!st)
+		return ENOMEM;
+	pthread_mutex_init(&st->lock, NULL);
+	qp->stage = st;
+	st->wqe = calloc(sq->max_wr, sizeof(*st->wqe));
+	st->sge = calloc((size_t)sq->max_wr * sq->max_sge, sizeof(*st->sge));
+	if (sq->max_inline)
+		st->inline_buf = calloc(sq->max_wr, sq->max_inline);
+	if (!st->wqe || !st->sge || (sq->max_inline && !st->inline_buf))
+		return ENOMEM;
+	return 0;
+}
+
+void uroce_qp_ex_free(struct uroce_qp *qp)
+{
+	struct uroce_wr_stage *st = qp->stage;
+
+	if (!st)
+		return;
+	pthread_mutex_destroy(&st->lock);
+	free(st->wqe);
+	free(st->sge);
+	free(st->inline_buf);
+	free(st);
+	qp->stage = NULL;
+}
+
+int uroce_qp_ex_init(struct uroce_qp *qp)
 {
 	struct ibv_qp_ex *x = &qp->ex;
+
+	if (alloc_stage(qp))
+		return ENOMEM;
 
 	x->wr_start = wr_start;
 	x->wr_complete = wr_complete;
@@ -368,4 +447,5 @@ void uroce_qp_ex_init(struct uroce_qp *qp)
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;
 	qp->wr_flush = wr_flush;
+	return 0;
 }

@@ -38,8 +38,8 @@ class IdentityTest(u.VerbsTestCase):
         self.assertLessEqual(attr.vendor_id, 0xffffff, 'an OUI has 24 bits')
         self.assertNotEqual(attr.vendor_part_id, 0, 'vendor_part_id 0')
         self.assertNotEqual(attr.hw_ver, 0, 'hw_ver 0')
-        fw = attr.fw_ver.decode() if isinstance(attr.fw_ver, bytes) \
-            else attr.fw_ver
+        fw = attr.fw_version.decode() if isinstance(attr.fw_version, bytes) \
+            else attr.fw_version
         self.assertTrue(fw and fw.strip('0.'), f'fw_ver {fw!r}')
 
     def test_query_device(self):
@@ -49,7 +49,7 @@ class IdentityTest(u.VerbsTestCase):
         ex = self.ctx.query_device_ex()
         self.check(ex.orig_attr)
         attr = self.ctx.query_device()
-        for f in ('vendor_id', 'vendor_part_id', 'hw_ver', 'fw_ver'):
+        for f in ('vendor_id', 'vendor_part_id', 'hw_ver', 'fw_version'):
             self.assertEqual(getattr(ex.orig_attr, f), getattr(attr, f), f)
 
 
@@ -66,14 +66,15 @@ class OneAccessMaskTest(u.VerbsTestCase):
                        rkey=b.mr.rkey, raddr=b.mr.buf + 100)
         self.assertWC(u.poll_cq(a.scq)[0], wr_id=1)
         self.assertEqual(self.read(b.mr, 8, 100), b'one mask')
-        # and the QP's own bits still count: no remote write here
+        # and the QP's own bits still count: no remote write here (an
+        # invalid request to rxe, IBA 9.7.5.1.1)
         c, d = self.pair(conn_b=dict(access=e.IBV_ACCESS_LOCAL_WRITE |
                                       e.IBV_ACCESS_ON_DEMAND |
                                       e.IBV_ACCESS_MW_BIND),
                          b_kw=dict(access=REMOTE))
         self.post_send(c.qp, c.mr, 0, 8, wr_id=2, opcode=e.IBV_WR_RDMA_WRITE,
                        rkey=d.mr.rkey, raddr=d.mr.buf)
-        self.assertWC(u.poll_cq(c.scq)[0], e.IBV_WC_REM_ACCESS_ERR, wr_id=2)
+        self.assertWC(u.poll_cq(c.scq)[0], e.IBV_WC_REM_INV_REQ_ERR, wr_id=2)
 
     def test_unknown_bits_still_refused(self):
         cq = self.cq()
