@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 			const struct sockaddr_storage *dst,

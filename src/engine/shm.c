@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 #include "uroce_shm.h"
 
 static struct uroce_shm_hdr *shm;
@@ -157,8 +157,8 @@ static void snapshot(struct uroce_dev *dev)
 	uint32_t n = 0, over = 0, i;
 	struct timespec ts;
 
-	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
-		const struct uroce_qp *qp = dev->qp_tbl[i];
+	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
+		const struct uroce_qp *qp = dev->obj.qp_tbl[i];
 		struct uroce_shm_qp *e;
 
 		if (!qp)
@@ -246,14 +246,14 @@ static void put_addr(struct uroce_dev *dev)
 
 	__atomic_store_n(&shm->addr_seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	memcpy(shm->gid, dev->gid.raw, 16);
-	inet_ntop(dev->family, dev->family == AF_INET ?
-		  (const void *)&((struct sockaddr_in *)&dev->local)->sin_addr :
-		  (const void *)&((struct sockaddr_in6 *)&dev->local)->sin6_addr,
+	memcpy(shm->gid, dev->net.gid.raw, 16);
+	inet_ntop(dev->net.family, dev->net.family == AF_INET ?
+		  (const void *)&((struct sockaddr_in *)&dev->net.local)->sin_addr :
+		  (const void *)&((struct sockaddr_in6 *)&dev->net.local)->sin6_addr,
 		  shm->addr, sizeof(shm->addr));
-	shm->lid = dev->lid;
-	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->active_mtu);
-	shm->netdev_mtu = dev->netdev_mtu;
+	shm->lid = dev->port.lid;
+	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->net.active_mtu);
+	shm->netdev_mtu = dev->net.netdev_mtu;
 	__atomic_store_n(&shm->addr_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -333,8 +333,8 @@ void uroce_shm_open(struct uroce_dev *dev)
 	/* move the counters in: whatever was counted so far comes along */
 	cnt = (_Atomic uint64_t *)((char *)shm + cnt_off);
 	for (i = 0; i < UROCE_CNT_NUM; i++)
-		atomic_store(&cnt[i], atomic_load(&dev->cnt_private[i]));
-	dev->cnt = cnt;
+		atomic_store(&cnt[i], atomic_load(&dev->stats.cnt_private[i]));
+	dev->stats.cnt = cnt;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

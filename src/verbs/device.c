@@ -126,28 +126,28 @@ static void dev_init(void)
 	struct ibv_device *ibdev = &dev->ibdev;
 
 	pthread_mutex_init(&dev->lock, NULL);
-	pthread_mutex_init(&dev->tx_lock, NULL);
-	pthread_mutex_init(&dev->txq_lock, NULL);
-	dev->sock = -1;
-	dev->epfd = -1;
-	dev->timerfd = -1;
-	dev->wakefd = -1;
-	dev->lid_fd = -1;
-	dev->active_mtu = IBV_MTU_1024;
-	dev->next_qpn = UROCE_QPN_FIRST;
-	dev->cnt = dev->cnt_private;
+	pthread_mutex_init(&dev->tx.tx_lock, NULL);
+	pthread_mutex_init(&dev->tx.txq_lock, NULL);
+	dev->net.sock = -1;
+	dev->prog.epfd = -1;
+	dev->prog.timerfd = -1;
+	dev->prog.wakefd = -1;
+	dev->port.lid_fd = -1;
+	dev->net.active_mtu = IBV_MTU_1024;
+	dev->obj.next_qpn = UROCE_QPN_FIRST;
+	dev->stats.cnt = dev->stats.cnt_private;
 	dev->guid = htobe64(make_guid());
 
-	dev->qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->qp_tbl));
-	dev->mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->mr_tbl));
-	dev->mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->mr_last_key));
-	if (!dev->qp_tbl || !dev->mr_tbl || !dev->mr_last_key) {
-		free(dev->mr_last_key);
-		dev->mr_last_key = NULL;
-		free(dev->qp_tbl);
-		free(dev->mr_tbl);
-		dev->qp_tbl = NULL;
-		dev->mr_tbl = NULL;
+	dev->obj.qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_tbl));
+	dev->obj.mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_tbl));
+	dev->obj.mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_last_key));
+	if (!dev->obj.qp_tbl || !dev->obj.mr_tbl || !dev->obj.mr_last_key) {
+		free(dev->obj.mr_last_key);
+		dev->obj.mr_last_key = NULL;
+		free(dev->obj.qp_tbl);
+		free(dev->obj.mr_tbl);
+		dev->obj.qp_tbl = NULL;
+		dev->obj.mr_tbl = NULL;
 		dev_init_err = ENOMEM;
 		return;
 	}
@@ -453,7 +453,7 @@ int uroce_query_port(struct ibv_context *ctx, uint8_t port,
 	memset(&pa, 0, sizeof(pa));
 	pa.state = IBV_PORT_ACTIVE;
 	pa.max_mtu = IBV_MTU_4096;
-	pa.active_mtu = dev->active_mtu;
+	pa.active_mtu = dev->net.active_mtu;
 	pa.gid_tbl_len = UROCE_GID_TBL_LEN;
 	pa.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	pa.max_msg_sz = UROCE_MAX_MSG_SIZE;
@@ -464,7 +464,7 @@ int uroce_query_port(struct ibv_context *ctx, uint8_t port,
 	pa.phys_state = UROCE_PHYS_STATE_LINKUP;
 	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
 	/* unique on this host (engine/lid.c); a RoCE port's would be 0 */
-	pa.lid = __atomic_load_n(&dev->lid, __ATOMIC_RELAXED);
+	pa.lid = __atomic_load_n(&dev->port.lid, __ATOMIC_RELAXED);
 
 	if (attr_len > sizeof(pa)) {
 		memset((char *)attr + sizeof(pa), 0, attr_len - sizeof(pa));
@@ -522,12 +522,12 @@ static uint32_t gid_ifindex(struct uroce_dev *dev)
 	struct ifaddrs *ifa_list, *ifa;
 	uint32_t idx = 0;
 
-	if (addr_is_loopback(&dev->local))
+	if (addr_is_loopback(&dev->net.local))
 		return if_nametoindex("lo");
 	if (getifaddrs(&ifa_list))
 		return 0;
 	for (ifa = ifa_list; ifa; ifa = ifa->ifa_next) {
-		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->local)) {
+		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->net.local)) {
 			idx = if_nametoindex(ifa->ifa_name);
 			break;
 		}
@@ -547,10 +547,10 @@ static int get_gid_entry(struct uroce_dev *dev, uint32_t port, uint32_t index,
 {
 	if (port != UROCE_PORT || index >= UROCE_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_is_zero(&dev->gid))
+	if (gid_is_zero(&dev->net.gid))
 		return ENODATA;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid = dev->gid;
+	entry->gid = dev->net.gid;
 	entry->gid_index = index;
 	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_ROCE_V2;

@@ -29,7 +29,7 @@ static struct uroce_mcast_grp *grp_find(struct uroce_dev *dev,
 {
 	struct uroce_mcast_grp *grp;
 
-	for (grp = dev->mcast; grp; grp = grp->next)
+	for (grp = dev->obj.mcast; grp; grp = grp->next)
 		if (!memcmp(grp->gid.raw, gid->raw, sizeof(gid->raw)))
 			return grp;
 	return NULL;
@@ -51,7 +51,7 @@ static uint32_t total_attached(struct uroce_dev *dev)
 	struct uroce_mcast_grp *grp;
 	uint32_t n = 0;
 
-	for (grp = dev->mcast; grp; grp = grp->next)
+	for (grp = dev->obj.mcast; grp; grp = grp->next)
 		n += grp->nqps;
 	return n;
 }
@@ -73,7 +73,7 @@ static int grp_add(struct uroce_dev *dev, const union ibv_gid *gid,
 	struct uroce_mcast_grp *grp;
 	int err;
 
-	if (dev->nmcast >= UROCE_MAX_MCAST_GRP)
+	if (dev->obj.nmcast >= UROCE_MAX_MCAST_GRP)
 		return ENOMEM;
 	grp = calloc(1, sizeof(*grp));
 	if (!grp)
@@ -90,9 +90,9 @@ static int grp_add(struct uroce_dev *dev, const union ibv_gid *gid,
 		return -err;
 	}
 	pthread_mutex_lock(&dev->lock);
-	grp->next = dev->mcast;
-	dev->mcast = grp;
-	dev->nmcast++;
+	grp->next = dev->obj.mcast;
+	dev->obj.mcast = grp;
+	dev->obj.nmcast++;
 	uroce_dev_unlock(dev);
 	*out = grp;
 	return 0;
@@ -111,7 +111,7 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		return err;
 	qp = to_uqp(ibqp);
 	dev = qp->dev;
-	pthread_mutex_lock(&dev->rx_lock);
+	pthread_mutex_lock(&dev->prog.rx_lock);
 	grp = grp_find(dev, gid);
 	if (grp && grp_index(grp, qp) >= 0)
 		goto out;
@@ -133,7 +133,7 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 	qp->nmcast++;
 	uroce_dev_unlock(dev);
 out:
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return err;
 }
 
@@ -150,7 +150,7 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		return err;
 	qp = to_uqp(ibqp);
 	dev = qp->dev;
-	pthread_mutex_lock(&dev->rx_lock);
+	pthread_mutex_lock(&dev->prog.rx_lock);
 	pthread_mutex_lock(&dev->lock);
 	grp = grp_find(dev, gid);
 	i = grp ? grp_index(grp, qp) : -1;
@@ -165,17 +165,17 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		grp = NULL;
 		goto out;
 	}
-	for (pp = &dev->mcast; *pp != grp; pp = &(*pp)->next)
+	for (pp = &dev->obj.mcast; *pp != grp; pp = &(*pp)->next)
 		;
 	*pp = grp->next;
-	dev->nmcast--;
+	dev->obj.nmcast--;
 out:
 	uroce_dev_unlock(dev);
 	if (grp) {
 		uroce_mcast_close(dev, grp);
 		free(grp);
 	}
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return err;
 }
 
@@ -183,7 +183,7 @@ out:
  * reaches none of our own QPs. */
 static bool blocked_self(struct uroce_dev *dev, struct uroce_pkt *pkt)
 {
-	const struct sockaddr_storage *a = &pkt->src, *b = &dev->local;
+	const struct sockaddr_storage *a = &pkt->src, *b = &dev->net.local;
 	struct uroce_qp *sender;
 
 	if (a->ss_family != b->ss_family ||

@@ -60,8 +60,8 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 
 	pthread_mutex_lock(&dev->lock);
 	unbind(&mw->win);
-	dev->mr_tbl[uroce_key_index(mw->win.key)] = NULL;
-	dev->nmrs--;
+	dev->obj.mr_tbl[uroce_key_index(mw->win.key)] = NULL;
+	dev->obj.nmrs--;
 	uroce_dev_unlock(dev);
 	atomic_fetch_sub(&mw->win.pd->refs, 1);
 	free(mw);
@@ -120,7 +120,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw,
 
 enum ibv_wc_status uroce_invalidate(struct uroce_qp *qp, uint32_t key)
 {
-	struct uroce_mr *win = qp->dev->mr_tbl[uroce_key_index(key)];
+	struct uroce_mr *win = qp->dev->obj.mr_tbl[uroce_key_index(key)];
 
 	/* only a bound type 2 window of the QP's PD may be invalidated */
 	if (!win || win->key != key || win->mw_type != 2 || !win->mw_bound ||

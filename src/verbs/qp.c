@@ -164,7 +164,7 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
 {
-	struct uroce_qp *qp = dev->qp_tbl[qpn % UROCE_MAX_QP];
+	struct uroce_qp *qp = dev->obj.qp_tbl[qpn % UROCE_MAX_QP];
 
 	return qp && uqp_ibqp(qp)->qp_num == qpn ? qp : NULL;
 }
@@ -238,17 +238,17 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 {
 	uint32_t i, qpn;
 
-	if (dev->nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
+	if (dev->obj.nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_QP; i++) {
-		qpn = dev->next_qpn;
-		dev->next_qpn = (dev->next_qpn + 1) & UROCE_QPN_MASK;
-		if (dev->next_qpn < UROCE_QPN_FIRST)
-			dev->next_qpn = UROCE_QPN_FIRST;
-		if (qpn < UROCE_QPN_FIRST || dev->qp_tbl[qpn % UROCE_MAX_QP])
+		qpn = dev->obj.next_qpn;
+		dev->obj.next_qpn = (dev->obj.next_qpn + 1) & UROCE_QPN_MASK;
+		if (dev->obj.next_qpn < UROCE_QPN_FIRST)
+			dev->obj.next_qpn = UROCE_QPN_FIRST;
+		if (qpn < UROCE_QPN_FIRST || dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
 			continue;
-		dev->qp_tbl[qpn % UROCE_MAX_QP] = qp;
-		dev->nqps++;
+		dev->obj.qp_tbl[qpn % UROCE_MAX_QP] = qp;
+		dev->obj.nqps++;
 		uqp_ibqp(qp)->qp_num = qpn;
 		return 0;
 	}
@@ -390,8 +390,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->mtu = 1024;
 	if (qp->type == IBV_QPT_UD) {
 		/* UD messages are bounded by the port MTU (IBA 9.8.4) */
-		qp->attr.path_mtu = dev->active_mtu;
-		qp->mtu = uroce_mtu_bytes(dev->active_mtu);
+		qp->attr.path_mtu = dev->net.active_mtu;
+		qp->mtu = uroce_mtu_bytes(dev->net.active_mtu);
 	}
 
 	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -546,7 +546,7 @@ static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 		return EINVAL;
 	if (!dgid || uroce_addr_from_gid(dgid, peer))
 		return EINVAL;
-	if (peer->ss_family != qp->dev->family)
+	if (peer->ss_family != qp->dev->net.family)
 		return EINVAL;
 	return 0;
 }
@@ -568,7 +568,7 @@ static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (attr->path_mtu < IBV_MTU_256 ||
-	     attr->path_mtu > qp->dev->active_mtu))
+	     attr->path_mtu > qp->dev->net.active_mtu))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > UROCE_QPN_MASK)
 		return EINVAL;
@@ -778,8 +778,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	 */
 	uroce_ack_flush(qp);
 	uroce_req_release(qp);
-	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
-	dev->nqps--;
+	dev->obj.qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
+	dev->obj.nqps--;
 	uroce_dev_unlock(dev);
 	/* unread async events go; read ones must be acked first (as
 	 * libibverbs documents for ibv_destroy_qp) */

@@ -21,9 +21,9 @@ struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn)
 {
 	struct uroce_srq *srq;
 
-	if (!dev->srq_tbl)
+	if (!dev->obj.srq_tbl)
 		return NULL;
-	srq = dev->srq_tbl[srqn % UROCE_MAX_SRQ];
+	srq = dev->obj.srq_tbl[srqn % UROCE_MAX_SRQ];
 	return srq && srq->srqn == srqn ? srq : NULL;
 }
 
@@ -33,17 +33,17 @@ static int insert_srq(struct uroce_dev *dev, struct uroce_srq *srq)
 {
 	uint32_t i, n;
 
-	if (!dev->srq_tbl) {
-		dev->srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->srq_tbl));
-		if (!dev->srq_tbl)
+	if (!dev->obj.srq_tbl) {
+		dev->obj.srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->obj.srq_tbl));
+		if (!dev->obj.srq_tbl)
 			return ENOMEM;
 	}
 	for (i = 0; i < UROCE_MAX_SRQ; i++) {
-		n = dev->next_srqn;
-		dev->next_srqn = (n + 1) & UROCE_QPN_MASK;
-		if (!n || dev->srq_tbl[n % UROCE_MAX_SRQ])
+		n = dev->obj.next_srqn;
+		dev->obj.next_srqn = (n + 1) & UROCE_QPN_MASK;
+		if (!n || dev->obj.srq_tbl[n % UROCE_MAX_SRQ])
 			continue;
-		dev->srq_tbl[n % UROCE_MAX_SRQ] = srq;
+		dev->obj.srq_tbl[n % UROCE_MAX_SRQ] = srq;
 		srq->srqn = n;
 		return 0;
 	}
@@ -208,7 +208,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		return EBUSY;
 	/* out of the table first: no XRC request can reach it after this */
 	pthread_mutex_lock(&srq->dev->lock);
-	srq->dev->srq_tbl[srq->srqn % UROCE_MAX_SRQ] = NULL;
+	srq->dev->obj.srq_tbl[srq->srqn % UROCE_MAX_SRQ] = NULL;
 	uroce_dev_unlock(srq->dev);
 	uroce_async_purge(to_uctx(ibsrq->context), ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define LIMIT_RATE	100	/* datapath lines per second, and the burst */
 
