@@ -304,35 +304,6 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 }
 
 /*
- * A zero-length range is not range-checked (any va passes), but the key
- * must still name a live MR of pd with the access asked for.  A zero-length
- * RDMA READ or WRITE needs no valid R_Key (IBA chapter 9), so the engine
- * skips this check for those altogether.  A NULL pd matches any PD.
- */
-struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
-				uint32_t key, uint64_t va, uint64_t len,
-				unsigned int access)
-{
-	struct uroce_mr *mr = dev->obj.mr_tbl[uroce_key_index(key)];
-
-	if (!mr || mr->key != key)
-		return NULL;
-	if (mr->mw_type && !mr->mw_bound)
-		return NULL;
-	if (pd && mr->pd != pd)
-		return NULL;
-	if ((mr->access & access) != access)
-		return NULL;
-	if (!len)
-		return mr;
-	/* va >= iova and va + len <= iova + length, with no sum that wraps */
-	if (va < mr->iova || len > mr->length ||
-	    va - mr->iova > mr->length - len)
-		return NULL;
-	return mr;
-}
-
-/*
  * ibv_advise_mr: prefetching is what every access does here, so the
  * advice is checked and nothing else happens.  The SGEs must lie in ODP
  * MRs of pd (PREFETCH_WRITE: writable ones), as the kernel requires.
