@@ -153,6 +153,11 @@ int uroce_progress_start(struct uroce_dev *dev);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* stop every receiver and the engine while net/ changes the device's
+ * socket and address (takes rx_lock, then dev->lock), and start again
+ * (sends what was queued meanwhile) */
+void uroce_rx_pause(struct uroce_dev *dev);
+void uroce_rx_resume(struct uroce_dev *dev);
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
  * headers, payload iov follows, pad and ICRC are added here. */

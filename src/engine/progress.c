@@ -265,3 +265,15 @@ int uroce_progress_start(struct uroce_dev *dev)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }
+
+void uroce_rx_pause(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	pthread_mutex_lock(&dev->lock);
+}
+
+void uroce_rx_resume(struct uroce_dev *dev)
+{
+	uroce_dev_unlock(dev);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+}

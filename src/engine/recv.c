@@ -168,3 +168,17 @@ out:
 	uroce_xmit_end(dev);
 	uroce_dev_unlock(dev);
 }
+
+void uroce_rx_burst_begin(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_begin(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+void uroce_rx_burst_end(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_end(dev);
+	uroce_dev_unlock(dev);
+}

@@ -12,7 +12,8 @@
  * points (uroce_rx_burst_begin/uroce_recv/uroce_rx_burst_end, declared in
  * engine/engine.h); net never takes dev->lock itself.
  * Locking: dev->net.sock and the address are changed by uroce_net_rebind
- * with dev->prog.rx_lock and dev->lock held; either suffices to read them.
+ * inside uroce_rx_pause/uroce_rx_resume (the engine takes rx_lock and
+ * dev->lock for it), so either lock suffices to read them.
  */
 #ifndef UROCE_NET_H
 #define UROCE_NET_H

@@ -495,8 +495,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	fd = open_bound(dev, &ss);
 	if (fd < 0)
 		return fd;
-	pthread_mutex_lock(&dev->prog.rx_lock);
-	pthread_mutex_lock(&dev->lock);
+	uroce_rx_pause(dev);
 	old = dev->net.sock;
 	ev.data.fd = fd;
 	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, old, NULL);
@@ -508,8 +507,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	uroce_gid_from_addr(&ss, &dev->net.gid);
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
-	uroce_dev_unlock(dev);
-	pthread_mutex_unlock(&dev->prog.rx_lock);
+	uroce_rx_resume(dev);
 	close(old);
 	return 0;
 }
@@ -595,9 +593,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 		return 0;
 	pkts = 0;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
-	pthread_mutex_lock(&dev->lock);
-	uroce_ack_burst_begin(dev);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_rx_burst_begin(dev);
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -621,9 +617,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
-	pthread_mutex_lock(&dev->lock);
-	uroce_ack_burst_end(dev);
-	uroce_dev_unlock(dev);
+	uroce_rx_burst_end(dev);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }
