@@ -103,6 +103,8 @@ enum uroce_pkt_class {
 	UROCE_CLASS_NUM,
 };
 
+#include "core/config.h"
+
 /* core/stats.c: the counters' names, generated from the same list */
 extern const char *const uroce_counter_name[UROCE_CNT_NUM];
 

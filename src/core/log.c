@@ -42,7 +42,7 @@ static uint64_t limit_suppressed;
 
 __attribute__((constructor)) static void log_init(void)
 {
-	const char *env = getenv("UROCE_LOG");
+	const char *env = uroce_config()->log;
 	size_t i;
 
 	if (!env || !*env)

@@ -14,11 +14,10 @@ const char *const uroce_counter_name[UROCE_CNT_NUM] = {
 
 __attribute__((destructor)) static void print_stats(void)
 {
-	const char *env = getenv("UROCE_STATS");
 	struct uroce_dev *dev;
 	int i;
 
-	if (!env || *env != '1')
+	if (!uroce_config()->stats)
 		return;
 	dev = uroce_dev_get();
 	if (!dev || !dev->net_up)

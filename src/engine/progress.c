@@ -178,12 +178,7 @@ static void *progress_main(void *arg)
 	uint64_t v;
 
 	short_slice();
-	{
-		const char *env = getenv("UROCE_SPIN_US");
-
-		if (env && *env)
-			spin_ns = strtoull(env, NULL, 0) * 1000;
-	}
+	spin_ns = uroce_config()->spin_ns;
 
 	while (!dev->prog.stopping) {
 		int n = epoll_wait(dev->prog.epfd, ev, 4, -1);

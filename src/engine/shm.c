@@ -269,7 +269,7 @@ void uroce_shm_set_addr(struct uroce_dev *dev)
 static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
 		     uint32_t cnt_off, uint32_t qp_off)
 {
-	const char *fault = getenv("UROCE_FAULT");
+	const char *fault = uroce_config()->fault;
 	char *names = (char *)shm + names_off;
 	int i;
 

@@ -437,8 +437,8 @@ static int expand_path(const char *tmpl, char *out, size_t len)
 
 void uroce_pcap_open(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_PCAP");
-	const char *max = getenv("UROCE_PCAP_MAX");
+	const char *env = uroce_config()->pcap;
+	const char *max = uroce_config()->pcap_max;
 	int err;
 
 	if (!env || !*env || atomic_load(&cap.on))

@@ -101,7 +101,7 @@ static uint32_t prob(const char *v)
 
 static void fault_init(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_FAULT");
+	const char *env = uroce_config()->fault;
 	struct uroce_fault *f = &dev->net.fault;
 	char *copy, *tok, *save = NULL;
 	uint64_t seed = 1;
@@ -260,9 +260,7 @@ static const struct uroce_pkt_io udp_io = {
  */
 static bool want_gso(void)
 {
-	const char *env = getenv("UROCE_GSO");
-
-	return !env || strcmp(env, "0");
+	return uroce_config()->gso;
 }
 
 static bool gso_setup(int fd)
@@ -277,16 +275,9 @@ static bool gso_setup(int fd)
 }
 
 /* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
-#define DEFAULT_UNRELIABLE_MBPS 4000
-
 static void pace_init(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_UNRELIABLE_MBPS");
-	uint64_t mbps = DEFAULT_UNRELIABLE_MBPS;
-
-	if (env && *env)
-		mbps = strtoull(env, NULL, 0);
-	dev->flow.pace_rate = mbps * 1000000 / 8;
+	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
 }
 
 /* ---- address selection ---- */
@@ -418,8 +409,8 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 
 int uroce_net_open(struct uroce_dev *dev)
 {
-	const char *addr_env = getenv("UROCE_ADDR");
-	const char *if_env = getenv("UROCE_IFNAME");
+	const char *addr_env = uroce_config()->addr;
+	const char *if_env = uroce_config()->ifname;
 	struct sockaddr_storage ss;
 	socklen_t optlen;
 	int fd = -EADDRINUSE, rcv = 0, i, err;
