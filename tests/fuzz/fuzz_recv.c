@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "uroce.h"
+#include "dev.h"
 #include "../lib/qp_setup.h"
 
 #define PAGE	4096
