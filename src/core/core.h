@@ -115,7 +115,7 @@ struct uroce_dev *uroce_dev_get(void);
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
 uint64_t uroce_now_ns(void);
 
-/* engine/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
+/* core/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
  * line per event on stderr; uroce_log_qp lines are rate-limited, for the
  * datapath.  psn < 0: no PSN. */
 enum uroce_log_level {

@@ -9,7 +9,7 @@
  * Datapath lines (uroce_log_qp) share a token bucket of LIMIT_RATE lines a
  * second; what it suppresses is counted and reported on the next line
  * that gets through.  With logging off, a log call costs one load and one
- * compare (the macros in uroce.h test uroce_log_level first).
+ * compare (the macros in core/core.h test uroce_log_level first).
  */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -69,13 +69,14 @@ static inline struct uroce_mw *to_umw(struct ibv_mw *mw)
 	return container_of(mw, struct uroce_mw, ibmw);
 }
 
-/* verbs/mr.c: caller holds dev->lock.  Returns the MR if key names a
+/* obj/mr.c: caller holds dev->lock.  Returns the MR if key names a
  * live MR in pd granting every bit of access and covering
  * [va, va + len) without wrapping, else NULL. */
 struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
 				uint32_t key, uint64_t va, uint64_t len,
 				unsigned int access);
-/* put mr in a free key-table slot and give it a key; dev->lock held */
+/* verbs/mr.c: put mr in a free key-table slot and give it a key;
+ * dev->lock held */
 int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr);
 /* pointer to iova va inside mr (caller checked the range) */
 static inline uint8_t *uroce_mr_ptr(struct uroce_mr *mr, uint64_t va)
@@ -84,7 +85,7 @@ static inline uint8_t *uroce_mr_ptr(struct uroce_mr *mr, uint64_t va)
 }
 
 struct uroce_qp;
-/* run a bind / an invalidation; dev->lock held */
+/* obj/mw.c: run a bind / an invalidation; dev->lock held */
 enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *mw,
 				 uint32_t new_key,
 				 const struct ibv_mw_bind_info *info);

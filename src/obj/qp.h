@@ -265,12 +265,12 @@ struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
 
 /* ---- dev->obj: the object tables ---- */
 struct uroce_objs {
-	/* QP table (verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
+	/* QP table (filled by verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
 	struct uroce_qp **qp_tbl;
 	uint32_t next_qpn;
 	uint32_t nqps;
 
-	/* MR table (verbs/mr.c), indexed by key % UROCE_MAX_MR */
+	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */
 	struct uroce_mr **mr_tbl;
 	uint32_t *mr_last_key;		/* per slot: the key it last had */
 	uint32_t next_mr_index;
@@ -281,7 +281,7 @@ struct uroce_objs {
 	 * to read it */
 	struct uroce_mcast_grp *mcast;
 	uint32_t nmcast;
-	/* SRQ table (verbs/srq.c), indexed by srqn % UROCE_MAX_SRQ; made
+	/* SRQ table (filled by verbs/srq.c), indexed by srqn % UROCE_MAX_SRQ; made
 	 * at the first SRQ, so that XRC requests can name one */
 	struct uroce_srq **srq_tbl;
 	uint32_t next_srqn;
