@@ -42,7 +42,10 @@ struct uroce_dev {
 	uint64_t guid;			/* node GUID, big-endian */
 
 	pthread_mutex_t lock;		/* the engine lock */
-	bool net_up;			/* socket bound, progress thread running */
+	/* socket bound, progress thread running (verbs/device.c: set and
+	 * cleared under its dev_up_lock, read by any thread) */
+	_Atomic bool net_up;
+	_Atomic bool been_up;		/* it came up once: UROCE_STATS=1 prints */
 
 	struct uroce_net net;
 	struct uroce_port port;

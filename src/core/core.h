@@ -114,6 +114,10 @@ struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
 uint64_t uroce_now_ns(void);
+/* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and
+ * pthread_timedjoin_np */
+struct timespec;
+void uroce_deadline_after(struct timespec *ts, uint64_t ns);
 
 /* core/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
  * line per event on stderr; uroce_log_qp lines are rate-limited, for the

@@ -67,6 +67,7 @@ static void dev_init(void)
 	pthread_mutex_init(&dev->lock, NULL);
 	pthread_mutex_init(&dev->tx.tx_lock, NULL);
 	pthread_mutex_init(&dev->tx.txq_lock, NULL);
+	pthread_mutex_init(&dev->prog.rx_lock, NULL);
 	dev->net.sock = -1;
 	dev->prog.epfd = -1;
 	dev->prog.timerfd = -1;

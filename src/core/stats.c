@@ -20,7 +20,7 @@ __attribute__((destructor)) static void print_stats(void)
 	if (!uroce_config()->stats)
 		return;
 	dev = uroce_dev_get();
-	if (!dev || !dev->net_up)
+	if (!dev || !dev->been_up)
 		return;
 	fprintf(stderr, "uroce-stats:");
 	for (i = 0; i < UROCE_CNT_NUM; i++)

@@ -94,7 +94,7 @@ struct uroce_progress {
 	int epfd;
 	int timerfd;
 	int wakefd;			/* eventfd: wake the progress thread */
-	bool stopping;
+	_Atomic bool stopping;		/* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns;	/* what timerfd is set to, 0 = none */
 };
 
@@ -150,6 +150,11 @@ void uroce_rx_burst_begin(struct uroce_dev *dev);
 void uroce_rx_burst_end(struct uroce_dev *dev);
 /* engine/progress.c */
 int uroce_progress_start(struct uroce_dev *dev);
+/* stop the progress thread (waiting for it until the CLOCK_REALTIME
+ * deadline until, NULL: as long as it takes) and close its epoll, timer
+ * and wake-up descriptors.  0, or -errno (-ETIMEDOUT) with the thread
+ * left running and everything open. */
+int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
@@ -193,6 +198,10 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
 /* hold plain ACKs until uroce_ack_burst_end (a receive burst; lock held) */
 void uroce_ack_burst_begin(struct uroce_dev *dev);
 void uroce_ack_burst_end(struct uroce_dev *dev);
+/* the device goes down: send every held ACK and what is queued; takes
+ * dev->lock, waiting until the deadline until (NULL: forever); 0 or
+ * -ETIMEDOUT */
+int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until);
 /* send the ACK qp holds back, if any, before anything else of qp */
 void uroce_ack_flush(struct uroce_qp *qp);
 /* answer the request at psn with an invalid request NAK and move the
@@ -230,6 +239,10 @@ void uroce_mcast_rx(struct uroce_dev *dev, struct uroce_pkt *pkt);
  * uroce_shm_open, after uroce_net_open: create it and move the counters
  * into it; failure only means nobody can look, so it returns nothing. */
 void uroce_shm_open(struct uroce_dev *dev);
+/* the device goes down (the last close; nothing else runs on it): stop the
+ * snapshot thread, move the counters back to dev->stats.cnt_private,
+ * remove and unmap the segment */
+void uroce_shm_close(struct uroce_dev *dev);
 /* after the device moved (rdma_bind_addr): publish its new address and LID */
 void uroce_shm_set_addr(struct uroce_dev *dev);
 /* the GID of the live device on this host whose port has that LID, from
@@ -243,6 +256,8 @@ int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid);
  * uroce_lid_resolve: the GID a GRH-less address to dlid goes to; 0 or
  * -EINVAL (no uroce device on this host has that LID). */
 int uroce_lid_claim(struct uroce_dev *dev);
+/* the device goes down: let the LID go (a later claim may find another) */
+void uroce_lid_release(struct uroce_dev *dev);
 int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
 		      union ibv_gid *gid);
 

@@ -134,3 +134,11 @@ int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
 			  (unsigned int)dlid);
 	return ret ? -EINVAL : 0;
 }
+
+void uroce_lid_release(struct uroce_dev *dev)
+{
+	if (dev->port.lid_fd >= 0)
+		close(dev->port.lid_fd);
+	dev->port.lid_fd = -1;
+	__atomic_store_n(&dev->port.lid, 0, __ATOMIC_RELAXED);
+}

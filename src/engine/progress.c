@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#define _GNU_SOURCE			/* pthread_timedjoin_np */
 /*
  * The progress thread: makes the device move while the application does
  * not call us (DESIGN.md decision 5).  It sleeps in epoll_wait on the
@@ -239,7 +240,6 @@ int uroce_progress_start(struct uroce_dev *dev)
 	sigset_t all, old;
 	int err;
 
-	pthread_mutex_init(&dev->prog.rx_lock, NULL);
 	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
 				      TFD_NONBLOCK | TFD_CLOEXEC);
@@ -254,7 +254,6 @@ int uroce_progress_start(struct uroce_dev *dev)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	err = pthread_create(&dev->prog.thread, &attr, progress_main, dev);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -271,4 +270,40 @@ void uroce_rx_resume(struct uroce_dev *dev)
 {
 	uroce_dev_unlock(dev);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
+}
+
+/* close what uroce_progress_start opened (no thread runs on them) */
+static void close_fds(struct uroce_dev *dev)
+{
+	int *fds[] = { &dev->prog.epfd, &dev->prog.timerfd, &dev->prog.wakefd };
+	size_t i;
+
+	for (i = 0; i < UROCE_ARRAY_SIZE(fds); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	dev->prog.armed_deadline_ns = 0;
+}
+
+int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
+{
+	uint64_t one = 1;
+	int err;
+
+	atomic_store(&dev->prog.stopping, true);
+	/* (an eventfd write fails only on overflow: it is then readable) */
+	if (write(dev->prog.wakefd, &one, sizeof(one)) < 0)
+		uroce_log(UROCE_LOG_DEBUG, "progress wake-up: %s",
+			  strerror(errno));
+	err = until ? pthread_timedjoin_np(dev->prog.thread, NULL, until) :
+		      pthread_join(dev->prog.thread, NULL);
+	if (err) {
+		uroce_log(UROCE_LOG_WARN, "progress thread did not stop: %s",
+			  strerror(err));
+		return -err;
+	}
+	atomic_store(&dev->prog.stopping, false);
+	close_fds(dev);
+	return 0;
 }

@@ -130,29 +130,23 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
 }
 
 /*
- * A program that returns from main right after its last receive
- * completes, the progress thread still in the burst that brought it:
- * the held ACKs leave now, or the peer retries into a process that is
- * gone.  (A NIC ACKs before it completes.)  The wait for the lock is
- * bounded: exit must not hang on a thread that holds it for good.
+ * The device goes down (the last close, or exit right after the last
+ * receive completed, the progress thread still in the burst that brought
+ * it): the held ACKs leave now, or the peer retries into a process that
+ * is gone.  (A NIC ACKs before it completes.)
  */
-__attribute__((destructor)) static void flush_acks_at_exit(void)
+int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until)
 {
-	struct uroce_dev *dev = uroce_dev_get();
-	struct timespec until;
+	int err;
 
-	if (!dev || !dev->net_up)
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += 100 * 1000 * 1000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	if (pthread_mutex_timedlock(&dev->lock, &until))
-		return;
+	err = until ? pthread_mutex_timedlock(&dev->lock, until) :
+		      pthread_mutex_lock(&dev->lock);
+	if (err)
+		return -err;
+	dev->ack.ack_defer = false;
 	flush_held_acks(dev);
 	uroce_dev_unlock(dev);
+	return 0;
 }
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)

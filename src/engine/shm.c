@@ -4,9 +4,11 @@
  * /dev/shm/uroce.<pid>, where `uroce stats` reads them while we run, and a
  * small thread answers `uroce qps` with a snapshot of the QP table.
  *
- * Lifetime: created when the device comes up, unlinked by a destructor at
- * exit (the mapping itself stays until the process is gone, so late
- * counter updates from the progress thread still land somewhere).  A
+ * Lifetime: created when the device comes up; removed when it goes down
+ * at the last ibv_close_device (uroce_shm_close: the counters move back
+ * to the device first), or unlinked by a destructor at exit (the mapping
+ * itself then stays until the process is gone, so late counter updates
+ * from threads still running land somewhere).  A
  * process killed by a signal leaves its file behind; the next uroce
  * process and the tool remove files whose process is gone.
  */
@@ -35,6 +37,9 @@
 static struct uroce_shm_hdr *shm;
 static char shm_name[64];		/* "/uroce.<pid>" */
 static pid_t shm_pid;
+static pthread_t snap_thread;
+static bool snap_running;
+static _Atomic bool snap_stop;		/* uroce_shm_close asked */
 
 
 static void own_comm(char *out, size_t len)
@@ -212,7 +217,7 @@ static void *snap_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 
-	for (;;) {
+	while (!atomic_load(&snap_stop)) {
 		uint32_t done = __atomic_load_n(&shm->snap_done,
 						__ATOMIC_ACQUIRE);
 		uint32_t req = __atomic_load_n(&shm->snap_req,
@@ -305,7 +310,6 @@ void uroce_shm_open(struct uroce_dev *dev)
 	_Atomic uint64_t *cnt;
 	pthread_attr_t attr;
 	sigset_t all, old;
-	pthread_t thread;
 	void *p;
 	int fd, i, err;
 
@@ -339,12 +343,13 @@ void uroce_shm_open(struct uroce_dev *dev)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 64 << 10);
-	err = pthread_create(&thread, &attr, snap_main, dev);
+	atomic_store(&snap_stop, false);
+	err = pthread_create(&snap_thread, &attr, snap_main, dev);
 	if (err)
 		uroce_log(UROCE_LOG_WARN, "no QP snapshot thread: %s",
 			  strerror(err));
+	snap_running = !err;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
@@ -362,4 +367,29 @@ fail:
 	uroce_log(UROCE_LOG_WARN, "no stats segment %s%s: %s; uroce stats "
 		  "cannot see this process", UROCE_SHM_DIR, shm_name,
 		  strerror(errno));
+}
+
+void uroce_shm_close(struct uroce_dev *dev)
+{
+	int i;
+
+	if (!shm)
+		return;
+	if (snap_running) {
+		/* snap_req moves, so a FUTEX_WAIT about to sleep does not */
+		atomic_store(&snap_stop, true);
+		__atomic_add_fetch(&shm->snap_req, 1, __ATOMIC_RELEASE);
+		futex(&shm->snap_req, FUTEX_WAKE, INT_MAX);
+		pthread_join(snap_thread, NULL);
+		snap_running = false;
+	}
+	/* the counters go on in the device: a later open brings them back */
+	for (i = 0; i < UROCE_CNT_NUM; i++)
+		atomic_store(&dev->stats.cnt_private[i],
+			     atomic_load(&dev->stats.cnt[i]));
+	dev->stats.cnt = dev->stats.cnt_private;
+	if (shm_pid == getpid())
+		shm_unlink(shm_name);
+	munmap(shm, shm->size);
+	shm = NULL;
 }

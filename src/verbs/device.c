@@ -4,7 +4,8 @@
  * through ibv_query_gid_type.
  *
  * There is one device per process.  Listing it costs nothing; opening a
- * context brings up the network side (socket, progress thread) once.
+ * context brings up the network side (socket, progress thread) once, and
+ * closing the last one, or the process's exit, takes it down again.
  */
 #include <endian.h>
 #include <errno.h>
@@ -66,14 +67,19 @@ struct _compat_ibv_port_attr {
 #define UROCE_LOCAL_ACK_DELAY	15
 #define UROCE_MAX_AH		(1 << 16)
 
-static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
+/* how long exit waits for a thread that holds the device (then leaves it) */
+#define EXIT_WAIT_NS	(100 * 1000 * 1000ull)
 
-/* Bind the socket and start progress, once; a failure may be retried. */
-int uroce_dev_up(struct uroce_dev *dev)
+static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int nctx;		/* open contexts (dev_up_lock) */
+static pid_t up_pid;			/* the process that brought it up */
+
+/* Bind the socket and start progress, once; a failure may be retried.
+ * dev_up_lock held. */
+static int dev_up(struct uroce_dev *dev)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&dev_up_lock);
 	if (dev->net_up)
 		goto out;
 	ret = uroce_net_open(dev);
@@ -89,10 +95,64 @@ int uroce_dev_up(struct uroce_dev *dev)
 		uroce_net_close(dev);
 		goto out;
 	}
+	up_pid = getpid();
+	dev->been_up = true;
 	dev->net_up = true;
 out:
+	return ret;
+}
+
+int uroce_dev_up(struct uroce_dev *dev)
+{
+	int ret;
+
+	pthread_mutex_lock(&dev_up_lock);
+	ret = dev_up(dev);
 	pthread_mutex_unlock(&dev_up_lock);
 	return ret;
+}
+
+/*
+ * Take the device off the network, in the order that loses nothing: no
+ * more receiving (net_up), the progress thread stopped, the ACKs it held
+ * and the queued packets sent, then the segment, the sockets and the
+ * LID.  until bounds the waits for threads that hold the device (exit
+ * must not hang on one that holds it for good): if one times out, the
+ * rest stays as it is.  At exit the segment is only unlinked (shm.c's
+ * destructor): threads still running may count into its mapping.
+ * dev_up_lock held.
+ */
+static void dev_down(struct uroce_dev *dev, const struct timespec *until)
+{
+	if (!dev->net_up || up_pid != getpid())
+		return;		/* (a forked child has no progress thread) */
+	dev->net_up = false;
+	if (uroce_progress_stop(dev, until))
+		return;
+	if (uroce_ack_flush_held(dev, until))
+		return;
+	uroce_tx_drain(dev);
+	if (!until)
+		uroce_shm_close(dev);
+	/* an application thread that was already receiving is done */
+	uroce_rx_pause(dev);
+	uroce_net_close(dev);
+	uroce_lid_release(dev);
+	uroce_rx_resume(dev);
+}
+
+__attribute__((destructor)) static void dev_down_at_exit(void)
+{
+	struct uroce_dev *dev = uroce_dev_get();
+	struct timespec until;
+
+	if (!dev || !dev->net_up)
+		return;
+	uroce_deadline_after(&until, EXIT_WAIT_NS);
+	if (pthread_mutex_timedlock(&dev_up_lock, &until))
+		return;
+	dev_down(dev, &until);
+	pthread_mutex_unlock(&dev_up_lock);
 }
 
 static struct uroce_dev *ibdev_dev(struct ibv_device *device)
@@ -160,6 +220,18 @@ static int query_rt_values(struct ibv_context *ctx,
 	return 0;
 }
 
+/* free a context; the last one takes the device down */
+static void close_ctx(struct uroce_context *uctx)
+{
+	struct uroce_dev *dev = uctx->dev;
+
+	free(uctx);
+	pthread_mutex_lock(&dev_up_lock);
+	if (!--nctx)
+		dev_down(dev, NULL);
+	pthread_mutex_unlock(&dev_up_lock);
+}
+
 UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct uroce_dev *dev = ibdev_dev(device);
@@ -172,15 +244,19 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENODEV;
 		return NULL;
 	}
-	ret = uroce_dev_up(dev);
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
-
 	uctx = calloc(1, sizeof(*uctx));
 	if (!uctx) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&dev_up_lock);
+	ret = dev_up(dev);
+	if (!ret)
+		nctx++;
+	pthread_mutex_unlock(&dev_up_lock);
+	if (ret) {
+		free(uctx);
+		errno = -ret;
 		return NULL;
 	}
 	uctx->dev = dev;
@@ -221,7 +297,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	return ctx;
 
 err_free:
-	free(uctx);
+	close_ctx(uctx);
 	return NULL;
 }
 
@@ -236,7 +312,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		close(ctx->cmd_fd);
 	pthread_mutex_destroy(&uctx->async_lock);
 	pthread_mutex_destroy(&ctx->mutex);
-	free(uctx);
+	close_ctx(uctx);
 	return 0;
 }
 
