@@ -13,7 +13,7 @@
  * advance), where flushing that queue would break it.  The timer pass
  * runs this with no QP mid-update.
  */
-#include "uroce.h"
+#include "dev.h"
 
 static bool on_overrun_cq(const struct uroce_qp *qp)
 {
@@ -24,9 +24,9 @@ void uroce_cq_overrun_sweep(struct uroce_dev *dev)
 {
 	uint32_t i;
 
-	dev->cq_overrun_pending = false;
-	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
-		struct uroce_qp *qp = dev->qp_tbl[i];
+	dev->prog.cq_overrun_pending = false;
+	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
+		struct uroce_qp *qp = dev->obj.qp_tbl[i];
 		enum ibv_qp_state st;
 		struct ibv_async_event ev;
 

@@ -461,7 +461,7 @@ lost:
 	 */
 	pthread_mutex_unlock(&cq->lock);
 	dev = ctx_dev(cq->ex.context);
-	dev->cq_overrun_pending = true;
+	dev->prog.cq_overrun_pending = true;
 	uroce_timer_arm(dev, uroce_now_ns());
 	if (overrun_now) {
 		struct ibv_async_event ev = {
@@ -633,7 +633,7 @@ static struct uroce_cq *cq_create(struct ibv_context *ctx, uint32_t cqe,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (atomic_fetch_add(&dev->ncqs, 1) >= UROCE_MAX_CQ) {
+	if (atomic_fetch_add(&dev->obj.ncqs, 1) >= UROCE_MAX_CQ) {
 		errno = ENOMEM;
 		goto err_count;
 	}
@@ -690,7 +690,7 @@ static struct uroce_cq *cq_create(struct ibv_context *ctx, uint32_t cqe,
 err_free:
 	free(cq);
 err_count:
-	atomic_fetch_sub(&dev->ncqs, 1);
+	atomic_fetch_sub(&dev->obj.ncqs, 1);
 	return NULL;
 }
 
@@ -799,7 +799,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		channel->refcnt--;
 		pthread_mutex_unlock(&ctx->mutex);
 	}
-	atomic_fetch_sub(&cq->dev->ncqs, 1);
+	atomic_fetch_sub(&cq->dev->obj.ncqs, 1);
 
 	pthread_cond_destroy(&ibcq->cond);
 	pthread_mutex_destroy(&ibcq->mutex);
