@@ -744,6 +744,10 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	switch (res) {
 	case RESP_DONE:
+		/* its completion overran the receive CQ: no response (rxe's
+		 * class G); the QP goes to the error state (engine/cq_err.c) */
+		if (qp->rcq && qp->rcq->overrun)
+			break;
 		r->epsn = uroce_psn_add(r->epsn, 1);
 		if (bth_ackreq(pkt->bth) &&
 		    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC |

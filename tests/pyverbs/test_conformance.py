@@ -416,9 +416,11 @@ class CQOverrunTest(u.VerbsTestCase):
         self.events.wait_for(e.IBV_EVENT_CQ_ERR, obj=rcq)
         self.events.wait_for(e.IBV_EVENT_QP_FATAL, qp=b.qp)
         self.assertEqual(self.qp_state(b.qp), e.IBV_QPS_ERR)
-        # the sender hears of it: its last SEND is not acknowledged as a
-        # success
+        # the sender hears of it: the SEND whose completion was lost is
+        # not acknowledged (errors complete even unsignaled WRs), as rxe
         wc, = u.poll_cq(a.scq)
+        self.assertEqual(wc.wr_id, rcq.cqe, 'the first SEND lost was '
+                         'acknowledged' if wc.wr_id > rcq.cqe else '')
         self.assertNotEqual(wc.status, e.IBV_WC_SUCCESS)
 
     def test_other_qps_of_the_cq_too(self):
