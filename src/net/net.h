@@ -65,7 +65,7 @@ struct uroce_net {
 		uint32_t drop, dup, delay;	/* probability * 2^32 */
 		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
 		_Atomic int access_left;	/* responder: fail this many rkey checks */
-		_Atomic int nomem_left;		/* verbs: fail this many allocations */
+		_Atomic int nomem_left;		/* verbs: fail N allocations */
 		uint8_t *held;			/* a delayed datagram */
 		size_t held_len;
 		struct sockaddr_storage held_dst;

@@ -26,7 +26,7 @@ static bool bind_allowed(const struct uroce_mr *win, const struct uroce_mr *mr,
 {
 	if (mr->mw_type || mr->pd != win->pd)
 		return false;
-	if (!(mr->access & IBV_ACCESS_MW_BIND))			/* C10-73 */
+	if (!(mr->access & IBV_ACCESS_MW_BIND))		/* C10-73 */
 		return false;
 	/* zero-based windows are not offered (o10-36.2.2 for type 1) */
 	if (access & IBV_ACCESS_ZERO_BASED)

@@ -87,7 +87,7 @@ struct uroce_sq {
  * engine lock.  Same geometry as the send queue.
  */
 struct uroce_wr_stage {
-	pthread_mutex_t lock;		/* held from wr_start to complete/abort */
+	pthread_mutex_t lock;		/* wr_start until complete/abort */
 	struct uroce_send_wqe *wqe;	/* sq.max_wr of them */
 	struct ibv_sge *sge;
 	uint8_t *inline_buf;

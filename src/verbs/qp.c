@@ -416,7 +416,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	strip_caps(qp->type, qp->srq, &attr->cap);
 	err = alloc_queues(qp, &attr->cap);
 	if (!err && qp->is_ex)
-		err = uroce_qp_ex_init(qp);	/* (sized by the send queue) */
+		err = uroce_qp_ex_init(qp);	/* (sized by the SQ) */
 	if (err)
 		goto err_free;
 	/* alloc_queues reports at least one of each; these have none */
@@ -576,7 +576,7 @@ static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
  */
 struct qp_change {
 	const union ibv_gid *dgid;	/* IBV_QP_AV: where it points */
-	union ibv_gid lid_gid;		/* (a GRH-less AV's resolved LID) */
+	union ibv_gid lid_gid;		/* a LID-only AV, resolved */
 	struct sockaddr_storage peer;
 	struct uroce_resp_res *res;	/* IBV_QP_MAX_DEST_RD_ATOMIC */
 	uint32_t nres;

@@ -310,7 +310,8 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 	}
 	wqe->ud_dst = to_uah(ah)->dst;
 	wqe->ud_qpn = qpn & UROCE_QPN_MASK;
-	wqe->ud_qkey = qkey;	/* the QP's if the high bit is set: enter_wqe */
+	/* a high bit set means the QP's Q_Key: enter_wqe reads it */
+	wqe->ud_qkey = qkey;
 }
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
