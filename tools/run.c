@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -77,6 +78,7 @@ static int find_program(const char *prog, char *out, size_t len)
 {
 	const char *path = getenv("PATH"), *p, *end;
 	int err = -ENOENT;
+	struct stat st;
 
 	if (strchr(prog, '/')) {
 		snprintf(out, len, "%s", prog);
@@ -88,7 +90,8 @@ static int find_program(const char *prog, char *out, size_t len)
 			 end > p ? p : ".", prog);
 		if (!access(out, X_OK))
 			return 0;
-		if (errno == EACCES)
+		/* as execvp: EACCES if one was found but may not be run */
+		if (errno == EACCES && !stat(out, &st) && S_ISREG(st.st_mode))
 			err = -EACCES;
 		if (*end)
 			end++;
