@@ -403,20 +403,6 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 	return fd;
 }
 
-/* `uroce run` holds this address for a program about to bind it. */
-static bool addr_reserved(const struct sockaddr_in *in)
-{
-	char ip[INET_ADDRSTRLEN];
-	int fd;
-
-	inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-	fd = uroce_addr_reserve(ip);
-	if (fd < 0)
-		return fd == -EADDRINUSE;
-	close(fd);
-	return false;
-}
-
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
@@ -429,6 +415,27 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+static const void *ip_of(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ?
+	       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+	       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+}
+
+/* `uroce run` holds this address for a program about to bind it. */
+static bool addr_reserved(const struct sockaddr_storage *ss)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int fd;
+
+	inet_ntop(ss->ss_family, ip_of(ss), ip, sizeof(ip));
+	fd = uroce_addr_reserve(ip);
+	if (fd < 0)
+		return fd == -EADDRINUSE;
+	close(fd);
+	return false;
 }
 
 int uroce_net_open(struct uroce_dev *dev)
@@ -462,7 +469,7 @@ int uroce_net_open(struct uroce_dev *dev)
 			memset(&ss, 0, sizeof(ss));
 			in->sin_family = AF_INET;
 			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
-			if (!addr_reserved(in))
+			if (!addr_reserved(&ss))
 				fd = open_bound(dev, &ss);
 		}
 	}

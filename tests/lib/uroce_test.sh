@@ -104,7 +104,7 @@ uroce_launch() {
 	if [[ -z ${UROCE_TOOL:-} ]]; then
 		printf '%s\n' env
 		uroce_prog_env
-		printf '%s\n' "$@"
+		(($# == 0)) || printf '%s\n' "$@"
 		return
 	fi
 	if [[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]]; then
@@ -113,7 +113,8 @@ uroce_launch() {
 	fi
 	printf '%s\n' env
 	uroce_prog_env | grep -v '^LD_LIBRARY_PATH='
-	printf '%s\n' "$@" "$UROCE_TOOL" run --
+	(($# == 0)) || printf '%s\n' "$@"
+	printf '%s\n' "$UROCE_TOOL" run --
 }
 
 # Fails unless programs can be started through `uroce run` (UROCE_TOOL

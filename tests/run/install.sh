@@ -46,7 +46,8 @@ got=$("${launch[@]}" printenv LD_LIBRARY_PATH) || uroce_die "uroce run printenv 
 [[ ${got%%:*} == "$UROCE_LIBDIR" ]] ||
 	uroce_die "the installed uroce runs programs on '$got', not $UROCE_LIBDIR"
 # our librdmacm finds our libibverbs next to it without the build tree
-ldd "$UROCE_LIBDIR/librdmacm.so.1" | grep -q "libibverbs.so.1 => $UROCE_LIBDIR/" ||
+deps=$(ldd "$UROCE_LIBDIR/librdmacm.so.1")
+grep -q "libibverbs.so.1 => $UROCE_LIBDIR/" <<<"$deps" ||
 	uroce_die "the installed librdmacm does not load the installed libibverbs"
 
 "$here/../conformance/pair.sh" --kind perftest --port "$port" --timeout 60 -- \
