@@ -243,7 +243,7 @@ int uroce_cmd_doctor(int argc, char **argv)
 	dr.ns_err = run_ns_check(dr.ns_why, sizeof(dr.ns_why));
 	dr.have_lib = !run_find_libdir(dr.libdir, sizeof(dr.libdir));
 	if (dr.have_lib)
-		dr.have_dev = !run_probe(dr.libdir, &dr.d, dr.dev_err,
+		dr.have_dev = !run_probe(dr.libdir, &dr.d, NULL, dr.dev_err,
 					 sizeof(dr.dev_err));
 	else
 		snprintf(dr.dev_err, sizeof(dr.dev_err), "no library");

@@ -7,15 +7,14 @@
  * (each sets the UROCE_* variable the README documents), the program, our
  * libraries (next to this uroce, installed or in the build tree), then a
  * namespace of the process's own (run_ns.c), the device opened once here
- * to learn what it will be (run_probe.c), its address held for the
- * program (uroce_host.h), /sys/class/infiniband and /dev/infiniband made
+ * to learn what it will be and its address held for the program
+ * (run_probe.c, uroce_host.h), /sys/class/infiniband and /dev/infiniband made
  * from it, and exec: the program takes this process's place, so its pid,
  * its signals and its exit status are the program's own, and nothing
  * outlives it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +23,6 @@
 #include <unistd.h>
 
 #include "run.h"
-#include "uroce_host.h"
 
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
@@ -193,19 +191,11 @@ int uroce_cmd_run(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 	}
-	if (run_probe(libdir, &d, err, sizeof(err))) {
+	/* the address is held (keep) by the program until it dies */
+	if (run_probe(libdir, &d, &keep, err, sizeof(err))) {
 		fprintf(stderr, "uroce run: %s\n", err);
 		return EXIT_FAIL;
 	}
-	/* held by the program until it dies (uroce_host.h) */
-	keep = uroce_addr_reserve(d.addr);
-	if (keep < 0) {
-		fprintf(stderr, "uroce run: %s: %s\n", d.addr, keep ==
-			-EADDRINUSE ? "another uroce run holds it for its program" :
-			strerror(-keep));
-		return EXIT_FAIL;
-	}
-	fcntl(keep, F_SETFD, 0);
 	if (!ns_err && (run_sysfs_write(&d, err, sizeof(err)) ||
 			run_ns_dev(&d, err, sizeof(err)) ||
 			run_ns_seal(err, sizeof(err)))) {

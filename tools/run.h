@@ -41,7 +41,8 @@ struct run_dev {
 
 /* run_probe.c */
 int run_find_libdir(char *out, size_t len);
-int run_probe(const char *libdir, struct run_dev *d, char *err, size_t len);
+int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
+	      size_t len);
 void run_probe_drop_segment(void);
 
 /* run_ns.c */

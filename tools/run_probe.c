@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "uroce_host.h"
 #include "uroce_shm.h"
 
 /* Where our libraries are, relative to the directory of bin/uroce:
@@ -211,12 +213,37 @@ static void pass_on(int fd)
 }
 
 /*
- * Open the device with the environment the program will have, and fill
- * d.  What the library prints on the way is kept back: on failure its
- * first line becomes err, on success it is passed on.  UROCE_PCAP is
- * hidden meanwhile (the capture is the program's).
+ * Hold d's address for the program (uroce_host.h) while our device still
+ * has it bound, so that nobody can take it in between: the socket that
+ * holds it, without CLOEXEC (the program inherits it), or -errno.
  */
-int run_probe(const char *libdir, struct run_dev *d, char *err, size_t len)
+static int hold_addr(const struct run_dev *d, char *err, size_t len)
+{
+	int fd = uroce_addr_reserve(d->addr);
+
+	if (fd < 0) {
+		snprintf(err, len, "%s: %s", d->addr, fd == -EADDRINUSE ?
+			 "another uroce run holds it for its program" :
+			 strerror(-fd));
+		return fd;
+	}
+	if (fcntl(fd, F_SETFD, 0)) {
+		close(fd);
+		snprintf(err, len, "%s: %s", d->addr, strerror(errno));
+		return -EBADF;
+	}
+	return fd;
+}
+
+/*
+ * Open the device with the environment the program will have and fill d;
+ * with hold, also hold its address for the program (*hold: the socket).
+ * What the library prints on the way is kept back: on failure its first
+ * line becomes err, on success it is passed on.  UROCE_PCAP is hidden
+ * meanwhile (the capture is the program's).
+ */
+int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
+	      size_t len)
 {
 	struct verbs_api api;
 	struct ibv_device **list;
@@ -226,14 +253,15 @@ int run_probe(const char *libdir, struct run_dev *d, char *err, size_t len)
 	int n = 0, cap, saved, ret;
 
 	memset(d, 0, sizeof(*d));
+	err[0] = '\0';
 	ret = load_verbs(libdir, &api, err, len);
 	if (ret)
 		return ret;
 	pcap = pcap ? strdup(pcap) : NULL;
 	unsetenv("UROCE_PCAP");
 	cap = memfd_create("uroce-run-probe", MFD_CLOEXEC);
-	saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-	if (cap >= 0 && saved >= 0)
+	saved = cap >= 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+	if (saved >= 0)
 		dup2(cap, STDERR_FILENO);
 
 	list = api.get_device_list(&n);
@@ -244,26 +272,31 @@ int run_probe(const char *libdir, struct run_dev *d, char *err, size_t len)
 		ctx = api.open_device(list[0]);
 		ret = ctx ? query(&api, ctx, d) : -(errno ? errno : ENODEV);
 	}
+	/* before the close, which may unbind the address */
+	if (!ret && hold) {
+		*hold = hold_addr(d, err, len);
+		ret = *hold < 0 ? *hold : 0;
+	}
 	if (ctx)
 		api.close_device(ctx);
 	if (list)
 		api.free_device_list(list);
 
-	if (cap >= 0 && saved >= 0) {
+	if (saved >= 0) {
 		dup2(saved, STDERR_FILENO);
+		close(saved);
 		first_line(cap, said, sizeof(said));
-		if (ret && said[0])
-			snprintf(err, len, "%s", said);
-		else
+		if (!ret)
 			pass_on(cap);	/* warnings: the user should see them */
 	}
-	if (ret && !(cap >= 0 && saved >= 0 && said[0]))
-		snprintf(err, len, "cannot open the uroce device: %s",
-			 strerror(-ret));
-	if (saved >= 0)
-		close(saved);
 	if (cap >= 0)
 		close(cap);
+	if (ret && !err[0])
+		snprintf(err, len, "%s", said[0] ? said :
+			 "cannot open the uroce device");
+	if (ret && !strcmp(err, "cannot open the uroce device"))
+		snprintf(err, len, "cannot open the uroce device: %s",
+			 strerror(-ret));
 	if (pcap) {
 		setenv("UROCE_PCAP", pcap, 1);
 		free(pcap);
