@@ -2,7 +2,7 @@
 /*
  * libFuzzer harness on the receive path: packet parsing, the responder
  * and the completer, with real MRs registered, driven through uroce_recv
- * with a fake packet IO (dev->io) that checks and swallows every answer.
+ * with a fake packet IO (dev->net.io) that checks and swallows every answer.
  *
  * Input: a sequence of datagrams, each [flags][len lo][len hi][len bytes].
  * flags bit 0: the bytes carry their own ICRC (else one is appended, so
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "uroce.h"
+#include "dev.h"
 #include "../lib/qp_setup.h"
 
 #define PAGE	4096
@@ -208,7 +208,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die("ibv_create_qp");
 	dev = uroce_dev_get();
 	pthread_mutex_lock(&dev->lock);
-	dev->io = &fake_io;
+	dev->net.io = &fake_io;
 	pthread_mutex_unlock(&dev->lock);
 	return 0;
 }
