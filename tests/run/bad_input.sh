@@ -100,9 +100,10 @@ uroce run --addr "$held" -- true ||
 
 # programs killed (TERM, KILL) while their device is open: an
 # ibv_rc_pingpong server waits for its client on TCP with it open
+mapfile -t launch < <(uroce_launch)
 for sig in TERM KILL; do
 	port=$((19886 + ${#pids[@]}))
-	"${as[@]}" "$UROCE_TOOL" run -- ibv_rc_pingpong -g 0 -p "$port" >"$work/pp" 2>&1 &
+	"${launch[@]}" ibv_rc_pingpong -g 0 -p "$port" >"$work/pp" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	uroce_wait_listen "$pid" "$port" $(( $(date +%s) + 20 )) ||
