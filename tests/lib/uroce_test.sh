@@ -135,6 +135,19 @@ uroce_run_preflight() {
 	done
 }
 
+# Skips (exit 77) unless `uroce run` can give programs the
+# /dev/infiniband node UCX needs here (namespaces; `uroce doctor` says
+# why not).
+uroce_run_needs_dev() {
+	local -a launch
+	mapfile -t launch < <(uroce_launch)
+	if ! "${launch[@]}" test -c /dev/infiniband/uverbs0 2>/dev/null; then
+		echo "SKIP: uroce run cannot give programs /dev/infiniband here:"
+		"$UROCE_TOOL" doctor | grep -E '^(warn|FAIL) +namespaces' || true
+		exit 77
+	fi
+}
+
 # Fails unless UCX's IB module, which loads libibverbs for UCX (the
 # programs do not link it themselves), resolves it to our library.
 uroce_ucx_preflight() {

@@ -34,6 +34,7 @@ if [[ -n "${UROCE_PRELOAD:-}" ]]; then
 	exit 77
 fi
 uroce_run_preflight "$1"
+uroce_run_needs_dev
 uroce_ucx_preflight
 
 log=$(mktemp)

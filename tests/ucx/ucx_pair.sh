@@ -39,6 +39,7 @@ if [[ -n "${UROCE_PRELOAD:-}" ]]; then
 fi
 
 uroce_run_preflight
+uroce_run_needs_dev
 uroce_ucx_preflight
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
