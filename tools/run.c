@@ -29,6 +29,10 @@
 #define EXIT_NOEXEC	126
 #define EXIT_NOTFOUND	127
 
+/* The UROCE_ADDR we gave the program, so that a uroce run it starts
+ * knows the address is not meant for it. */
+#define RUN_ADDR_ENV	"UROCE_RUN_ADDR"
+
 enum { OPT_NO_NS = 256, OPT_HELP };
 
 /* The options that pass a setting on: each is one UROCE_* variable. */
@@ -166,6 +170,12 @@ int uroce_cmd_run(int argc, char **argv)
 	bool no_ns = false;
 	int first, ret, keep, ns_err = -EPERM;
 
+	/* An outer uroce run's address is its program's, not ours: a script
+	 * run through uroce run may start more programs through it. */
+	if (getenv(RUN_ADDR_ENV) && getenv("UROCE_ADDR") &&
+	    !strcmp(getenv(RUN_ADDR_ENV), getenv("UROCE_ADDR")))
+		unsetenv("UROCE_ADDR");
+	unsetenv(RUN_ADDR_ENV);
 	first = parse(argc, argv, &no_ns);
 	if (first <= 0)
 		return -first;
@@ -207,6 +217,7 @@ int uroce_cmd_run(int argc, char **argv)
 			"/sys/class/infiniband (UCX, NCCL and others will not "
 			"see %s): %s\n", argv[first], d.name, why);
 	if (setenv("UROCE_ADDR", d.addr, 1) ||
+	    setenv(RUN_ADDR_ENV, d.addr, 1) ||
 	    prepend_path("LD_LIBRARY_PATH", libdir)) {
 		fprintf(stderr, "uroce run: cannot set the environment: %s\n",
 			strerror(errno));

@@ -76,6 +76,12 @@ uroce run -- sh -c 'exit 7' 2>"$work/err"
 rc=$?
 ((rc == 7)) || { echo "FAIL: exit status $rc, want 7"; cat "$work/err"; fails=$((fails + 1)); }
 
+# a uroce run inside one (a script run through it) gets an address of
+# its own, the outer program keeps its
+got=$(uroce run --addr 127.0.16.20 -- "$UROCE_TOOL" run -- printenv UROCE_ADDR 2>&1)
+[[ $got != 127.0.16.20 && $got =~ ^127\. ]] ||
+	{ echo "FAIL: a nested uroce run took its outer program's address: '$got'"; fails=$((fails + 1)); }
+
 # an address held for a program that has not bound it yet; killed, its
 # program lets it go
 "${as[@]}" "$UROCE_TOOL" run --addr "$held" -- sleep 60 &
