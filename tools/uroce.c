@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run.h"
 #include "uroce_shm.h"
 
 #define EXIT_USAGE 2
@@ -65,6 +66,10 @@ static const char usage_text[] =
 "                       timeouts, RNR NAKs, duplicates, drops by reason\n"
 "  qps [PID]            the queue pairs of process PID (or of every one):\n"
 "                       state, PSNs, outstanding work requests\n"
+"  run [OPTS] -- PROG   run PROG on uroce, unprivileged, with the\n"
+"                       /dev/infiniband and /sys/class/infiniband entries\n"
+"                       RDMA programs look for (uroce run --help)\n"
+"  doctor               check this host's setup for uroce, one line each\n"
 "  help                 this text\n"
 "\n"
 "Options:\n"
@@ -877,6 +882,15 @@ static int cmd_qps(int argc, char **argv)
 	return 0;
 }
 
+/* Commands that parse their own options (run's belong to its program). */
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} own_option_cmds[] = {
+	{ "run", uroce_cmd_run },
+	{ "doctor", uroce_cmd_doctor },
+};
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -893,6 +907,10 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
+	for (size_t i = 0; argc > 1 && i < sizeof(own_option_cmds) /
+	     sizeof(own_option_cmds[0]); i++)
+		if (!strcmp(argv[1], own_option_cmds[i].name))
+			return own_option_cmds[i].fn(argc - 1, argv + 1);
 	/* options may come before or after the command */
 	while ((c = getopt_long(argc, argv, "jwi:n:ahV", opts, NULL)) != -1) {
 		switch (c) {

@@ -7,7 +7,8 @@
  * address; UROCE_IFNAME=<ifname> binds the first address of that
  * interface; otherwise the first free loopback address 127.0.0.1 ...
  * 127.0.0.254, so that every process on a host owns one of its own (and
- * the first one, typically a server, is reachable as 127.0.0.1).
+ * the first one, typically a server, is reachable as 127.0.0.1), skipping
+ * those `uroce run` holds for a program about to bind them (uroce_host.h).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,13 +26,13 @@
 #include <unistd.h>
 
 #include "dev.h"
+#include "uroce_host.h"
 
 #define RX_BATCH	16
 /* one datagram, and one receive: with UDP_GRO several datagrams of a
  * flow arrive in one buffer of up to 64 KiB */
 #define DGRAM_MAX	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 #define RX_BUF_SIZE	65536
-#define SOCK_BUF_SIZE	(32 << 20)
 
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid)
 {
@@ -375,7 +376,7 @@ static enum ibv_mtu ib_mtu_for(uint32_t netdev_mtu, int family)
 static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 {
 	int fam = addr->ss_family, one = 1, fd;
-	int pmtu = IP_PMTUDISC_DO, buf = SOCK_BUF_SIZE;
+	int pmtu = IP_PMTUDISC_DO, buf = UROCE_SOCK_BUF_BYTES;
 	socklen_t len = uroce_sa_len(addr);
 
 	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -423,6 +424,27 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 	return -EINVAL;
 }
 
+static const void *ip_of(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ?
+	       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+	       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+}
+
+/* `uroce run` holds this address for a program about to bind it. */
+static bool addr_reserved(const struct sockaddr_storage *ss)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int fd;
+
+	inet_ntop(ss->ss_family, ip_of(ss), ip, sizeof(ip));
+	fd = uroce_addr_reserve(ip);
+	if (fd < 0)
+		return fd == -EADDRINUSE;
+	close(fd);
+	return false;
+}
+
 int uroce_net_open(struct uroce_dev *dev)
 {
 	const char *addr_env = uroce_config()->addr;
@@ -454,7 +476,8 @@ int uroce_net_open(struct uroce_dev *dev)
 			memset(&ss, 0, sizeof(ss));
 			in->sin_family = AF_INET;
 			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
-			fd = open_bound(dev, &ss);
+			if (!addr_reserved(&ss))
+				fd = open_bound(dev, &ss);
 		}
 	}
 	if (fd < 0) {

@@ -9,7 +9,8 @@
 #
 # The server runs "PROGRAM ARGS -p PORT", the client "PROGRAM ARGS -p PORT
 # HOST" (default 127.0.0.1, the out-of-band TCP exchange); the RDMA traffic
-# itself goes between the two processes' uroce devices.  --clients N runs
+# itself goes between the two processes' uroce devices.  With UROCE_TOOL
+# set both run through `uroce run` (tests/lib/uroce_test.sh, uroce_launch).  --clients N runs
 # N clients at once (the server must expect N, e.g. ibv_xsrq_pingpong -c N);
 # the checks below apply to each.  Each process gets
 # LD_LIBRARY_PATH=$UROCE_LIBDIR and nothing else.
@@ -61,7 +62,8 @@ mkdir -p "$logdir"
 slog=$logdir/server.log clog=$logdir/client.log
 : >"$slog"; : >"$clog"
 
-mapfile -t penv < <(uroce_prog_env)
+# the words that start a program: env K=V..., or through `uroce run`
+mapfile -t penv < <(uroce_launch)
 spid='' cpids=()
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
@@ -99,7 +101,7 @@ fi
 
 start=$(date +%s)
 uroce_say "server: ${penv[*]} ${scmd[*]}"
-timeout -k 5 "$tmo" env "${penv[@]}" "${scmd[@]}" >"$slog" 2>&1 &
+timeout -k 5 "$tmo" "${penv[@]}" "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
 
 uroce_wait_listen "$spid" "$port" $((start + tmo))
@@ -118,12 +120,12 @@ uroce_say "client: ${penv[*]} ${ccmd[*]}"
 # clients 2..N in the background, client 1 here
 sides=(server client)
 for ((i = 2; i <= nclients; i++)); do
-	timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" \
+	timeout -k 5 "$left" "${penv[@]}" "${ccmd[@]}" \
 		>"$logdir/client$i.log" 2>&1 &
 	cpids+=($!)
 	sides+=("client$i")
 done
-timeout -k 5 "$left" env "${penv[@]}" "${ccmd[@]}" >"$clog" 2>&1
+timeout -k 5 "$left" "${penv[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
 for ((i = 0; i < ${#cpids[@]}; i++)); do
 	wait "${cpids[i]}"

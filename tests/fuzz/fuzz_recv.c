@@ -118,16 +118,8 @@ static void connect_qp(void)
 				   IBV_ACCESS_REMOTE_ATOMIC, 0x77, &gid);
 	if (failed)
 		die(failed);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 0;		/* no retransmission timer: deterministic */
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0x200;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
+	/* timeout 0: no retransmission timer, deterministic */
+	if (uroce_test_to_rts(qp, 0, 0x200, 4))
 		die("RTS");
 }
 

@@ -92,23 +92,6 @@ static void poll_one(struct ibv_cq *cq, enum ibv_wc_opcode op, const char *what)
 		    ibv_wc_status_str(wc.status), (int)wc.opcode);
 }
 
-static void to_rts(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			  IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify to RTS");
-}
-
 /* open the device, move one message between two of its QPs; closes
  * everything unless keep_open */
 static void one_round(struct ibv_device *dev, int round, int keep_open)
@@ -155,7 +138,8 @@ static void one_round(struct ibv_device *dev, int round, int keep_open)
 				       &gid);
 	if (st)
 		die("round %d: QP to %s", round, st);
-	to_rts(qa);
+	if (uroce_test_to_rts(qa, 14, 0x100, 4))
+		die("round %d: QP to RTS", round);
 
 	memset(src, 'a' + round % 26, sizeof(src));
 	memset(dst, 0, sizeof(dst));

@@ -90,31 +90,62 @@ uroce_rc_text() {
 	esac
 }
 
-# UCX (1.13) lists an IB device only if /dev/infiniband/<dev_name> is a
-# character device it may read and write (uct_ib_device_is_accessible);
-# it never opens it, all goes through libibverbs.  uroce has no kernel
-# device, so as root the calling script is run again in a mount namespace
-# of its own with a tmpfs on /dev/infiniband holding uverbs0 as a node
-# like /dev/null's: the host's /dev is left as it was (but for an empty
-# /dev/infiniband directory if there was none).  Not root and no such
-# node: skip (exit 77).  Usage: uroce_uverbs_node "${BASH_SOURCE[0]}" "$@"
-uroce_uverbs_node() {
-	local script=$1 node=/dev/infiniband/uverbs0
-	shift
-	if [[ -n "${UROCE_UVERBS_NS:-}" ]]; then
-		mount -t tmpfs -o size=64k,mode=755 uroce-uverbs /dev/infiniband &&
-		mknod -m 666 "$node" c 1 3 ||
-			uroce_die "cannot make $node in the namespace"
-		return 0
+# Programs can be started on uroce two ways.  With UROCE_TOOL set (the
+# build's bin/uroce) through `uroce run`, which also gives them the
+# /dev/infiniband and /sys/class/infiniband entries of their device (UCX
+# lists an IB device only if /dev/infiniband/<uverbs> is a character
+# device it may open); as UROCE_TEST_USER when that is set and this is
+# root (unprivileged ecosystem tests).  Without UROCE_TOOL, with
+# LD_LIBRARY_PATH only.  uroce_launch [K=V...] prints the command words,
+# one a line, that start a program that way with K=V in its environment:
+#	mapfile -t launch < <(uroce_launch UCX_TLS=rc_verbs)
+#	"${launch[@]}" ucx_perftest ...
+uroce_launch() {
+	if [[ -z ${UROCE_TOOL:-} ]]; then
+		printf '%s\n' env
+		uroce_prog_env
+		(($# == 0)) || printf '%s\n' "$@"
+		return
 	fi
-	[[ -c $node && -r $node && -w $node ]] && return 0
-	if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null; then
-		echo "SKIP: UCX needs $node (a character device) and this is not root"
+	if [[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]]; then
+		printf '%s\n' setpriv "--reuid=$UROCE_TEST_USER" \
+			"--regid=$(id -g "$UROCE_TEST_USER")" --clear-groups
+	fi
+	printf '%s\n' env
+	uroce_prog_env | grep -v '^LD_LIBRARY_PATH='
+	(($# == 0)) || printf '%s\n' "$@"
+	printf '%s\n' "$UROCE_TOOL" run --
+}
+
+# Fails unless programs can be started through `uroce run` (UROCE_TOOL
+# set); skips (exit 77) if UROCE_TEST_USER cannot read the tool, our
+# library or the FILES given (a build tree cloned where others may not
+# read: install to a prefix they may, or clone elsewhere).
+uroce_run_preflight() {
+	local f
+	[[ -n ${UROCE_TOOL:-} ]] || uroce_die "UROCE_TOOL (bin/uroce, for uroce run) is not set"
+	[[ -x $UROCE_TOOL ]] || uroce_die "$UROCE_TOOL is not built"
+	[[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]] || return 0
+	for f in "$UROCE_TOOL" "$UROCE_LIBDIR/libibverbs.so.1" "$@"; do
+		if ! setpriv "--reuid=$UROCE_TEST_USER" "--regid=$(id -g "$UROCE_TEST_USER")" \
+		     --clear-groups test -r "$f"; then
+			echo "SKIP: $UROCE_TEST_USER cannot read $f (the build tree is not readable by others)"
+			exit 77
+		fi
+	done
+}
+
+# Skips (exit 77) unless `uroce run` can give programs the
+# /dev/infiniband node UCX needs here (namespaces; `uroce doctor` says
+# why not).
+uroce_run_needs_dev() {
+	local -a launch
+	mapfile -t launch < <(uroce_launch)
+	if ! "${launch[@]}" test -c /dev/infiniband/uverbs0 2>/dev/null; then
+		echo "SKIP: uroce run cannot give programs /dev/infiniband here:"
+		"$UROCE_TOOL" doctor | grep -E '^(warn|FAIL) +namespaces' || true
 		exit 77
 	fi
-	mkdir -p /dev/infiniband || uroce_die "cannot create /dev/infiniband"
-	exec unshare --mount --propagation private env UROCE_UVERBS_NS=1 \
-		bash "$script" "$@"
 }
 
 # Fails unless UCX's IB module, which loads libibverbs for UCX (the

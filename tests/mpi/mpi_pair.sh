@@ -9,7 +9,9 @@
 #
 #   mpi_pair.sh --min-bytes N [--timeout S] -- PROGRAM [ARGS...]
 #
-# UCX needs a /dev/infiniband node: uroce_uverbs_node (tests/lib).
+# Each rank runs through `uroce run` (mpirun ... uroce run -- PROGRAM),
+# which gives UCX the /dev/infiniband node it looks for and each rank a
+# device of its own; mpirun runs as UROCE_TEST_USER if set.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +19,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/uroce_test.sh"
 
 min='' tmo=120
-orig=("$@")
 while (($#)); do
 	case $1 in
 	--min-bytes) min=$2; shift 2 ;;
@@ -32,18 +33,21 @@ if [[ -n "${UROCE_PRELOAD:-}" ]]; then
 	echo "SKIP: UCX under a sanitizer runtime"	# (ucx_pair.sh)
 	exit 77
 fi
-uroce_uverbs_node "${BASH_SOURCE[0]}" "${orig[@]}"
+uroce_run_preflight "$1"
+uroce_run_needs_dev
 uroce_ucx_preflight
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+mapfile -t launch < <(uroce_launch)
+# the words before `uroce run` start mpirun, `uroce run --` each rank
+n=${#launch[@]}
 root=()
-[[ $(id -u) -ne 0 ]] || root=(--allow-run-as-root)
-timeout "$tmo" mpirun "${root[@]}" --oversubscribe -np 2 \
-	--mca pml ucx --mca btl self \
-	-x LD_LIBRARY_PATH="$UROCE_LIBDIR" -x UROCE_STATS=1 \
+[[ $(id -u) -ne 0 || -n ${UROCE_TEST_USER:-} ]] || root=(--allow-run-as-root)
+timeout "$tmo" "${launch[@]:0:n-3}" mpirun "${root[@]}" --oversubscribe -np 2 \
+	--mca pml ucx --mca btl self -x UROCE_STATS=1 \
 	-x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce0:1 \
-	"$@" >"$log" 2>&1
+	"${launch[@]:n-3}" "$@" >"$log" 2>&1
 rc=$?
 
 fail=''

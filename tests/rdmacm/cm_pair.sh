@@ -83,7 +83,7 @@ fi
 mkdir -p "$logdir"
 slog=$logdir/server.log clog=$logdir/client.log
 : >"$slog"; : >"$clog"
-mapfile -t penv < <(uroce_prog_env)
+[[ -z ${UROCE_TOOL:-} ]] || uroce_run_preflight
 
 spid=
 cleanup() {
@@ -119,10 +119,14 @@ fi
 lfile=$logdir/listening
 rm -f "$lfile"
 senv+=("UROCE_CM_LISTEN_FILE=$lfile")
+# a server run as another user writes the listen file there
+[[ -z ${UROCE_TEST_USER:-} || $(id -u) -ne 0 ]] || chown "$UROCE_TEST_USER" "$logdir"
+mapfile -t slaunch < <(uroce_launch "${senv[@]}")
+mapfile -t claunch < <(uroce_launch "${cenv[@]}")
 start=$(date +%s)
 deadline=$((start + tmo))
-uroce_say "server: ${penv[*]} ${senv[*]} ${scmd[*]}"
-timeout -k 5 "$tmo" env "${penv[@]}" "${senv[@]}" "${scmd[@]}" >"$slog" 2>&1 &
+uroce_say "server: ${slaunch[*]} ${scmd[*]}"
+timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
 
 ready() {
@@ -143,8 +147,8 @@ while :; do
 	attempt=$((attempt + 1))
 	left=$((deadline - $(date +%s)))
 	((left > 0)) || left=1
-	uroce_say "client (attempt $attempt): ${cenv[*]} ${ccmd[*]}"
-	timeout -k 5 "$left" env "${penv[@]}" "${cenv[@]}" "${ccmd[@]}" >"$clog" 2>&1
+	uroce_say "client (attempt $attempt): ${claunch[*]} ${ccmd[*]}"
+	timeout -k 5 "$left" "${claunch[@]}" "${ccmd[@]}" >"$clog" 2>&1
 	crc=$?
 	((crc == 0 || client_fails)) && break
 	((attempt < 1)) || break	# no retries: the listen file says when

@@ -11,7 +11,8 @@
 # The server runs "ucx_perftest ARGS -p PORT", the client the same with
 # 127.0.0.1 (UCX's own TCP exchange); --env goes to both.
 #
-# UCX needs a /dev/infiniband node: uroce_uverbs_node (tests/lib).
+# Both run through `uroce run`, which gives UCX the /dev/infiniband node
+# it looks for (uroce_launch, tests/lib); as UROCE_TEST_USER if set.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,7 +20,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/uroce_test.sh"
 
 port='' tmo=120 envs=()
-orig=("$@")
 while (($#)); do
 	case $1 in
 	--port) port=$2; shift 2 ;;
@@ -38,15 +38,15 @@ if [[ -n "${UROCE_PRELOAD:-}" ]]; then
 	exit 77
 fi
 
-uroce_uverbs_node "${BASH_SOURCE[0]}" "${orig[@]}"
-
+uroce_run_preflight
+uroce_run_needs_dev
 uroce_ucx_preflight
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-mapfile -t penv < <(uroce_prog_env)
+mapfile -t launch < <(uroce_launch "${envs[@]}")
 deadline=$(( $(date +%s) + tmo ))
 
-env "${penv[@]}" "${envs[@]}" timeout "$tmo" ucx_perftest "$@" -p "$port" \
+timeout "$tmo" "${launch[@]}" ucx_perftest "$@" -p "$port" \
 	>"$logs/server" 2>&1 &
 spid=$!
 uroce_wait_listen "$spid" "$port" "$deadline" || {
@@ -54,7 +54,7 @@ uroce_wait_listen "$spid" "$port" "$deadline" || {
 	uroce_die "the server did not listen on TCP $port"
 }
 left=$(( deadline - $(date +%s) ))
-env "${penv[@]}" "${envs[@]}" timeout "$left" ucx_perftest 127.0.0.1 "$@" \
+timeout "$left" "${launch[@]}" ucx_perftest 127.0.0.1 "$@" \
 	-p "$port" >"$logs/client" 2>&1
 crc=$?
 wait "$spid"
