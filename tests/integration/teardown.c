@@ -120,14 +120,11 @@ static void one_round(struct ibv_device *dev, int round, int keep_open)
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	if (!pd || !cq)
 		die("pd/cq");
-	memset(&init, 0, sizeof(init));
-	init.send_cq = cq;
-	init.recv_cq = cq;
-	init.qp_type = IBV_QPT_RC;
-	init.cap.max_send_wr = 4;
-	init.cap.max_recv_wr = 4;
-	init.cap.max_send_sge = 1;
-	init.cap.max_recv_sge = 1;
+	init = (struct ibv_qp_init_attr){
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
 	qa = ibv_create_qp(pd, &init);
 	qb = ibv_create_qp(pd, &init);
 	if (!qa || !qb)
