@@ -94,6 +94,7 @@ struct uroce_progress {
 	int epfd;
 	int timerfd;
 	int wakefd;			/* eventfd: wake the progress thread */
+	bool running;			/* thread started, not yet joined */
 	_Atomic bool stopping;		/* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns;	/* what timerfd is set to, 0 = none */
 	/* verbs/cq.c sets it when a completion found its CQ overrun;

@@ -257,6 +257,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	err = pthread_create(&dev->prog.thread, &attr, progress_main, dev);
+	dev->prog.running = !err;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
@@ -293,6 +294,12 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 	uint64_t one = 1;
 	int err;
 
+	if (!dev->prog.running) {
+		/* a device brought up without the thread, or whose start
+		 * failed half-way */
+		close_fds(dev);
+		return 0;
+	}
 	atomic_store(&dev->prog.stopping, true);
 	/* (an eventfd write fails only on overflow: it is then readable) */
 	if (write(dev->prog.wakefd, &one, sizeof(one)) < 0)
@@ -305,6 +312,7 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 			  strerror(err));
 		return -err;
 	}
+	dev->prog.running = false;
 	atomic_store(&dev->prog.stopping, false);
 	close_fds(dev);
 	return 0;
