@@ -37,4 +37,4 @@ if (($#)); then
 	install -m 755 -D -t "$dir/tests" -- "$@" ||
 		uroce_die "cannot copy the test programs to $dir/tests"
 fi
-uroce_say "staged $build in $dir:" $(cd "$dir" && find bin lib/uroce tests ! -type d 2>/dev/null | sort)
+uroce_say "staged $build in $dir: $(cd "$dir" && find bin lib/uroce tests ! -type d 2>/dev/null | sort | tr '\n' ' ')"
