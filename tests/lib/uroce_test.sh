@@ -119,8 +119,9 @@ uroce_launch() {
 
 # Fails unless programs can be started through `uroce run` (UROCE_TOOL
 # set); skips (exit 77) if UROCE_TEST_USER cannot read the tool, our
-# library or the FILES given (a build tree cloned where others may not
-# read: install to a prefix they may, or clone elsewhere).
+# library or the FILES given.  The run tests stage what they start where
+# everyone may read it (tests/run/stage.sh), so this skips only where
+# even that copy is out of the user's reach.
 uroce_run_preflight() {
 	local f
 	[[ -n ${UROCE_TOOL:-} ]] || uroce_die "UROCE_TOOL (bin/uroce, for uroce run) is not set"
@@ -129,7 +130,7 @@ uroce_run_preflight() {
 	for f in "$UROCE_TOOL" "$UROCE_LIBDIR/libibverbs.so.1" "$@"; do
 		if ! setpriv "--reuid=$UROCE_TEST_USER" "--regid=$(id -g "$UROCE_TEST_USER")" \
 		     --clear-groups test -r "$f"; then
-			echo "SKIP: $UROCE_TEST_USER cannot read $f (the build tree is not readable by others)"
+			echo "SKIP: $UROCE_TEST_USER cannot read $f (a directory on its path is closed to others)"
 			exit 77
 		fi
 	done
