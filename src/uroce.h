@@ -694,7 +694,15 @@ static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
 /* verbs/device.c */
 struct uroce_dev *uroce_dev_get(void);	/* the process's device */
 int uroce_dev_up(struct uroce_dev *dev); /* bring up net + progress, once */
-uint64_t uroce_now_ns(void);
+/* Engine tests: bring the device up on their own packet IO, at addr, with
+ * no socket and no progress thread; the caller delivers packets
+ * (uroce_recv), runs the timers (uroce_timers_run) and may drive the clock
+ * (uroce_clock_set).  Before the first ibv_open_device; -EBUSY after. */
+int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			 const struct sockaddr_storage *addr, uint32_t rcvbuf);
+uint64_t uroce_now_ns(void);	/* CLOCK_MONOTONIC, or the fake clock */
+/* set the fake clock (engine tests), 0 for the real one again */
+void uroce_clock_set(uint64_t ns);
 
 /* verbs/mr.c: caller holds dev->lock.  Returns the MR if key names a
  * live MR in pd granting every bit of access and covering
@@ -838,6 +846,9 @@ static inline void uroce_progress_poll_done(struct uroce_dev *dev)
 	atomic_store_explicit(&dev->app_poll_ns, 0, memory_order_relaxed);
 }
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
+/* fire the QP timers that are due and re-arm for the next (no lock held);
+ * dev->armed_deadline_ns is then the earliest deadline left, 0 = none */
+void uroce_timers_run(struct uroce_dev *dev);
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
  * headers, payload iov follows, pad and ICRC are added here. */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,

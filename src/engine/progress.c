@@ -25,13 +25,15 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
 	struct itimerspec its;
 
+	dev->armed_deadline_ns = deadline_ns;
+	if (dev->timerfd < 0)
+		return;		/* an offline device: the caller runs timers */
 	memset(&its, 0, sizeof(its));
 	if (deadline_ns) {
 		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
 		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
 	}
 	timerfd_settime(dev->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-	dev->armed_deadline_ns = deadline_ns;
 }
 
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
@@ -41,7 +43,7 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 }
 
 /* Fire what is due and re-arm for the earliest deadline left. */
-static void run_timers(struct uroce_dev *dev)
+void uroce_timers_run(struct uroce_dev *dev)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
 	uint32_t i;
@@ -204,7 +206,7 @@ static void *progress_main(void *arg)
 				if (read(dev->timerfd, &v, sizeof(v)) < 0 &&
 				    errno != EAGAIN)
 					continue;
-				run_timers(dev);
+				uroce_timers_run(dev);
 			} else if (fd == dev->wakefd) {
 				if (read(dev->wakefd, &v, sizeof(v)) < 0)
 					continue;
@@ -220,7 +222,7 @@ static void *progress_main(void *arg)
 
 void uroce_progress_poll(struct uroce_dev *dev)
 {
-	if (!dev->net_up)
+	if (!dev->net_up || dev->sock < 0)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
 	atomic_store_explicit(&dev->app_poll_ns, uroce_now_ns(),

@@ -71,10 +71,21 @@ static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
 static int dev_init_err;
 static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* what uroce_clock_set gave: engine tests drive time themselves */
+static _Atomic uint64_t fake_now_ns;
+
+void uroce_clock_set(uint64_t ns)
+{
+	atomic_store_explicit(&fake_now_ns, ns, memory_order_relaxed);
+}
+
 uint64_t uroce_now_ns(void)
 {
+	uint64_t fake = atomic_load_explicit(&fake_now_ns, memory_order_relaxed);
 	struct timespec ts;
 
+	if (fake)
+		return fake;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
@@ -194,6 +205,30 @@ int uroce_dev_up(struct uroce_dev *dev)
 		uroce_net_close(dev);
 		goto out;
 	}
+	dev->net_up = true;
+out:
+	pthread_mutex_unlock(&dev_up_lock);
+	return ret;
+}
+
+int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			 const struct sockaddr_storage *addr, uint32_t rcvbuf)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&dev_up_lock);
+	if (dev->net_up) {
+		ret = -EBUSY;
+		goto out;
+	}
+	dev->io = io;
+	dev->family = addr->ss_family;
+	dev->local = *addr;
+	uroce_gid_from_addr(addr, &dev->gid);
+	dev->netdev_mtu = 1500;
+	dev->active_mtu = IBV_MTU_1024;
+	dev->rcvbuf = rcvbuf;
+	/* up, with no socket (dev->sock < 0) and no progress thread */
 	dev->net_up = true;
 out:
 	pthread_mutex_unlock(&dev_up_lock);
