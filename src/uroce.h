@@ -121,6 +121,14 @@ enum uroce_counter {
 	UROCE_CNT_RX_GRO_BATCHES,	/* receives that carried several */
 	UROCE_CNT_RX_MCAST_PKTS,	/* to a group with QPs attached */
 	UROCE_CNT_DROP_MCAST_NO_GROUP,	/* to a group no QP is attached to */
+	/* loss recovery at RTT scale (docs/decisions.md "Loss recovery") */
+	UROCE_CNT_TLP_PROBES,		/* tail-loss probes sent */
+	UROCE_CNT_EARLY_RETRANSMITS,	/* go-back-N rounds a NAK or the PSNs
+					 * started, before any timeout */
+	UROCE_CNT_TX_NAK_SEQ_RESENT,	/* sequence NAKs sent again */
+	UROCE_CNT_TIMEOUT_RETRIES,	/* ACK timeouts that consumed a retry */
+	UROCE_CNT_TX_RESENT_BYTES,	/* payload sent again (READ: asked again) */
+	UROCE_CNT_TX_DELIVERED_BYTES,	/* of RC WQEs completed successfully */
 	/* what went on and came off the wire, by opcode class (net/pcap.c):
 	 * per class a packet and a byte counter, in enum uroce_pkt_class
 	 * order; bytes are BTH through ICRC */
@@ -594,11 +602,22 @@ struct uroce_req_state {
 	uint32_t cwnd;			/* packets; shrinks on timeout */
 	uint32_t backoff;		/* consecutive timeouts, for the timer */
 	bool need_retry;
+	/* RTT (RFC 6298): one PSN timed at a time, never a resent one
+	 * (Karn's rule); srtt_ns 0 until the first sample */
+	uint32_t rtt_psn;
+	uint64_t rtt_sent_ns;		/* 0 = none being timed */
+	uint64_t srtt_ns, rttvar_ns;
+	/* tail-loss probe: a few RTTs without an ACK resend the last packet
+	 * sent, asking for an ACK; not a retry (IBA timeout is untouched) */
+	uint64_t probe_deadline_ns;	/* 0 = off */
+	uint32_t probes;		/* since the last progress */
+	bool probing;			/* the packet now sent is a probe */
 };
 
 struct uroce_comp_state {
 	uint32_t psn;			/* oldest unacknowledged PSN */
 	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
+	uint64_t rewind_ns;		/* when */
 	bool rewound;
 };
 
@@ -606,6 +625,8 @@ struct uroce_resp_state {
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
 	bool nak_sent;			/* a PSN sequence NAK is outstanding */
+	uint64_t nak_ns;		/* when it (or its repeat) was sent */
+	uint32_t nak_max_psn;		/* highest PSN seen since */
 	/* an ACK held until the end of the receive burst (engine/resp.c),
 	 * so that several AckReq packets of one burst get one ACK */
 	bool ack_pending;
@@ -819,6 +840,12 @@ static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 void uroce_req_timeout(struct uroce_qp *qp, uint64_t now);
+/* the earliest of the QP's requester deadlines, 0 = none */
+uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
+/* how long a gap at the same PSN must wait before it is acted on again:
+ * half an RTT after a sequence NAK (nak), a few RTTs after a response
+ * that shows it (the rest of a READ's responses still coming) */
+uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak);
 /* engine/comp.c: an ACK, NAK, READ response or atomic ACK for qp */
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */

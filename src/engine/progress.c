@@ -57,10 +57,7 @@ void uroce_timers_run(struct uroce_dev *dev)
 		if (!qp)
 			continue;
 		uroce_req_timeout(qp, now);
-		d = qp->req.rnr_deadline_ns ? qp->req.rnr_deadline_ns :
-					      qp->req.deadline_ns;
-		if (qp->req.pace_deadline_ns && (!d || qp->req.pace_deadline_ns < d))
-			d = qp->req.pace_deadline_ns;
+		d = uroce_req_next_deadline(qp);
 		if (d && (!next || d < next))
 			next = d;
 	}

@@ -696,6 +696,36 @@ static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
 	uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 }
 
+/*
+ * A request beyond the expected PSN: one sequence NAK per gap (IBA
+ * 9.7.5.2.1); the requester resends from epsn.  If epsn still does not
+ * come and a PSN at or below the highest seen since the NAK arrives
+ * again, the requester has started another pass (it went back, or sent
+ * a tail-loss probe) that did not bring epsn: the resent packet or the
+ * NAK was lost.  Then the NAK goes again, at most once per pass and per
+ * half RTT, instead of leaving the requester to its ACK timeout.
+ */
+static void seq_nak(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	uint64_t now = uroce_now_ns();
+
+	if (r->nak_sent) {
+		if (uroce_psn_cmp(psn, r->nak_max_psn) > 0) {
+			r->nak_max_psn = psn;
+			return;
+		}
+		if (now - r->nak_ns < uroce_req_regap_ns(qp, true))
+			return;
+		uroce_count(qp->dev, UROCE_CNT_TX_NAK_SEQ_RESENT, 1);
+	}
+	r->nak_sent = true;
+	r->nak_ns = now;
+	r->nak_max_psn = psn;
+	uroce_count(qp->dev, UROCE_CNT_TX_NAK_SEQ, 1);
+	uroce_send_ack(qp, UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR, r->epsn);
+}
+
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn)
 {
 	nak_and_fail(qp, psn, UROCE_NAK_INVALID_REQ, UROCE_CNT_TX_NAK_INV);
@@ -729,13 +759,7 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	if (diff > 0) {
 		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
-		/* one NAK per gap; the requester resends from epsn */
-		if (!r->nak_sent) {
-			r->nak_sent = true;
-			uroce_count(dev, UROCE_CNT_TX_NAK_SEQ, 1);
-			uroce_send_ack(qp, UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR,
-				       r->epsn);
-		}
+		seq_nak(qp, pkt->psn);
 		return;
 	}
 	r->nak_sent = false;

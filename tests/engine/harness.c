@@ -9,7 +9,6 @@
 #include "../lib/qp_setup.h"
 
 #define LOCAL "127.0.80.1"
-#define PSN0 0x100
 #define BURST_MAX 64
 
 struct eng *E;
@@ -421,6 +420,30 @@ void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off,
 		die("ibv_post_recv");
 }
 
+void eng_wait(unsigned int a, unsigned int b)
+{
+	E->want_a = a;
+	E->want_b = b;
+	E->got_a = E->got_b = 0;
+}
+
+bool eng_all_done(struct eng *e)
+{
+	while (e->got_a < e->want_a && eng_poll(e->cq_a, &e->wc_a[e->got_a]))
+		e->got_a++;
+	while (e->got_b < e->want_b && eng_poll(e->cq_b, &e->wc_b[e->got_b]))
+		e->got_b++;
+	return e->got_a >= e->want_a && e->got_b >= e->want_b;
+}
+
+void eng_expect_ok(const struct ibv_wc *wc, uint64_t wr_id)
+{
+	ENG_CHECK(wc->status == IBV_WC_SUCCESS && wc->wr_id == wr_id,
+		  "wr_id %llu status %s, wanted %llu success",
+		  (unsigned long long)wc->wr_id, ibv_wc_status_str(wc->status),
+		  (unsigned long long)wr_id);
+}
+
 struct uroce_qp *eng_uqp(struct ibv_qp *qp)
 {
 	return to_uqp(qp);
@@ -470,4 +493,22 @@ void eng_dump_counters(void)
 		if (eng_cnt(c) && uroce_counter_name[c])
 			fprintf(stderr, "  %s=%llu\n", uroce_counter_name[c],
 				(unsigned long long)eng_cnt(c));
+}
+
+int eng_main(int argc, char **argv, const struct eng_test *t, size_t n)
+{
+	size_t i;
+
+	for (i = 0; argc == 2 && i < n; i++)
+		if (!strcmp(argv[1], t[i].name)) {
+			t[i].fn();
+			printf("%s: ok (%.3f ms on the fake clock, %u packets)\n",
+			       argv[1], eng_ms(), E->ntrace);
+			return 0;
+		}
+	fprintf(stderr, "usage: %s NAME; names:", argv[0]);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, " %s", t[i].name);
+	fprintf(stderr, "\n");
+	return 2;
 }

@@ -71,11 +71,23 @@ struct eng {
 	void *priv;			/* the scenario's own state */
 	uint64_t now;			/* the fake clock */
 	uint64_t start;
+	/* the completions a test waits for (eng_wait, eng_all_done) */
+	unsigned int want_a, want_b, got_a, got_b;
+	struct ibv_wc wc_a[512], wc_b[512];
 	unsigned int ntrace;
 	struct eng_pkt trace[ENG_TRACE_MAX];
 };
 
 extern struct eng *E;
+
+#define PSN0	0x100u			/* both directions start here */
+#define MS	1000000ull
+
+/* B's buffer at off, as A addresses it */
+static inline uint64_t rva(uint32_t off)
+{
+	return (uintptr_t)E->buf_b + off;
+}
 
 /* build the device, both QPs (RTS) and their MRs; o may be NULL */
 void eng_setup(const struct eng_opts *o);
@@ -94,6 +106,11 @@ void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		     uint64_t compare_add, uint64_t swap);
 void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off,
 		   uint32_t len);
+/* wait for a completions at A and b at B (eng_run(eng_all_done, ...)),
+ * which land in E->wc_a and E->wc_b */
+void eng_wait(unsigned int a, unsigned int b);
+bool eng_all_done(struct eng *e);
+void eng_expect_ok(const struct ibv_wc *wc, uint64_t wr_id);
 /* the engine state of a QP (dev->lock is not needed: one thread) */
 struct uroce_qp *eng_uqp(struct ibv_qp *qp);
 /* how often a packet to the same QP with the same PSN went out before p
@@ -106,6 +123,14 @@ void eng_pattern(void);
 /* ms since eng_setup on the fake clock */
 double eng_ms(void);
 void eng_dump_counters(void);
+
+struct eng_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* run the test argv[1] names; 0 if it passed (a failure exits 1) */
+int eng_main(int argc, char **argv, const struct eng_test *t, size_t n);
 
 #define ENG_CHECK(cond, ...)						\
 	do {								\

@@ -12,41 +12,6 @@
 
 #include "harness.h"
 
-#define PSN0 0x100u
-#define MS 1000000ull
-
-static uint64_t rva(uint32_t off)
-{
-	return (uintptr_t)E->buf_b + off;
-}
-
-/* the completions a test waits for */
-static unsigned int want_a, want_b, got_a, got_b;
-static struct ibv_wc wcs_a[512], wcs_b[512];
-
-static void reset_wait(unsigned int a, unsigned int b)
-{
-	want_a = a;
-	want_b = b;
-	got_a = got_b = 0;
-}
-
-static bool all_done(struct eng *e)
-{
-	while (got_a < want_a && eng_poll(e->cq_a, &wcs_a[got_a]))
-		got_a++;
-	while (got_b < want_b && eng_poll(e->cq_b, &wcs_b[got_b]))
-		got_b++;
-	return got_a >= want_a && got_b >= want_b;
-}
-
-static void expect_ok(const struct ibv_wc *wc, uint64_t wr_id)
-{
-	ENG_CHECK(wc->status == IBV_WC_SUCCESS && wc->wr_id == wr_id,
-		  "wr_id %llu status %s, wanted %llu success",
-		  (unsigned long long)wc->wr_id, ibv_wc_status_str(wc->status),
-		  (unsigned long long)wr_id);
-}
 
 /* ---- go-back-N after a gap ---- */
 
@@ -74,9 +39,9 @@ static void t_gbn_gap(void)
 	/* a 64 KiB WRITE: 64 packets, the 11th lost on its first trip */
 	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(0),
 		      E->mr_b->rkey);
-	reset_wait(1, 0);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "the WRITE never completed");
-	expect_ok(&wcs_a[0], 1);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the WRITE never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
 	/* B saw PSN 11 where it expected 10: one sequence NAK for the gap,
 	 * not one per packet after it (IBA 9.7.5.2.1) */
 	ENG_CHECK(eng_count_sent(is_nak_seq) == 1, "%u sequence NAKs",
@@ -105,15 +70,15 @@ static void t_duplicates(void)
 	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 16384, rva(65536),
 		      E->mr_b->rkey);
 	eng_post_send(E->a, IBV_WR_SEND, 2, 16384, 4096, 0, 0);
-	reset_wait(2, 1);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "not completed");
-	expect_ok(&wcs_a[0], 1);
-	expect_ok(&wcs_a[1], 2);
+	eng_wait(2, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 2);
 	/* the SEND completed once at B, with its length */
-	expect_ok(&wcs_b[0], 10);
-	ENG_CHECK(wcs_b[0].byte_len == 4096, "byte_len %u", wcs_b[0].byte_len);
+	eng_expect_ok(&E->wc_b[0], 10);
+	ENG_CHECK(E->wc_b[0].byte_len == 4096, "byte_len %u", E->wc_b[0].byte_len);
 	eng_settle(10 * MS);
-	ENG_CHECK(!eng_poll(E->cq_b, &wcs_b[1]), "a duplicate SEND completed again");
+	ENG_CHECK(!eng_poll(E->cq_b, &E->wc_b[1]), "a duplicate SEND completed again");
 	/* duplicates are counted, never NAKed: a duplicate is not a gap */
 	ENG_CHECK(eng_cnt(UROCE_CNT_DUPLICATES) > 0, "no duplicate seen");
 	ENG_CHECK(eng_cnt(UROCE_CNT_TX_NAK_SEQ) == 0, "a duplicate was NAKed");
@@ -141,14 +106,14 @@ static void t_implied_nak(void)
 	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 4096, rva(8192),
 		      E->mr_b->rkey);
 	eng_post_send(E->a, IBV_WR_SEND, 2, 4096, 1024, 0, 0);
-	reset_wait(2, 1);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "not completed");
+	eng_wait(2, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
 	/* every READ response of the first round was lost; the ACK of the
 	 * SEND (PSN 4) says the responder is past the READ, so its
 	 * responses were lost: the completer goes back to the READ
 	 * (IBA 9.7.5.1.2, "implied NAK") without waiting for the timer */
-	expect_ok(&wcs_a[0], 1);
-	expect_ok(&wcs_a[1], 2);
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 2);
 	ENG_CHECK(eng_cnt(UROCE_CNT_RETRANSMITS) >= 1, "no go-back");
 	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 8192, 4096), "READ data");
@@ -194,10 +159,10 @@ static void t_rnr_retry(void)
 	ENG_CHECK(nak_ns && i < E->ntrace, "no retry after the RNR NAK");
 	/* a receive now: the next retry lands */
 	eng_post_recv(E->b, 10, 4096, 4096);
-	reset_wait(1, 1);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "not completed");
-	expect_ok(&wcs_a[0], 1);
-	expect_ok(&wcs_b[0], 10);
+	eng_wait(1, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_b[0], 10);
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 4096, 2048), "data");
 	/* RNR waits never count as transport retries */
 	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
@@ -210,12 +175,12 @@ static void t_rnr_exhausted(void)
 
 	eng_setup(&o);
 	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 64, 0, 0);
-	reset_wait(1, 0);
-	ENG_CHECK(eng_run(all_done, 100 * MS), "no completion");
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "no completion");
 	/* the first try and two retries met RNR NAKs: the WQE fails with
 	 * RNR_RETRY_EXC_ERR (IBA 9.7.5.2.8) and the QP goes to error */
-	ENG_CHECK(wcs_a[0].status == IBV_WC_RNR_RETRY_EXC_ERR, "status %s",
-		  ibv_wc_status_str(wcs_a[0].status));
+	ENG_CHECK(E->wc_a[0].status == IBV_WC_RNR_RETRY_EXC_ERR, "status %s",
+		  ibv_wc_status_str(E->wc_a[0].status));
 	ENG_CHECK(eng_cnt(UROCE_CNT_RX_RNR_NAK) == 3, "%llu RNR NAKs",
 		  (unsigned long long)eng_cnt(UROCE_CNT_RX_RNR_NAK));
 	ENG_CHECK(eng_uqp(E->a)->attr.qp_state == IBV_QPS_ERR, "QP not in error");
@@ -242,9 +207,9 @@ static void t_read_resume(void)
 	/* a 512 KiB READ: PSNs 0..511, requested in four segments */
 	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 512 * 1024, rva(0),
 		      E->mr_b->rkey);
-	reset_wait(1, 0);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "not completed");
-	expect_ok(&wcs_a[0], 1);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 512 * 1024), "data");
 	/* the response at PSN 178 was lost; the next one showed the gap.
 	 * The resent request starts at 178 and ends where the segment it
@@ -292,9 +257,9 @@ static void t_atomic_replay(void)
 	/* FETCH_ADD 5 at B; its ATOMIC ACKNOWLEDGE is lost */
 	eng_post_atomic(E->a, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, rva(64),
 			E->mr_b->rkey, 5, 0);
-	reset_wait(1, 0);
-	ENG_CHECK(eng_run(all_done, 1000 * MS), "not completed");
-	expect_ok(&wcs_a[0], 1);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
 	/* A sent the request again (same PSN); B found it a duplicate and
 	 * answered from the result it saved (IBA 9.7.5.1.1): the add ran
 	 * once, and A got the value from before it */
@@ -324,11 +289,11 @@ static void t_ack_coalescing(void)
 	/* 32 SEND ONLY packets, each asking for an ACK, all in one burst */
 	for (i = 0; i < 32; i++)
 		eng_post_send(E->a, IBV_WR_SEND, i, i * 64, 64, 0, 0);
-	reset_wait(32, 32);
-	ENG_CHECK(eng_run(all_done, 10 * MS), "not completed");
+	eng_wait(32, 32);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
 	for (i = 0; i < 32; i++) {
-		expect_ok(&wcs_a[i], i);
-		expect_ok(&wcs_b[i], 100 + i);
+		eng_expect_ok(&E->wc_a[i], i);
+		eng_expect_ok(&E->wc_b[i], 100 + i);
 	}
 	/* ACKs are cumulative (IBA 9.7.5.1.1): one for the burst, for its
 	 * last PSN, instead of 32 */
@@ -403,12 +368,12 @@ static void t_soak(void)
 				400 * 1024 + i * 8, rva(900 * 1024),
 				E->mr_b->rkey, 1, 0);
 	}
-	reset_wait(32, 8);
-	ENG_CHECK(eng_run(all_done, 60000 * MS), "not completed");
+	eng_wait(32, 8);
+	ENG_CHECK(eng_run(eng_all_done, 60000 * MS), "not completed");
 	for (i = 0; i < 32; i++)
-		expect_ok(&wcs_a[i], i);
+		eng_expect_ok(&E->wc_a[i], i);
 	for (i = 0; i < 8; i++)
-		expect_ok(&wcs_b[i], 100 + i);
+		eng_expect_ok(&E->wc_b[i], 100 + i);
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 128 * 1024), "WRITE data");
 	ENG_CHECK(!memcmp(E->buf_a + 128 * 1024, E->buf_b + 512 * 1024,
 			  128 * 1024), "SEND data");
@@ -423,10 +388,7 @@ static void t_soak(void)
 	}
 }
 
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} tests[] = {
+static const struct eng_test tests[] = {
 	{ "gbn_gap", t_gbn_gap },
 	{ "duplicates", t_duplicates },
 	{ "implied_nak", t_implied_nak },
@@ -441,18 +403,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	size_t i;
-
-	for (i = 0; argc == 2 && i < UROCE_ARRAY_SIZE(tests); i++)
-		if (!strcmp(argv[1], tests[i].name)) {
-			tests[i].fn();
-			printf("%s: ok (%.3f ms on the fake clock, %u packets)\n",
-			       argv[1], eng_ms(), E->ntrace);
-			return 0;
-		}
-	fprintf(stderr, "usage: %s NAME; names:", argv[0]);
-	for (i = 0; i < UROCE_ARRAY_SIZE(tests); i++)
-		fprintf(stderr, " %s", tests[i].name);
-	fprintf(stderr, "\n");
-	return 2;
+	return eng_main(argc, argv, tests, UROCE_ARRAY_SIZE(tests));
 }
