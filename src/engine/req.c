@@ -41,6 +41,14 @@ static uint32_t cur_window(struct uroce_qp *qp)
 	return qp->req.cwnd;
 }
 
+static uint64_t timeout_ns(const struct uroce_qp *qp)
+{
+	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
+	if (!qp->attr.timeout)
+		return 0;
+	return 4096ull << qp->attr.timeout;
+}
+
 /*
  * Loss detection at RTT scale (docs/decisions.md "Loss recovery").  The
  * RTT is measured as TCP does (RFC 6298): one PSN timed at a time, from
@@ -88,9 +96,12 @@ static uint64_t probe_ns(const struct uroce_qp *qp)
 		if (t < q->srtt_ns + 4 * q->rttvar_ns)
 			t = q->srtt_ns + 4 * q->rttvar_ns;
 	}
-	if (t < PROBE_MIN_NS)
-		t = PROBE_MIN_NS;
-	return t << (q->probes < PROBE_MAX_SHIFT ? q->probes : PROBE_MAX_SHIFT);
+	t <<= q->probes < PROBE_MAX_SHIFT ? q->probes : PROBE_MAX_SHIFT;
+	/* several probes fit in the ACK timeout, however slow the path
+	 * looked: a probe costs one packet, a timeout a retry */
+	if (timeout_ns(qp) && t > timeout_ns(qp) / 4)
+		t = timeout_ns(qp) / 4;
+	return t < PROBE_MIN_NS ? PROBE_MIN_NS : t;
 }
 
 static void probe_arm(struct uroce_qp *qp)
@@ -197,14 +208,6 @@ static bool rd_room(struct uroce_qp *qp)
 	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
 		return true;
 	return rd_outstanding(qp) < max_rd(qp);
-}
-
-static uint64_t timeout_ns(const struct uroce_qp *qp)
-{
-	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
-	if (!qp->attr.timeout)
-		return 0;
-	return 4096ull << qp->attr.timeout;
 }
 
 void uroce_req_arm(struct uroce_qp *qp)
@@ -750,8 +753,10 @@ static void send_probe(struct uroce_qp *qp)
 {
 	uint32_t last = uroce_psn_add(qp->req.psn, UROCE_PSN_MASK);
 
-	if (qp->req.psn == qp->comp.psn || !rewind_to(qp, last))
+	if (qp->req.psn == qp->comp.psn || !rewind_to(qp, last)) {
+		probe_arm(qp);
 		return;
+	}
 	uroce_count(qp->dev, UROCE_CNT_TLP_PROBES, 1);
 	uroce_log_qp(UROCE_LOG_INFO, qp, last, "tail-loss probe");
 	qp->req.probing = true;
