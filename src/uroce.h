@@ -918,6 +918,9 @@ void uroce_ack_burst_begin(struct uroce_dev *dev);
 void uroce_ack_burst_end(struct uroce_dev *dev);
 /* send the ACK qp holds back, if any, before anything else of qp */
 void uroce_ack_flush(struct uroce_qp *qp);
+/* the QP is destroyed: flush the held ACK and send the last cumulative
+ * ACK again a few times (nothing will answer a retransmission later) */
+void uroce_resp_farewell(struct uroce_qp *qp);
 /* answer the request at psn with an invalid request NAK and move the
  * QP to the error state (IBA 9.7.5.2.2, class C) */
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn);

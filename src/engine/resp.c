@@ -102,6 +102,31 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	ack_out(qp, syn, psn, qp->resp.msn);
 }
 
+/*
+ * The QP is being destroyed: once it is gone nothing answers the peer's
+ * retransmission, so if the ACK of the last request was lost the peer
+ * retries into nothing and fails with RETRY_EXC_ERR (at 10 % loss, one
+ * pingpong in ten).  Its last cumulative ACK goes out a few more times,
+ * as separate datagrams; a peer that had it sees duplicates, which IBA
+ * tells it to ignore (9.7.5.1.1 on the requester side).
+ */
+#define FAREWELL_ACKS 3
+
+void uroce_resp_farewell(struct uroce_qp *qp)
+{
+	enum ibv_qp_state st = qp->attr.qp_state;
+	int i;
+
+	uroce_ack_flush(qp);
+	if (!uroce_qp_reliable(qp) || !qp->cnt_rx_pkts ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		return;
+	for (i = 0; i < FAREWELL_ACKS; i++)
+		ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
+			uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK),
+			qp->resp.msn);
+}
+
 void uroce_ack_burst_begin(struct uroce_dev *dev)
 {
 	dev->ack_defer = true;
