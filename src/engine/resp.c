@@ -118,7 +118,9 @@ void uroce_resp_farewell(struct uroce_qp *qp)
 	int i;
 
 	uroce_ack_flush(qp);
-	if (!uroce_qp_reliable(qp) || !qp->cnt_rx_pkts ||
+	/* only a QP whose responder took a request (a QP that was only a
+	 * requester has nothing to acknowledge: no message, MSN still 0) */
+	if (!uroce_qp_reliable(qp) || !qp->resp.msn ||
 	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
 	for (i = 0; i < FAREWELL_ACKS; i++)
