@@ -321,7 +321,7 @@ static void deliver_burst(void)
 /* one event; false if there is none */
 static bool step(void)
 {
-	uint64_t timer = E->dev->armed_deadline_ns;
+	uint64_t timer = E->dev->prog.armed_deadline_ns;
 
 	if (nheap && (!timer || heap[0]->at <= timer)) {
 		deliver_burst();
@@ -357,7 +357,7 @@ void eng_settle(uint64_t limit_ns)
 
 uint64_t eng_cnt(enum uroce_counter c)
 {
-	return atomic_load(&E->dev->cnt[c]);
+	return atomic_load(&E->dev->stats.cnt[c]);
 }
 
 bool eng_poll(struct ibv_cq *cq, struct ibv_wc *wc)

@@ -322,23 +322,23 @@ static void t_destroy_mid_burst(void)
 		      E->mr_b->rkey);
 	/* run until B has taken 100 packets: the rest are on the wire */
 	ENG_CHECK(eng_run(half_there, 10 * MS), "B never got 100 packets");
-	ENG_CHECK(E->dev->inflight > 0, "nothing in flight");
+	ENG_CHECK(E->dev->flow.inflight > 0, "nothing in flight");
 	/* destroying a QP with WQEs outstanding is allowed (IBA 11.2.4.4);
 	 * it gives back the device budget its packets held */
 	ENG_CHECK(ibv_destroy_qp(E->a) == 0, "destroy");
-	ENG_CHECK(E->dev->inflight == 0, "budget leaked: %u packets",
-		  E->dev->inflight);
+	ENG_CHECK(E->dev->flow.inflight == 0, "budget leaked: %u packets",
+		  E->dev->flow.inflight);
 	/* what is still on the wire reaches B, whose ACKs and READ
 	 * responses now find no QP and are dropped and counted; nothing is
 	 * sent on behalf of the dead QP, no timer fires for it */
 	eng_settle(200 * MS);
 	ENG_CHECK(eng_cnt(UROCE_CNT_DROP_UNKNOWN_QP) > 0, "nothing dropped");
 	ENG_CHECK(!eng_poll(E->cq_a, &wc), "a completion after destroy");
-	ENG_CHECK(E->dev->armed_deadline_ns == 0, "a timer left armed");
+	ENG_CHECK(E->dev->prog.armed_deadline_ns == 0, "a timer left armed");
 	/* and B, destroyed too, leaves nothing behind */
 	ENG_CHECK(ibv_destroy_qp(E->b) == 0, "destroy B");
 	eng_settle(200 * MS);
-	ENG_CHECK(E->dev->nqps == 0, "%u QPs left", E->dev->nqps);
+	ENG_CHECK(E->dev->obj.nqps == 0, "%u QPs left", E->dev->obj.nqps);
 }
 
 /* ---- seeded soak: loss, duplication and reordering together ---- */
