@@ -432,7 +432,7 @@ def plot(res, out):
     bx.set_yscale("log")
     bx.set_xticks(ms)
     bx.set_xticklabels([str(m) for m in ms])
-    bx.set_xlabel("blackout length, ms (one every 500 ms)")
+    bx.set_xlabel("blackout, nominal ms (one every 500 ms; measured in loss.md)")
     bx.set_ylabel("goodput, Gbit/s")
     bx.set_title("drop periods")
     bx.grid(True, which="both", alpha=0.3)
