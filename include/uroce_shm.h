@@ -120,7 +120,18 @@ struct uroce_shm_qp {
 	uint64_t tx_pkts;
 	uint64_t rx_pkts;
 	uint64_t retransmits;
+	/* the requester's RTT estimate (RFC 6298), 0 before the first sample;
+	 * entries of an older library end before these (qp_entry_size) */
+	uint64_t srtt_ns;
+	uint64_t rttvar_ns;
 };
+
+/* Whether QP entries of entry_size bytes carry the RTT estimate. */
+static inline int uroce_shm_qp_has_rtt(uint32_t entry_size)
+{
+	return entry_size >= offsetof(struct uroce_shm_qp, rttvar_ns) +
+			     sizeof(uint64_t);
+}
 
 /* Whether a segment whose header is hdr_size bytes long carries a LID. */
 static inline int uroce_shm_has_lid(uint32_t hdr_size)

@@ -761,6 +761,18 @@ static const struct uroce_shm_qp *qp_entry(const struct seg *s, uint32_t i)
 					     (size_t)i * s->h->qp_entry_size);
 }
 
+/* "SRTT/RTTVAR" in microseconds, "-" before a sample or from an older
+ * library whose entries have no RTT */
+static void rtt_text(const struct seg *s, const struct uroce_shm_qp *q,
+		     char *buf, size_t len)
+{
+	if (!uroce_shm_qp_has_rtt(s->h->qp_entry_size) || !q->srtt_ns)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f/%.1f", q->srtt_ns / 1e3,
+			 q->rttvar_ns / 1e3);
+}
+
 static void print_qps_text(const struct seg *s, bool fresh)
 {
 	char comm[sizeof(s->h->comm)], dev[sizeof(s->h->dev_name)];
@@ -776,22 +788,23 @@ static void print_qps_text(const struct seg *s, bool fresh)
 	if (!n)
 		return;
 	printf("  %-8s %-5s %-4s %-8s %-18s %4s %-8s %-8s %-8s %13s %11s "
-	       "%10s %10s %7s\n", "QPN", "STATE", "TYPE", "DEST", "PEER",
+	       "%10s %10s %7s %15s\n", "QPN", "STATE", "TYPE", "DEST", "PEER",
 	       "MTU", "SQ_PSN", "UNACKED", "EPSN", "SQ POST/UNS", "RQ POSTED",
-	       "TX_PKTS", "RX_PKTS", "RETRANS");
+	       "TX_PKTS", "RX_PKTS", "RETRANS", "RTT_US/VAR");
 	for (i = 0; i < n && i < s->h->qp_slots; i++) {
 		const struct uroce_shm_qp *q = qp_entry(s, i);
-		char gid[INET6_ADDRSTRLEN], sq[32], rq[32];
+		char gid[INET6_ADDRSTRLEN], sq[32], rq[32], rtt[40];
 
 		gid_text(q->peer_gid, gid, sizeof(gid));
 		snprintf(sq, sizeof(sq), "%u/%u", q->sq_posted, q->sq_unsent);
 		snprintf(rq, sizeof(rq), "%u", q->rq_posted);
+		rtt_text(s, q, rtt, sizeof(rtt));
 		printf("  0x%06x %-5s %-4s 0x%06x %-18s %4u 0x%06x 0x%06x "
 		       "0x%06x %13s %11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       "\n", q->qpn, state_text(q->state), type_text(q->type),
+		       " %15s\n", q->qpn, state_text(q->state), type_text(q->type),
 		       q->dest_qpn, gid, q->mtu, q->sq_psn, q->unacked_psn,
 		       q->epsn, sq, rq, q->tx_pkts, q->rx_pkts,
-		       q->retransmits);
+		       q->retransmits, rtt);
 	}
 	if (s->h->qp_overflow)
 		printf("  ... and %u more QPs that do not fit the table\n",
@@ -836,7 +849,13 @@ static void print_qps_json(const struct seg *s, bool fresh)
 		json_kv_u64("rnr_retry_left", q->rnr_retry_left, true);
 		json_kv_u64("tx_pkts", q->tx_pkts, true);
 		json_kv_u64("rx_pkts", q->rx_pkts, true);
-		json_kv_u64("retransmits", q->retransmits, false);
+		if (uroce_shm_qp_has_rtt(s->h->qp_entry_size)) {
+			json_kv_u64("retransmits", q->retransmits, true);
+			json_kv_u64("srtt_ns", q->srtt_ns, true);
+			json_kv_u64("rttvar_ns", q->rttvar_ns, false);
+		} else {
+			json_kv_u64("retransmits", q->retransmits, false);
+		}
 		printf("}");
 	}
 	printf("]}");

@@ -120,7 +120,9 @@ struct uroce_dev;
 struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
-uint64_t uroce_now_ns(void);
+uint64_t uroce_now_ns(void);	/* CLOCK_MONOTONIC, or the fake clock */
+/* set the fake clock (engine tests), 0 for the real one again */
+void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and
  * pthread_timedjoin_np */
 struct timespec;

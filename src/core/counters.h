@@ -52,6 +52,13 @@
 	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
 	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
 	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \
+	/* loss recovery at RTT scale (docs/decisions.md "Loss recovery") */ \
+	X(TLP_PROBES, "tlp_probes")		/* tail-loss probes sent */ \
+	X(EARLY_RETRANSMITS, "early_retransmits") /* go-back rounds a NAK or the PSNs started */ \
+	X(TX_NAK_SEQ_RESENT, "tx_nak_seq_resent")	/* sequence NAKs sent again */ \
+	X(TIMEOUT_RETRIES, "timeout_retries")	/* ACK timeouts that consumed a retry */ \
+	X(TX_RESENT_BYTES, "tx_resent_bytes")	/* payload sent again (READ: asked again) */ \
+	X(TX_DELIVERED_BYTES, "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \

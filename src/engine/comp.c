@@ -60,6 +60,9 @@ void uroce_comp_retire(struct uroce_qp *qp)
 			wc.qp_num = uqp_ibqp(qp)->qp_num;
 			uroce_cq_push(qp->scq, &wc, false);
 		}
+		if (ok && uroce_qp_reliable(qp))
+			uroce_count(qp->dev, UROCE_CNT_TX_DELIVERED_BYTES,
+				    wqe->length);
 		sq->tail++;
 		if (!ok) {
 			uroce_qp_to_error(qp);
@@ -147,13 +150,24 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 	return true;
 }
 
-/* Go back to comp.psn, once per gap. */
-static void go_back(struct uroce_qp *qp)
+/*
+ * Go back to comp.psn, once per gap: the packets after a gap all show it.
+ * The same gap is acted on again only after about an RTT (a sequence NAK)
+ * or a few (a response after the gap): the responder repeats its NAK when
+ * the resent packet or the NAK itself was lost, and a resent READ's
+ * responses show a gap again if one of them was lost.
+ */
+static void go_back(struct uroce_qp *qp, bool nak)
 {
-	if (qp->comp.rewound && qp->comp.rewind_psn == qp->comp.psn)
+	uint64_t now = uroce_now_ns();
+
+	if (qp->comp.rewound && qp->comp.rewind_psn == qp->comp.psn &&
+	    now - qp->comp.rewind_ns < uroce_req_regap_ns(qp, nak))
 		return;
 	qp->comp.rewound = true;
 	qp->comp.rewind_psn = qp->comp.psn;
+	qp->comp.rewind_ns = now;
+	uroce_count(qp->dev, UROCE_CNT_EARLY_RETRANSMITS, 1);
 	uroce_req_loss(qp);
 	uroce_count(qp->dev, UROCE_CNT_RETRANSMITS, 1);
 	qp->cnt_retrans++;
@@ -187,7 +201,7 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (!ack_before(qp, pkt->psn)) {
 		uroce_count(qp->dev, UROCE_CNT_OUT_OF_SEQ, 1);
-		go_back(qp);
+		go_back(qp, false);
 		return;
 	}
 	wqe = pending_wqe(qp);
@@ -225,7 +239,7 @@ static void on_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (!ack_before(qp, pkt->psn)) {
 		uroce_count(qp->dev, UROCE_CNT_OUT_OF_SEQ, 1);
-		go_back(qp);
+		go_back(qp, false);
 		return;
 	}
 	wqe = pending_wqe(qp);
@@ -258,7 +272,7 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 	struct uroce_dev *dev = qp->dev;
 
 	if (!ack_before(qp, psn)) {
-		go_back(qp);
+		go_back(qp, false);
 		return;
 	}
 	uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK received, AETH syndrome 0x%02x", syn);
@@ -274,6 +288,7 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 		}
 		uroce_req_rewind(qp);
 		qp->req.deadline_ns = 0;
+		qp->req.probe_deadline_ns = 0;
 		qp->req.rnr_deadline_ns = uroce_now_ns() + rnr_ns(syn & 0x1f);
 		uroce_timer_arm(dev, qp->req.rnr_deadline_ns);
 		return;
@@ -281,7 +296,7 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 	switch (syn & 0x1f) {
 	case UROCE_NAK_PSN_SEQ_ERR:
 		uroce_count(dev, UROCE_CNT_RX_NAK_SEQ, 1);
-		go_back(qp);
+		go_back(qp, true);
 		break;
 	case UROCE_NAK_INVALID_REQ:
 		uroce_count(dev, UROCE_CNT_RX_NAK_INV, 1);
@@ -327,7 +342,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_count(dev, UROCE_CNT_RX_ACKS, 1);
 		if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK) {
 			if (!ack_upto(qp, pkt->psn))
-				go_back(qp);
+				go_back(qp, false);
 		} else {
 			on_nak(qp, pkt->psn, syn);
 		}

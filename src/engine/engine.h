@@ -132,6 +132,12 @@ static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
 	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 void uroce_req_timeout(struct uroce_qp *qp, uint64_t now);
+/* the earliest of the QP's requester deadlines, 0 = none */
+uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
+/* how long a gap at the same PSN must wait before it is acted on again:
+ * half an RTT after a sequence NAK (nak), a few RTTs after a response
+ * that shows it (the rest of a READ's responses still coming) */
+uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak);
 /* engine/comp.c: an ACK, NAK, READ response or atomic ACK for qp */
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */
@@ -168,6 +174,9 @@ void uroce_progress_poll(struct uroce_dev *dev);
 void uroce_rx_pause(struct uroce_dev *dev);
 void uroce_rx_resume(struct uroce_dev *dev);
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
+/* fire the QP timers that are due and re-arm for the next (no lock held);
+ * dev->prog.armed_deadline_ns is then the earliest deadline left, 0 = none */
+void uroce_timers_run(struct uroce_dev *dev);
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
  * headers, payload iov follows, pad and ICRC are added here. */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
@@ -208,6 +217,9 @@ void uroce_ack_burst_end(struct uroce_dev *dev);
 int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until);
 /* send the ACK qp holds back, if any, before anything else of qp */
 void uroce_ack_flush(struct uroce_qp *qp);
+/* the QP is destroyed: flush the held ACK and send the last cumulative
+ * ACK again a few times (nothing will answer a retransmission later) */
+void uroce_resp_farewell(struct uroce_qp *qp);
 /* answer the request at psn with an invalid request NAK and move the
  * QP to the error state (IBA 9.7.5.2.2, class C) */
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn);

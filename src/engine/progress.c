@@ -26,13 +26,15 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
 	struct itimerspec its;
 
+	dev->prog.armed_deadline_ns = deadline_ns;
+	if (dev->prog.timerfd < 0)
+		return;		/* an offline device: the caller runs timers */
 	memset(&its, 0, sizeof(its));
 	if (deadline_ns) {
 		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
 		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
 	}
 	timerfd_settime(dev->prog.timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-	dev->prog.armed_deadline_ns = deadline_ns;
 }
 
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
@@ -42,7 +44,7 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 }
 
 /* Fire what is due and re-arm for the earliest deadline left. */
-static void run_timers(struct uroce_dev *dev)
+void uroce_timers_run(struct uroce_dev *dev)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
 	uint32_t i;
@@ -58,10 +60,7 @@ static void run_timers(struct uroce_dev *dev)
 		if (!qp)
 			continue;
 		uroce_req_timeout(qp, now);
-		d = qp->req.rnr_deadline_ns ? qp->req.rnr_deadline_ns :
-					      qp->req.deadline_ns;
-		if (qp->req.pace_deadline_ns && (!d || qp->req.pace_deadline_ns < d))
-			d = qp->req.pace_deadline_ns;
+		d = uroce_req_next_deadline(qp);
 		if (d && (!next || d < next))
 			next = d;
 	}
@@ -202,7 +201,7 @@ static void *progress_main(void *arg)
 				if (read(dev->prog.timerfd, &v, sizeof(v)) < 0 &&
 				    errno != EAGAIN)
 					continue;
-				run_timers(dev);
+				uroce_timers_run(dev);
 			} else if (fd == dev->prog.wakefd) {
 				if (read(dev->prog.wakefd, &v, sizeof(v)) < 0)
 					continue;
@@ -218,7 +217,7 @@ static void *progress_main(void *arg)
 
 void uroce_progress_poll(struct uroce_dev *dev)
 {
-	if (!dev->net_up)
+	if (!dev->net_up || dev->net.sock < 0)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
 	atomic_store_explicit(&dev->prog.app_poll_ns, uroce_now_ns(),

@@ -41,13 +41,115 @@ static uint32_t cur_window(struct uroce_qp *qp)
 	return qp->req.cwnd;
 }
 
+static uint64_t timeout_ns(const struct uroce_qp *qp)
+{
+	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
+	if (!qp->attr.timeout)
+		return 0;
+	return 4096ull << qp->attr.timeout;
+}
+
+/*
+ * Loss detection at RTT scale (docs/decisions.md "Loss recovery").  The
+ * RTT is measured as TCP does (RFC 6298): one PSN timed at a time, from
+ * its first transmission to the ACK or response that covers it; a PSN
+ * sent again is never timed (Karn's rule).
+ */
+#define PROBE_MIN_NS	100000ull	/* 100 us: a loaded host's jitter */
+#define PROBE_INIT_NS	2000000ull	/* before the first RTT sample */
+#define PROBE_MAX_SHIFT	6
+#define REGAP_MIN_NS	20000ull
+
+static void rtt_sample(struct uroce_qp *qp, uint64_t r)
+{
+	struct uroce_req_state *q = &qp->req;
+
+	if (!r)
+		r = 1;
+	if (!q->srtt_ns) {
+		q->srtt_ns = r;
+		q->rttvar_ns = r / 2;
+		return;
+	}
+	q->rttvar_ns = (3 * q->rttvar_ns +
+			(q->srtt_ns > r ? q->srtt_ns - r : r - q->srtt_ns)) / 4;
+	q->srtt_ns = (7 * q->srtt_ns + r) / 8;
+}
+
+uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak)
+{
+	uint64_t t = nak ? qp->req.srtt_ns / 2 :
+			   qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+
+	return t > REGAP_MIN_NS ? t : REGAP_MIN_NS;
+}
+
+/* probe timeout: two RTTs (RACK-TLP's PTO), at least the RTT's spread
+ * beyond it, doubling with each probe that brought nothing */
+static uint64_t probe_ns(const struct uroce_qp *qp)
+{
+	const struct uroce_req_state *q = &qp->req;
+	uint64_t t = PROBE_INIT_NS;
+
+	if (q->srtt_ns) {
+		t = 2 * q->srtt_ns;
+		if (t < q->srtt_ns + 4 * q->rttvar_ns)
+			t = q->srtt_ns + 4 * q->rttvar_ns;
+	}
+	t <<= q->probes < PROBE_MAX_SHIFT ? q->probes : PROBE_MAX_SHIFT;
+	/* several probes fit in the ACK timeout, however slow the path
+	 * looked: a probe costs one packet, a timeout a retry */
+	if (timeout_ns(qp) && t > timeout_ns(qp) / 4)
+		t = timeout_ns(qp) / 4;
+	return t < PROBE_MIN_NS ? PROBE_MIN_NS : t;
+}
+
+static void probe_arm(struct uroce_qp *qp)
+{
+	if (!uroce_qp_reliable(qp) || qp->comp.psn == qp->req.psn_max ||
+	    qp->req.rnr_deadline_ns) {
+		qp->req.probe_deadline_ns = 0;
+		return;
+	}
+	qp->req.probe_deadline_ns = uroce_now_ns() + probe_ns(qp);
+	uroce_timer_arm(qp->dev, qp->req.probe_deadline_ns);
+}
+
+uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
+{
+	const uint64_t d[] = {
+		qp->req.rnr_deadline_ns ? qp->req.rnr_deadline_ns :
+					  qp->req.deadline_ns,
+		qp->req.pace_deadline_ns,
+		qp->req.rnr_deadline_ns ? 0 : qp->req.probe_deadline_ns,
+	};
+	uint64_t next = 0;
+	size_t i;
+
+	for (i = 0; i < UROCE_ARRAY_SIZE(d); i++)
+		if (d[i] && (!next || d[i] < next))
+			next = d[i];
+	return next;
+}
+
 void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 {
 	uint32_t w = tx_window(qp);
 
-	/* grow by what was acknowledged: doubles once per round trip */
+	/* grow by what was acknowledged: doubles once per round trip (from
+	 * the window in use: cwnd 0, never set, means the whole window) */
+	uint32_t c = cur_window(qp);
+
 	qp->req.backoff = 0;
-	qp->req.cwnd = qp->req.cwnd + acked > w ? w : qp->req.cwnd + acked;
+	qp->req.cwnd = c + acked > w ? w : c + acked;
+	/* the timed PSN is covered: an RTT sample */
+	if (qp->req.rtt_sent_ns &&
+	    uroce_psn_cmp(qp->comp.psn, qp->req.rtt_psn) > 0) {
+		rtt_sample(qp, uroce_now_ns() - qp->req.rtt_sent_ns);
+		qp->req.rtt_sent_ns = 0;
+	}
+	qp->req.probes = 0;
+	probe_arm(qp);
 }
 
 void uroce_req_loss(struct uroce_qp *qp)
@@ -106,14 +208,6 @@ static bool rd_room(struct uroce_qp *qp)
 	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
 		return true;
 	return rd_outstanding(qp) < max_rd(qp);
-}
-
-static uint64_t timeout_ns(const struct uroce_qp *qp)
-{
-	/* IBA 9.7.6.1.3: 4.096 us * 2^timeout; 0 means wait forever */
-	if (!qp->attr.timeout)
-		return 0;
-	return 4096ull << qp->attr.timeout;
 }
 
 void uroce_req_arm(struct uroce_qp *qp)
@@ -212,6 +306,9 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
 	struct uroce_dev *dev = qp->dev;
 
+	/* a probe is one packet sent again: it takes no room */
+	if (qp->req.probing)
+		return false;
 	/* always let one request out when nothing is in flight */
 	if (inflight && inflight + npkts > cur_window(qp))
 		return true;
@@ -284,6 +381,8 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
 	if (window_full(qp, npkts) || !rd_room(qp))
 		return 0;
+	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
+		uroce_count(qp->dev, UROCE_CNT_TX_RESENT_BYTES, seg);
 	bth_init(hdr, UROCE_OP_RC_READ_REQUEST, false, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, false, qp->req.psn);
 	reth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr + qp->req.cur_off,
@@ -433,8 +532,12 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	 * packet that fills the window: otherwise a small window could wait
 	 * for an ACK nobody was asked for */
 	ackreq = uroce_qp_reliable(qp) &&
-		 (last || (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
+		 (last || qp->req.probing ||
+		  (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
 		  window_full(qp, 2));
+	if (uroce_qp_reliable(qp) &&
+	    uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
+		uroce_count(qp->dev, UROCE_CNT_TX_RESENT_BYTES, paylen);
 	se = last && (wqe->send_flags & IBV_SEND_SOLICITED) &&
 	     (info->mask & UROCE_M_SEND);
 	bth_init(hdr, op, se, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
@@ -507,6 +610,7 @@ void uroce_req_run(struct uroce_qp *qp)
 {
 	struct uroce_sq *sq = &qp->sq;
 	bool was_idle = qp->comp.psn == qp->req.psn_max;
+	unsigned int nsent = 0;
 
 	if ((qp->attr.qp_state != IBV_QPS_RTS &&
 	     qp->attr.qp_state != IBV_QPS_SQD) || qp->req.rnr_deadline_ns ||
@@ -559,16 +663,28 @@ void uroce_req_run(struct uroce_qp *qp)
 			sent = send_data(qp, wqe);
 		if (!sent)
 			break;
+		nsent++;
 		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0) {
 			if (uroce_qp_reliable(qp))
 				qp->dev->flow.inflight += (qp->req.psn -
 						      qp->req.psn_max) &
 						     UROCE_PSN_MASK;
+			/* a PSN on its first trip: time it, if none is */
+			if (!qp->req.rtt_sent_ns) {
+				qp->req.rtt_psn = uroce_psn_add(qp->req.psn,
+								UROCE_PSN_MASK);
+				qp->req.rtt_sent_ns = uroce_now_ns();
+			}
 			qp->req.psn_max = qp->req.psn;
 		}
+		if (qp->req.probing)
+			break;
 	}
 	if (was_idle || !qp->req.deadline_ns)
 		uroce_req_arm(qp);
+	/* a few RTTs after the last packet sent without an ACK: probe */
+	if (nsent)
+		probe_arm(qp);
 	/* WQEs that failed locally may be completable now */
 	if (sq->tail != sq->next) {
 		struct uroce_send_wqe *t = &sq->wqe[sq->tail & sq_mask(qp)];
@@ -579,32 +695,75 @@ void uroce_req_run(struct uroce_qp *qp)
 	uroce_xmit_end(qp->dev);
 }
 
-void uroce_req_rewind(struct uroce_qp *qp)
+/*
+ * Go back to PSN target (comp.psn, or for a probe the last PSN sent): the
+ * WQE that holds it becomes the next to send, from the packet at target;
+ * a READ from there to the end of its segment, an atomic whole.  Every PSN
+ * from target on is a resend: none of them may be timed (Karn).
+ */
+static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 {
 	struct uroce_sq *sq = &qp->sq;
 	uint32_t i;
 
+	qp->req.rtt_sent_ns = 0;
 	for (i = sq->tail; i != sq->head; i++) {
 		struct uroce_send_wqe *wqe = &sq->wqe[i & sq_mask(qp)];
 		int32_t done;
 
 		if (!wqe->started)
 			break;
-		if (wqe->acked)
+		if (wqe->acked || (target != qp->comp.psn &&
+				   uroce_psn_cmp(wqe->last_psn, target) < 0))
 			continue;
 		sq->next = i;
-		done = uroce_psn_cmp(qp->comp.psn, wqe->first_psn);
+		done = uroce_psn_cmp(target, wqe->first_psn);
 		/* an atomic is one packet: it goes again whole */
 		if (done < 0 || (uroce_wqe_rd_atomic(wqe) &&
 				 wqe->opcode != IBV_WR_RDMA_READ))
 			done = 0;
 		qp->req.cur_off = (uint32_t)done * qp->mtu;
 		qp->req.psn = uroce_psn_add(wqe->first_psn, (uint32_t)done);
-		return;
+		return true;
 	}
+	if (target != qp->comp.psn)
+		return false;
 	sq->next = i;
 	qp->req.cur_off = 0;
 	qp->req.psn = qp->comp.psn;
+	return true;
+}
+
+void uroce_req_rewind(struct uroce_qp *qp)
+{
+	rewind_to(qp, qp->comp.psn);
+}
+
+/*
+ * Tail-loss probe (RACK-TLP's TLP, RFC 8985 7): nothing was acknowledged
+ * for a few RTTs, so the last packet sent goes again, asking for an ACK.
+ * Whatever was lost, the answer restarts recovery within an RTT: an ACK
+ * (only ACKs were lost, or only that packet), a sequence NAK (the tail
+ * before it was lost), a repeated NAK (the NAK or the resent packet was
+ * lost), a READ response or an atomic's saved result.  It is not a retry:
+ * it neither consumes retry_cnt nor moves the ACK timeout, which still
+ * bounds how long a dead peer takes to be declared lost.
+ */
+static void send_probe(struct uroce_qp *qp)
+{
+	uint32_t last = uroce_psn_add(qp->req.psn, UROCE_PSN_MASK);
+
+	if (qp->req.psn == qp->comp.psn || !rewind_to(qp, last)) {
+		probe_arm(qp);
+		return;
+	}
+	uroce_count(qp->dev, UROCE_CNT_TLP_PROBES, 1);
+	uroce_log_qp(UROCE_LOG_INFO, qp, last, "tail-loss probe");
+	qp->req.probing = true;
+	uroce_req_run(qp);
+	qp->req.probing = false;
+	qp->req.probes++;
+	probe_arm(qp);
 }
 
 void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
@@ -624,8 +783,13 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		uroce_req_run(qp);
 		return;
 	}
-	if (!qp->req.deadline_ns || now < qp->req.deadline_ns)
+	if (!qp->req.deadline_ns || now < qp->req.deadline_ns) {
+		if (qp->req.probe_deadline_ns && now >= qp->req.probe_deadline_ns) {
+			qp->req.probe_deadline_ns = 0;
+			send_probe(qp);
+		}
 		return;
+	}
 	qp->req.deadline_ns = 0;
 	if (qp->comp.psn == qp->req.psn_max)
 		return;
@@ -642,6 +806,7 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	qp->req.retry_left--;
+	uroce_count(dev, UROCE_CNT_TIMEOUT_RETRIES, 1);
 	qp->req.backoff++;
 	qp->req.cwnd = UROCE_TX_WINDOW_MIN;
 	uroce_count(dev, UROCE_CNT_RETRANSMITS, 1);

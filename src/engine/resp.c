@@ -102,6 +102,33 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	ack_out(qp, syn, psn, qp->resp.msn);
 }
 
+/*
+ * The QP is being destroyed: once it is gone nothing answers the peer's
+ * retransmission, so if the ACK of the last request was lost the peer
+ * retries into nothing and fails with RETRY_EXC_ERR (at 10 % loss, one
+ * pingpong in ten).  Its last cumulative ACK goes out a few more times,
+ * as separate datagrams; a peer that had it sees duplicates, which IBA
+ * tells it to ignore (9.7.5.1.1 on the requester side).
+ */
+#define FAREWELL_ACKS 3
+
+void uroce_resp_farewell(struct uroce_qp *qp)
+{
+	enum ibv_qp_state st = qp->attr.qp_state;
+	int i;
+
+	uroce_ack_flush(qp);
+	/* only a QP whose responder took a request (a QP that was only a
+	 * requester has nothing to acknowledge: no message, MSN still 0) */
+	if (!uroce_qp_reliable(qp) || !qp->resp.msn ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		return;
+	for (i = 0; i < FAREWELL_ACKS; i++)
+		ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
+			uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK),
+			qp->resp.msn);
+}
+
 void uroce_ack_burst_begin(struct uroce_dev *dev)
 {
 	dev->ack.ack_defer = true;
@@ -690,6 +717,36 @@ static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
 	uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 }
 
+/*
+ * A request beyond the expected PSN: one sequence NAK per gap (IBA
+ * 9.7.5.2.1); the requester resends from epsn.  If epsn still does not
+ * come and a PSN at or below the highest seen since the NAK arrives
+ * again, the requester has started another pass (it went back, or sent
+ * a tail-loss probe) that did not bring epsn: the resent packet or the
+ * NAK was lost.  Then the NAK goes again, at most once per pass and per
+ * half RTT, instead of leaving the requester to its ACK timeout.
+ */
+static void seq_nak(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	uint64_t now = uroce_now_ns();
+
+	if (r->nak_sent) {
+		if (uroce_psn_cmp(psn, r->nak_max_psn) > 0) {
+			r->nak_max_psn = psn;
+			return;
+		}
+		if (now - r->nak_ns < uroce_req_regap_ns(qp, true))
+			return;
+		uroce_count(qp->dev, UROCE_CNT_TX_NAK_SEQ_RESENT, 1);
+	}
+	r->nak_sent = true;
+	r->nak_ns = now;
+	r->nak_max_psn = psn;
+	uroce_count(qp->dev, UROCE_CNT_TX_NAK_SEQ, 1);
+	uroce_send_ack(qp, UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR, r->epsn);
+}
+
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn)
 {
 	nak_and_fail(qp, psn, UROCE_NAK_INVALID_REQ, UROCE_CNT_TX_NAK_INV);
@@ -729,13 +786,7 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	if (diff > 0) {
 		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
-		/* one NAK per gap; the requester resends from epsn */
-		if (!r->nak_sent) {
-			r->nak_sent = true;
-			uroce_count(dev, UROCE_CNT_TX_NAK_SEQ, 1);
-			uroce_send_ack(qp, UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR,
-				       r->epsn);
-		}
+		seq_nak(qp, pkt->psn);
 		return;
 	}
 	r->nak_sent = false;

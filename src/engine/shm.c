@@ -204,6 +204,8 @@ static void snapshot(struct uroce_dev *dev)
 		e->tx_pkts = qp->cnt_tx_pkts;
 		e->rx_pkts = qp->cnt_rx_pkts;
 		e->retransmits = qp->cnt_retrans;
+		e->srtt_ns = qp->req.srtt_ns;
+		e->rttvar_ns = qp->req.rttvar_ns;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	shm->snap_time_ns = (uint64_t)ts.tv_sec * 1000000000ull +

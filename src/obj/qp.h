@@ -158,11 +158,22 @@ struct uroce_req_state {
 	uint32_t cwnd;			/* packets; shrinks on timeout */
 	uint32_t backoff;		/* consecutive timeouts, for the timer */
 	bool need_retry;
+	/* RTT (RFC 6298): one PSN timed at a time, never a resent one
+	 * (Karn's rule); srtt_ns 0 until the first sample */
+	uint32_t rtt_psn;
+	uint64_t rtt_sent_ns;		/* 0 = none being timed */
+	uint64_t srtt_ns, rttvar_ns;
+	/* tail-loss probe: a few RTTs without an ACK resend the last packet
+	 * sent, asking for an ACK; not a retry (IBA timeout is untouched) */
+	uint64_t probe_deadline_ns;	/* 0 = off */
+	uint32_t probes;		/* since the last progress */
+	bool probing;			/* the packet now sent is a probe */
 };
 
 struct uroce_comp_state {
 	uint32_t psn;			/* oldest unacknowledged PSN */
 	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
+	uint64_t rewind_ns;		/* when */
 	bool rewound;
 };
 
@@ -170,6 +181,8 @@ struct uroce_resp_state {
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
 	bool nak_sent;			/* a PSN sequence NAK is outstanding */
+	uint64_t nak_ns;		/* when it (or its repeat) was sent */
+	uint32_t nak_max_psn;		/* highest PSN seen since */
 	/* an ACK held until the end of the receive burst (engine/resp.c),
 	 * so that several AckReq packets of one burst get one ACK */
 	bool ack_pending;

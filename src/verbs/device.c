@@ -112,6 +112,32 @@ int uroce_dev_up(struct uroce_dev *dev)
 	return ret;
 }
 
+int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			 const struct sockaddr_storage *addr, uint32_t rcvbuf)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&dev_up_lock);
+	if (dev->net_up) {
+		ret = -EBUSY;
+		goto out;
+	}
+	dev->net.io = io;
+	dev->net.family = addr->ss_family;
+	dev->net.local = *addr;
+	uroce_gid_from_addr(addr, &dev->net.gid);
+	dev->net.netdev_mtu = 1500;
+	dev->net.active_mtu = IBV_MTU_1024;
+	dev->net.rcvbuf = rcvbuf;
+	/* up, with no socket (net.sock < 0) and no progress thread */
+	up_pid = getpid();
+	dev->been_up = true;
+	dev->net_up = true;
+out:
+	pthread_mutex_unlock(&dev_up_lock);
+	return ret;
+}
+
 /*
  * Take the device off the network, in the order that loses nothing: no
  * more receiving (net_up), the progress thread stopped, the ACKs it held

@@ -801,7 +801,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	 * ERR), or the peer retries into a QP that is gone (a pingpong
 	 * whose last receive ends the program).
 	 */
-	uroce_ack_flush(qp);
+	uroce_resp_farewell(qp);
 	uroce_req_release(qp);
 	dev->obj.qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
 	dev->obj.nqps--;

@@ -28,6 +28,12 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *ah)
 
 /* verbs/device.c */
 int uroce_dev_up(struct uroce_dev *dev); /* bring up net + progress, once */
+/* Engine tests: bring the device up on their own packet IO, at addr, with
+ * no socket and no progress thread; the caller delivers packets
+ * (uroce_recv), runs the timers (uroce_timers_run) and may drive the clock
+ * (uroce_clock_set).  Before the first ibv_open_device; -EBUSY after. */
+int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			 const struct sockaddr_storage *addr, uint32_t rcvbuf);
 
 /* verbs/device.c: ops that verbs.h reaches through struct verbs_context */
 int uroce_query_port(struct ibv_context *ctx, uint8_t port,

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: MIT
+/* The simulated wire, the fake clock and the event loop (harness.h). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "harness.h"
+#include "../lib/qp_setup.h"
+
+#define LOCAL "127.0.80.1"
+#define BURST_MAX 64
+
+struct eng *E;
+
+/* ---- the wire: a heap of packets ordered by (delivery time, order sent) */
+struct wpkt {
+	uint64_t at, seq;
+	size_t len;
+	uint8_t data[];
+};
+
+static struct wpkt **heap;
+static size_t nheap, heap_cap;
+static uint64_t wseq;
+static uint64_t rng;
+static struct sockaddr_storage local;
+
+static bool before(const struct wpkt *x, const struct wpkt *y)
+{
+	return x->at < y->at || (x->at == y->at && x->seq < y->seq);
+}
+
+static void heap_push(struct wpkt *p)
+{
+	size_t i;
+
+	if (nheap == heap_cap) {
+		heap_cap = heap_cap ? heap_cap * 2 : 1024;
+		heap = realloc(heap, heap_cap * sizeof(*heap));
+		if (!heap)
+			abort();
+	}
+	i = nheap++;
+	while (i && before(p, heap[(i - 1) / 2])) {
+		heap[i] = heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	heap[i] = p;
+}
+
+static struct wpkt *heap_pop(void)
+{
+	struct wpkt *top = heap[0], *last = heap[--nheap];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= nheap)
+			break;
+		if (c + 1 < nheap && before(heap[c + 1], heap[c]))
+			c++;
+		if (!before(heap[c], last))
+			break;
+		heap[i] = heap[c];
+		i = c;
+	}
+	if (nheap)
+		heap[i] = last;
+	return top;
+}
+
+static uint32_t rnd_ppm(void)
+{
+	/* xorshift64*: the same sequence for a seed */
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return (uint32_t)(((rng * 0x2545f4914f6cdd1dull) >> 32) % 1000000);
+}
+
+static void describe(const uint8_t *b, size_t len, struct eng_pkt *p)
+{
+	const struct uroce_opcode_info *info = &uroce_opcode[bth_opcode(b)];
+
+	memset(p, 0, sizeof(*p));
+	p->opcode = bth_opcode(b);
+	p->psn = bth_psn(b);
+	p->dqpn = bth_qpn(b);
+	p->ackreq = bth_ackreq(b);
+	p->is_req = info->mask & UROCE_M_REQ;
+	if (info->mask & UROCE_M_AETH) {
+		p->has_aeth = true;
+		p->syn = aeth_syn(b + info->offset[UROCE_HDR_AETH]);
+	}
+	if (info->mask & UROCE_M_RETH) {
+		p->has_reth = true;
+		p->reth_va = reth_va(b + info->offset[UROCE_HDR_RETH]);
+		p->reth_len = reth_len(b + info->offset[UROCE_HDR_RETH]);
+	}
+	p->paylen = (uint32_t)(len - info->length - UROCE_ICRC_LEN -
+			       bth_pad(b));
+}
+
+static void trace_print(const struct eng_pkt *p)
+{
+	if (!getenv("ENGINE_TRACE"))
+		return;
+	fprintf(stderr, "%10.3f ms  %-28s psn %#x -> qp %#x%s%s", eng_ms(),
+		uroce_opcode[p->opcode].name, p->psn, p->dqpn,
+		p->ackreq ? " A" : "", p->dropped ? "  DROPPED" : "");
+	if (p->has_aeth)
+		fprintf(stderr, "  syn %#x", p->syn);
+	if (p->has_reth)
+		fprintf(stderr, "  reth len %u", p->reth_len);
+	fprintf(stderr, "\n");
+}
+
+static void wire_put(const uint8_t *data, size_t len, uint64_t at)
+{
+	struct wpkt *w = malloc(sizeof(*w) + len);
+
+	if (!w)
+		abort();
+	w->at = at;
+	w->seq = wseq++;
+	w->len = len;
+	memcpy(w->data, data, len);
+	heap_push(w);
+}
+
+/* The fake packet IO: every datagram the engine sends comes here. */
+static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		     const struct iovec *iov, int iovcnt)
+{
+	uint8_t buf[8192];
+	size_t len = 0;
+	struct eng_pkt *p;
+	uint64_t at;
+	int i;
+
+	(void)dev;
+	(void)dst;
+	for (i = 0; i < iovcnt; i++) {
+		if (len + iov[i].iov_len > sizeof(buf))
+			abort();
+		memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	if (E->ntrace == ENG_TRACE_MAX)
+		abort();
+	p = &E->trace[E->ntrace];
+	describe(buf, len, p);
+	p->sent_ns = E->now;
+	p->nth = E->ntrace++;
+	at = E->now + E->o.latency_ns;
+	p->dropped = (E->filter && E->filter(E, p)) ||
+		     (E->o.drop_ppm && rnd_ppm() < E->o.drop_ppm);
+	trace_print(p);
+	if (p->dropped)
+		return 0;
+	if (E->o.reorder_ppm && rnd_ppm() < E->o.reorder_ppm)
+		at += E->o.latency_ns / 2 + 1;	/* overtaken by later ones */
+	wire_put(buf, len, at);
+	if (E->o.dup_ppm && rnd_ppm() < E->o.dup_ppm)
+		wire_put(buf, len, at + 1);
+	return 0;
+}
+
+static const struct uroce_pkt_io wire_io = { .send = wire_send };
+
+/* ---- setup ---- */
+
+static void die(const char *what)
+{
+	fprintf(stderr, "engine harness: %s failed\n", what);
+	exit(2);
+}
+
+static struct ibv_qp *make_qp(struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 256;
+	ia.cap.max_recv_wr = 256;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	return ibv_create_qp(E->pd, &ia);
+}
+
+static void connect_qp(struct ibv_qp *qp, uint32_t dqpn)
+{
+	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_qp_attr a;
+	union ibv_gid gid;
+	const char *failed;
+
+	uroce_gid_from_addr(&local, &gid);
+	failed = uroce_test_to_rtr(qp, access, dqpn, &gid);
+	if (failed)
+		die(failed);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = E->o.timeout;
+	a.retry_cnt = E->o.retry_cnt;
+	a.rnr_retry = E->o.rnr_retry;
+	a.sq_psn = PSN0;
+	a.max_rd_atomic = 4;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			  IBV_QP_MAX_QP_RD_ATOMIC))
+		die("RTS");
+}
+
+void eng_setup(const struct eng_opts *o)
+{
+	const int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	struct sockaddr_in *in = (struct sockaddr_in *)&local;
+	struct ibv_device **list;
+	const char *seed = getenv("ENGINE_SEED");
+
+	E = calloc(1, sizeof(*E));
+	if (!E)
+		die("calloc");
+	if (o)
+		E->o = *o;
+	if (!E->o.latency_ns)
+		E->o.latency_ns = 10000;
+	if (!E->o.rcvbuf)
+		E->o.rcvbuf = 4u << 20;
+	if (!E->o.timeout)
+		E->o.timeout = 14;
+	if (!E->o.retry_cnt)
+		E->o.retry_cnt = 7;
+	if (!E->o.rnr_retry)
+		E->o.rnr_retry = 7;
+	if (seed && *seed)
+		E->o.seed = strtoull(seed, NULL, 0);
+	rng = E->o.seed * 2654435761u + 0x9e3779b97f4a7c15ull;
+	/* the fake clock starts at 1 s: 0 would mean "the real clock" */
+	E->now = E->start = 1000000000ull;
+	uroce_clock_set(E->now);
+
+	memset(&local, 0, sizeof(local));
+	in->sin_family = AF_INET;
+	in->sin_port = htons(UROCE_UDP_PORT);
+	inet_pton(AF_INET, LOCAL, &in->sin_addr);
+	E->dev = uroce_dev_get();
+	if (!E->dev || uroce_dev_up_offline(E->dev, &wire_io, &local,
+					    E->o.rcvbuf))
+		die("uroce_dev_up_offline");
+	list = ibv_get_device_list(NULL);
+	if (!list || !list[0])
+		die("ibv_get_device_list");
+	E->ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!E->ctx)
+		die("ibv_open_device");
+	E->pd = ibv_alloc_pd(E->ctx);
+	E->cq_a = ibv_create_cq(E->ctx, 4096, NULL, NULL, 0);
+	E->cq_b = ibv_create_cq(E->ctx, 4096, NULL, NULL, 0);
+	if (!E->pd || !E->cq_a || !E->cq_b)
+		die("PD/CQ");
+	E->buf_a = mmap(NULL, ENG_BUF_SIZE, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	E->buf_b = mmap(NULL, ENG_BUF_SIZE, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (E->buf_a == MAP_FAILED || E->buf_b == MAP_FAILED)
+		die("mmap");
+	E->mr_a = ibv_reg_mr(E->pd, E->buf_a, ENG_BUF_SIZE, full);
+	E->mr_b = ibv_reg_mr(E->pd, E->buf_b, ENG_BUF_SIZE, full);
+	if (!E->mr_a || !E->mr_b)
+		die("ibv_reg_mr");
+	E->a = make_qp(E->cq_a);
+	E->b = make_qp(E->cq_b);
+	if (!E->a || !E->b)
+		die("ibv_create_qp");
+	connect_qp(E->a, E->b->qp_num);
+	connect_qp(E->b, E->a->qp_num);
+}
+
+/* ---- the event loop ---- */
+
+static void set_now(uint64_t t)
+{
+	if (t > E->now)
+		E->now = t;
+	uroce_clock_set(E->now);
+}
+
+/* Deliver every packet due at the earliest time (up to BURST_MAX) as one
+ * receive burst: one ACK per QP for it, as net/udp.c does. */
+static void deliver_burst(void)
+{
+	struct uroce_dev *dev = E->dev;
+	uint64_t at = heap[0]->at;
+	int n = 0;
+
+	set_now(at);
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_begin(dev);
+	pthread_mutex_unlock(&dev->lock);
+	while (nheap && heap[0]->at == at && n++ < BURST_MAX) {
+		struct wpkt *w = heap_pop();
+
+		uroce_recv(dev, w->data, w->len, &local, &local, 0);
+		free(w);
+	}
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_end(dev);
+	uroce_dev_unlock(dev);
+}
+
+/* one event; false if there is none */
+static bool step(void)
+{
+	uint64_t timer = E->dev->prog.armed_deadline_ns;
+
+	if (nheap && (!timer || heap[0]->at <= timer)) {
+		deliver_burst();
+		return true;
+	}
+	if (!timer)
+		return false;
+	set_now(timer);
+	uroce_timers_run(E->dev);
+	return true;
+}
+
+bool eng_run(bool (*done)(struct eng *e), uint64_t limit_ns)
+{
+	uint64_t until = E->now + limit_ns;
+
+	for (;;) {
+		if (done && done(E))
+			return true;
+		if (E->now > until)
+			return false;
+		if (!step())
+			return done ? done(E) : true;
+	}
+}
+
+void eng_settle(uint64_t limit_ns)
+{
+	eng_run(NULL, limit_ns);
+}
+
+/* ---- verbs helpers ---- */
+
+uint64_t eng_cnt(enum uroce_counter c)
+{
+	return atomic_load(&E->dev->stats.cnt[c]);
+}
+
+bool eng_poll(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	return ibv_poll_cq(cq, 1, wc) == 1;
+}
+
+static uint8_t *buf_of(struct ibv_qp *qp)
+{
+	return qp == E->a ? E->buf_a : E->buf_b;
+}
+
+static struct ibv_mr *mr_of(struct ibv_qp *qp)
+{
+	return qp == E->a ? E->mr_a : E->mr_b;
+}
+
+void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + loff),
+			       .length = len, .lkey = mr_of(qp)->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send");
+}
+
+void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		     uint32_t loff, uint64_t raddr, uint32_t rkey,
+		     uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + loff),
+			       .length = 8, .lkey = mr_of(qp)->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = compare_add;
+	wr.wr.atomic.swap = swap;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send atomic");
+}
+
+void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off,
+		   uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + off),
+			       .length = len, .lkey = mr_of(qp)->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+void eng_wait(unsigned int a, unsigned int b)
+{
+	E->want_a = a;
+	E->want_b = b;
+	E->got_a = E->got_b = 0;
+}
+
+bool eng_all_done(struct eng *e)
+{
+	while (e->got_a < e->want_a && eng_poll(e->cq_a, &e->wc_a[e->got_a]))
+		e->got_a++;
+	while (e->got_b < e->want_b && eng_poll(e->cq_b, &e->wc_b[e->got_b]))
+		e->got_b++;
+	return e->got_a >= e->want_a && e->got_b >= e->want_b;
+}
+
+void eng_expect_ok(const struct ibv_wc *wc, uint64_t wr_id)
+{
+	ENG_CHECK(wc->status == IBV_WC_SUCCESS && wc->wr_id == wr_id,
+		  "wr_id %llu status %s, wanted %llu success",
+		  (unsigned long long)wc->wr_id, ibv_wc_status_str(wc->status),
+		  (unsigned long long)wr_id);
+}
+
+struct uroce_qp *eng_uqp(struct ibv_qp *qp)
+{
+	return to_uqp(qp);
+}
+
+unsigned int eng_times_sent(const struct eng_pkt *p)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < p->nth; i++)
+		if (E->trace[i].dqpn == p->dqpn && E->trace[i].psn == p->psn)
+			n++;
+	return n;
+}
+
+unsigned int eng_count_sent(bool (*match)(const struct eng_pkt *p))
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < E->ntrace; i++)
+		n += match(&E->trace[i]);
+	return n;
+}
+
+void eng_pattern(void)
+{
+	size_t i;
+
+	for (i = 0; i < ENG_BUF_SIZE; i++) {
+		E->buf_a[i] = (uint8_t)(i * 7 + 1 + (i >> 10));
+		E->buf_b[i] = (uint8_t)(i * 13 + 5 + (i >> 11));
+	}
+}
+
+double eng_ms(void)
+{
+	return (double)(E->now - E->start) / 1e6;
+}
+
+void eng_dump_counters(void)
+{
+	int c;
+
+	fprintf(stderr, "at %.3f ms (fake clock), %u packets sent:\n",
+		eng_ms(), E->ntrace);
+	for (c = 0; c < UROCE_CNT_NUM; c++)
+		if (eng_cnt(c) && uroce_counter_name[c])
+			fprintf(stderr, "  %s=%llu\n", uroce_counter_name[c],
+				(unsigned long long)eng_cnt(c));
+}
+
+int eng_main(int argc, char **argv, const struct eng_test *t, size_t n)
+{
+	size_t i;
+
+	for (i = 0; argc == 2 && i < n; i++)
+		if (!strcmp(argv[1], t[i].name)) {
+			t[i].fn();
+			printf("%s: ok (%.3f ms on the fake clock, %u packets)\n",
+			       argv[1], eng_ms(), E->ntrace);
+			return 0;
+		}
+	fprintf(stderr, "usage: %s NAME; names:", argv[0]);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, " %s", t[i].name);
+	fprintf(stderr, "\n");
+	return 2;
+}

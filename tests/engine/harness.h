@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deterministic engine tests: the in-process engine (uroce_core) on an
+ * offline device (uroce_dev_up_offline: no socket, no progress thread)
+ * whose packet IO is a simulated wire, and a fake clock.
+ *
+ * Two RC QPs of the one device, A and B, are connected to each other; what
+ * either sends goes onto the wire with a delivery time (now + latency, plus
+ * jitter when reordering) and may be dropped, duplicated or reordered by a
+ * seeded generator, or by the scenario's own filter.  eng_run() is a
+ * discrete-event loop: it takes the earliest event, a burst of packets due
+ * at one time (delivered as one receive burst, with ACK coalescing, as
+ * net/udp.c does) or the device's earliest timer, moves the clock there and
+ * runs it.  Nothing depends on the real time or on thread scheduling: a
+ * seed gives the same run every time.
+ */
+#ifndef UROCE_ENGINE_HARNESS_H
+#define UROCE_ENGINE_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "uroce.h"
+
+#define ENG_BUF_SIZE	(1u << 20)	/* each side's registered buffer */
+#define ENG_TRACE_MAX	65536
+
+/* One packet on the wire, as a filter and the trace see it. */
+struct eng_pkt {
+	uint64_t sent_ns;
+	uint8_t opcode;
+	uint32_t psn;
+	uint32_t dqpn;
+	bool ackreq;
+	bool is_req;			/* a request (to a responder) */
+	uint8_t syn;			/* AETH syndrome, if it has one */
+	bool has_aeth;
+	uint64_t reth_va;		/* RETH fields, if it has one */
+	uint32_t reth_len;
+	bool has_reth;
+	uint32_t paylen;
+	bool dropped;			/* by the filter or the generator */
+	unsigned int nth;		/* its index in the trace */
+};
+
+struct eng;
+/* return true to drop the packet */
+typedef bool (*eng_filter_fn)(struct eng *e, const struct eng_pkt *p);
+
+struct eng_opts {
+	uint64_t latency_ns;		/* one way; default 10 us */
+	uint32_t drop_ppm, dup_ppm, reorder_ppm;	/* per million */
+	uint64_t seed;
+	uint32_t rcvbuf;		/* sizes the windows; default 4 MiB */
+	uint8_t timeout;		/* QP local ACK timeout; default 14 */
+	uint8_t retry_cnt, rnr_retry;	/* default 7, 7 */
+};
+
+struct eng {
+	struct uroce_dev *dev;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq_a, *cq_b;
+	struct ibv_qp *a, *b;
+	struct ibv_mr *mr_a, *mr_b;
+	uint8_t *buf_a, *buf_b;
+	struct eng_opts o;
+	eng_filter_fn filter;
+	void *priv;			/* the scenario's own state */
+	uint64_t now;			/* the fake clock */
+	uint64_t start;
+	/* the completions a test waits for (eng_wait, eng_all_done) */
+	unsigned int want_a, want_b, got_a, got_b;
+	struct ibv_wc wc_a[512], wc_b[512];
+	unsigned int ntrace;
+	struct eng_pkt trace[ENG_TRACE_MAX];
+};
+
+extern struct eng *E;
+
+#define PSN0	0x100u			/* both directions start here */
+#define MS	1000000ull
+
+/* B's buffer at off, as A addresses it */
+static inline uint64_t rva(uint32_t off)
+{
+	return (uintptr_t)E->buf_b + off;
+}
+
+/* build the device, both QPs (RTS) and their MRs; o may be NULL */
+void eng_setup(const struct eng_opts *o);
+/* run events until done(e) holds or the clock passes limit_ns after the
+ * start of this call; returns whether done held */
+bool eng_run(bool (*done)(struct eng *e), uint64_t limit_ns);
+/* run until the wire is empty and no timer is armed, or limit_ns */
+void eng_settle(uint64_t limit_ns);
+uint64_t eng_cnt(enum uroce_counter c);
+/* poll one completion from cq into wc; false if none */
+bool eng_poll(struct ibv_cq *cq, struct ibv_wc *wc);
+void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey);
+void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		     uint32_t loff, uint64_t raddr, uint32_t rkey,
+		     uint64_t compare_add, uint64_t swap);
+void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off,
+		   uint32_t len);
+/* wait for a completions at A and b at B (eng_run(eng_all_done, ...)),
+ * which land in E->wc_a and E->wc_b */
+void eng_wait(unsigned int a, unsigned int b);
+bool eng_all_done(struct eng *e);
+void eng_expect_ok(const struct ibv_wc *wc, uint64_t wr_id);
+/* the engine state of a QP (dev->lock is not needed: one thread) */
+struct uroce_qp *eng_uqp(struct ibv_qp *qp);
+/* how often a packet to the same QP with the same PSN went out before p
+ * (a resent READ response may have another opcode: FIRST for MIDDLE) */
+unsigned int eng_times_sent(const struct eng_pkt *p);
+/* packets in the trace that match */
+unsigned int eng_count_sent(bool (*match)(const struct eng_pkt *p));
+/* fill both buffers with distinct patterns */
+void eng_pattern(void);
+/* ms since eng_setup on the fake clock */
+double eng_ms(void);
+void eng_dump_counters(void);
+
+struct eng_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* run the test argv[1] names; 0 if it passed (a failure exits 1) */
+int eng_main(int argc, char **argv, const struct eng_test *t, size_t n);
+
+#define ENG_CHECK(cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__,	\
+				__LINE__, #cond);			\
+			fprintf(stderr, __VA_ARGS__);			\
+			fprintf(stderr, "\n");				\
+			eng_dump_counters();				\
+			exit(1);					\
+		}							\
+	} while (0)
+
+#endif

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Transport scenarios (issue 12): go-back-N, duplicate and implied NAKs,
+ * RNR, READ resume at fixed segment boundaries, atomics replay, ACK
+ * coalescing, QP destruction mid-burst, and a seeded soak.  Each is a
+ * named test (`test_transport NAME`), run by ctest as engine.NAME.
+ *
+ * A is the requester, B the responder, unless a test says otherwise.
+ * PSNs start at 0x100 in both directions (tests/lib/qp_setup.h).
+ */
+#include <string.h>
+
+#include "harness.h"
+
+
+/* ---- go-back-N after a gap ---- */
+
+static bool drop_first_psn10(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return p->is_req && p->psn == PSN0 + 10 && !eng_times_sent(p);
+}
+
+static bool is_nak_seq(const struct eng_pkt *p)
+{
+	return p->has_aeth && p->syn == (UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR);
+}
+
+static bool is_psn10_req(const struct eng_pkt *p)
+{
+	return p->is_req && p->psn == PSN0 + 10;
+}
+
+static void t_gbn_gap(void)
+{
+	eng_setup(NULL);
+	eng_pattern();
+	E->filter = drop_first_psn10;
+	/* a 64 KiB WRITE: 64 packets, the 11th lost on its first trip */
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(0),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the WRITE never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	/* B saw PSN 11 where it expected 10: one sequence NAK for the gap,
+	 * not one per packet after it (IBA 9.7.5.2.1) */
+	ENG_CHECK(eng_count_sent(is_nak_seq) == 1, "%u sequence NAKs",
+		  eng_count_sent(is_nak_seq));
+	ENG_CHECK(eng_cnt(UROCE_CNT_RX_NAK_SEQ) == 1, "NAK not received");
+	/* A went back to exactly the lost PSN (go-back-N from the NAK's
+	 * PSN) and sent it once more */
+	ENG_CHECK(eng_count_sent(is_psn10_req) == 2, "PSN 10 sent %u times",
+		  eng_count_sent(is_psn10_req));
+	/* the NAK, not the 67 ms ACK timeout, drove the recovery */
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+	ENG_CHECK(eng_ms() < 1.0, "took %.3f ms", eng_ms());
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 65536), "data differs");
+}
+
+/* ---- duplicates: every packet twice ---- */
+
+static void t_duplicates(void)
+{
+	struct eng_opts o = { .dup_ppm = 1000000 };
+
+	eng_setup(&o);
+	eng_pattern();
+	eng_post_recv(E->b, 10, 0, 8192);
+	/* a 16 KiB WRITE then a 4 KiB SEND; the wire doubles each packet */
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 16384, rva(65536),
+		      E->mr_b->rkey);
+	eng_post_send(E->a, IBV_WR_SEND, 2, 16384, 4096, 0, 0);
+	eng_wait(2, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 2);
+	/* the SEND completed once at B, with its length */
+	eng_expect_ok(&E->wc_b[0], 10);
+	ENG_CHECK(E->wc_b[0].byte_len == 4096, "byte_len %u", E->wc_b[0].byte_len);
+	eng_settle(10 * MS);
+	ENG_CHECK(!eng_poll(E->cq_b, &E->wc_b[1]), "a duplicate SEND completed again");
+	/* duplicates are counted, never NAKed: a duplicate is not a gap */
+	ENG_CHECK(eng_cnt(UROCE_CNT_DUPLICATES) > 0, "no duplicate seen");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_NAK_SEQ) == 0, "a duplicate was NAKed");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 16384), "WRITE data");
+	ENG_CHECK(!memcmp(E->buf_a + 16384, E->buf_b, 4096), "SEND data");
+}
+
+/* ---- implied NAK: an ACK beyond a READ whose responses were lost ---- */
+
+static bool drop_read_resp_once(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return (uroce_opcode[p->opcode].mask & UROCE_M_READ) && !p->is_req &&
+	       !eng_times_sent(p);
+}
+
+static void t_implied_nak(void)
+{
+	eng_setup(NULL);
+	eng_pattern();
+	E->filter = drop_read_resp_once;
+	eng_post_recv(E->b, 10, 0, 4096);
+	/* a 4 KiB READ (PSNs 0..3), then a SEND (PSN 4) */
+	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 4096, rva(8192),
+		      E->mr_b->rkey);
+	eng_post_send(E->a, IBV_WR_SEND, 2, 4096, 1024, 0, 0);
+	eng_wait(2, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	/* every READ response of the first round was lost; the ACK of the
+	 * SEND (PSN 4) says the responder is past the READ, so its
+	 * responses were lost: the completer goes back to the READ
+	 * (IBA 9.7.5.1.2, "implied NAK") without waiting for the timer */
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 2);
+	ENG_CHECK(eng_cnt(UROCE_CNT_RETRANSMITS) >= 1, "no go-back");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 8192, 4096), "READ data");
+}
+
+/* ---- RNR NAK and retry ---- */
+
+static bool rnr_seen(struct eng *e)
+{
+	(void)e;
+	return eng_cnt(UROCE_CNT_RX_RNR_NAK) >= 2;
+}
+
+static bool is_rnr(const struct eng_pkt *p)
+{
+	return p->has_aeth && (p->syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK;
+}
+
+static void t_rnr_retry(void)
+{
+	unsigned int i;
+	uint64_t nak_ns = 0;
+
+	eng_setup(NULL);
+	eng_pattern();
+	/* a SEND to B, which has no receive posted: RNR NAK (9.7.5.2.8) */
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2048, 0, 0);
+	ENG_CHECK(eng_run(rnr_seen, 10 * MS), "no RNR NAK");
+	/* A waited the RNR timer the NAK encoded (min_rnr_timer 1: 10 us)
+	 * between the NAK and its retry, and rnr_retry 7 retries forever */
+	for (i = 0; i < E->ntrace; i++) {
+		const struct eng_pkt *p = &E->trace[i];
+
+		if (is_rnr(p) && !nak_ns)
+			nak_ns = p->sent_ns;
+		else if (nak_ns && p->is_req) {
+			ENG_CHECK(p->sent_ns - nak_ns >= 10000 + 10000,
+				  "retried %llu ns after the NAK was sent",
+				  (unsigned long long)(p->sent_ns - nak_ns));
+			break;
+		}
+	}
+	ENG_CHECK(nak_ns && i < E->ntrace, "no retry after the RNR NAK");
+	/* a receive now: the next retry lands */
+	eng_post_recv(E->b, 10, 4096, 4096);
+	eng_wait(1, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_b[0], 10);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 4096, 2048), "data");
+	/* RNR waits never count as transport retries */
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+	ENG_CHECK(eng_uqp(E->a)->req.retry_left == 7, "retry_cnt consumed");
+}
+
+static void t_rnr_exhausted(void)
+{
+	struct eng_opts o = { .rnr_retry = 2 };
+
+	eng_setup(&o);
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 64, 0, 0);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "no completion");
+	/* the first try and two retries met RNR NAKs: the WQE fails with
+	 * RNR_RETRY_EXC_ERR (IBA 9.7.5.2.8) and the QP goes to error */
+	ENG_CHECK(E->wc_a[0].status == IBV_WC_RNR_RETRY_EXC_ERR, "status %s",
+		  ibv_wc_status_str(E->wc_a[0].status));
+	ENG_CHECK(eng_cnt(UROCE_CNT_RX_RNR_NAK) == 3, "%llu RNR NAKs",
+		  (unsigned long long)eng_cnt(UROCE_CNT_RX_RNR_NAK));
+	ENG_CHECK(eng_uqp(E->a)->attr.qp_state == IBV_QPS_ERR, "QP not in error");
+}
+
+/* ---- READ resume at fixed segment boundaries ---- */
+
+/* the window is 256 packets, so a READ goes out in segments of 128 */
+#define SEG 128u
+
+static bool drop_resp_178(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return !p->is_req && p->psn == PSN0 + SEG + 50 && !eng_times_sent(p);
+}
+
+static void t_read_resume(void)
+{
+	unsigned int i, resent = 0;
+
+	eng_setup(NULL);
+	eng_pattern();
+	E->filter = drop_resp_178;
+	/* a 512 KiB READ: PSNs 0..511, requested in four segments */
+	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 512 * 1024, rva(0),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 512 * 1024), "data");
+	/* the response at PSN 178 was lost; the next one showed the gap.
+	 * The resent request starts at 178 and ends where the segment it
+	 * belongs to ended (PSN 255), so the responder, which expects 256
+	 * after the original segment, sees it as a duplicate to serve
+	 * again, never as a request that skips PSNs it still expects.
+	 * Every request, first or resent, ends at a segment boundary; only
+	 * the resumed one starts inside a segment. */
+	for (i = 0; i < E->ntrace; i++) {
+		const struct eng_pkt *p = &E->trace[i];
+		uint32_t first = (p->psn - PSN0) & UROCE_PSN_MASK;
+
+		if (!p->is_req || !p->has_reth)
+			continue;
+		ENG_CHECK((first + p->reth_len / 1024) % SEG == 0 &&
+			  p->reth_va == rva(first * 1024),
+			  "request psn %#x len %u ends inside a segment",
+			  p->psn, p->reth_len);
+		if (first % SEG) {
+			ENG_CHECK(first == SEG + 50,
+				  "request at %#x starts inside a segment",
+				  p->psn);
+			resent++;
+		}
+	}
+	ENG_CHECK(resent == 1, "%u resumed requests", resent);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+}
+
+/* ---- atomics replay from the responder's saved result ---- */
+
+static bool drop_atomic_ack_once(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return p->opcode == UROCE_OP_RC_ATOMIC_ACK && !eng_times_sent(p);
+}
+
+static void t_atomic_replay(void)
+{
+	uint64_t v = 100, got;
+
+	eng_setup(NULL);
+	memcpy(E->buf_b + 64, &v, 8);
+	E->filter = drop_atomic_ack_once;
+	/* FETCH_ADD 5 at B; its ATOMIC ACKNOWLEDGE is lost */
+	eng_post_atomic(E->a, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, rva(64),
+			E->mr_b->rkey, 5, 0);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	/* A sent the request again (same PSN); B found it a duplicate and
+	 * answered from the result it saved (IBA 9.7.5.1.1): the add ran
+	 * once, and A got the value from before it */
+	memcpy(&v, E->buf_b + 64, 8);
+	memcpy(&got, E->buf_a, 8);
+	ENG_CHECK(v == 105, "target is %llu: the add ran %s",
+		  (unsigned long long)v, v == 110 ? "twice" : "wrongly");
+	ENG_CHECK(got == 100, "A got %llu", (unsigned long long)got);
+	ENG_CHECK(eng_cnt(UROCE_CNT_DUPLICATES) >= 1, "no duplicate at B");
+	ENG_CHECK(eng_cnt(UROCE_CNT_DUP_ATOMIC_LOST) == 0, "result not saved");
+}
+
+/* ---- ACK coalescing ---- */
+
+static bool is_ack(const struct eng_pkt *p)
+{
+	return p->opcode == UROCE_OP_RC_ACK;
+}
+
+static void t_ack_coalescing(void)
+{
+	unsigned int i;
+
+	eng_setup(NULL);
+	for (i = 0; i < 32; i++)
+		eng_post_recv(E->b, 100 + i, i * 64, 64);
+	/* 32 SEND ONLY packets, each asking for an ACK, all in one burst */
+	for (i = 0; i < 32; i++)
+		eng_post_send(E->a, IBV_WR_SEND, i, i * 64, 64, 0, 0);
+	eng_wait(32, 32);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	for (i = 0; i < 32; i++) {
+		eng_expect_ok(&E->wc_a[i], i);
+		eng_expect_ok(&E->wc_b[i], 100 + i);
+	}
+	/* ACKs are cumulative (IBA 9.7.5.1.1): one for the burst, for its
+	 * last PSN, instead of 32 */
+	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs", eng_count_sent(is_ack));
+	for (i = 0; i < E->ntrace; i++)
+		if (is_ack(&E->trace[i]))
+			ENG_CHECK(E->trace[i].psn == PSN0 + 31, "ACK psn %#x",
+				  E->trace[i].psn);
+}
+
+/* ---- QP destruction mid-burst ---- */
+
+static bool half_there(struct eng *e)
+{
+	return uroce_psn_cmp(eng_uqp(e->b)->resp.epsn, PSN0 + 100) >= 0;
+}
+
+static void t_destroy_mid_burst(void)
+{
+	struct ibv_wc wc;
+
+	eng_setup(NULL);
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 256 * 1024, rva(0),
+		      E->mr_b->rkey);
+	eng_post_send(E->a, IBV_WR_RDMA_READ, 2, 0, 256 * 1024, rva(0),
+		      E->mr_b->rkey);
+	/* run until B has taken 100 packets: the rest are on the wire */
+	ENG_CHECK(eng_run(half_there, 10 * MS), "B never got 100 packets");
+	ENG_CHECK(E->dev->flow.inflight > 0, "nothing in flight");
+	/* destroying a QP with WQEs outstanding is allowed (IBA 11.2.4.4);
+	 * it gives back the device budget its packets held */
+	ENG_CHECK(ibv_destroy_qp(E->a) == 0, "destroy");
+	ENG_CHECK(E->dev->flow.inflight == 0, "budget leaked: %u packets",
+		  E->dev->flow.inflight);
+	/* what is still on the wire reaches B, whose ACKs and READ
+	 * responses now find no QP and are dropped and counted; nothing is
+	 * sent on behalf of the dead QP, no timer fires for it */
+	eng_settle(200 * MS);
+	ENG_CHECK(eng_cnt(UROCE_CNT_DROP_UNKNOWN_QP) > 0, "nothing dropped");
+	ENG_CHECK(!eng_poll(E->cq_a, &wc), "a completion after destroy");
+	ENG_CHECK(E->dev->prog.armed_deadline_ns == 0, "a timer left armed");
+	/* and B, destroyed too, leaves nothing behind */
+	ENG_CHECK(ibv_destroy_qp(E->b) == 0, "destroy B");
+	eng_settle(200 * MS);
+	ENG_CHECK(E->dev->obj.nqps == 0, "%u QPs left", E->dev->obj.nqps);
+}
+
+/* ---- seeded soak: loss, duplication and reordering together ---- */
+
+static void t_soak(void)
+{
+	struct eng_opts o = { .drop_ppm = 20000, .dup_ppm = 10000,
+			      .reorder_ppm = 20000, .seed = 1 };
+	uint64_t v = 7, got;
+	unsigned int i;
+
+	eng_setup(&o);
+	eng_pattern();
+	memcpy(E->buf_b + 900 * 1024, &v, 8);
+	for (i = 0; i < 8; i++)
+		eng_post_recv(E->b, 100 + i, 512 * 1024 + i * 16384, 16384);
+	for (i = 0; i < 8; i++) {
+		/* a WRITE, a SEND, a READ and an atomic per round */
+		eng_post_send(E->a, IBV_WR_RDMA_WRITE, 4 * i, i * 16384, 16384,
+			      rva(i * 16384), E->mr_b->rkey);
+		eng_post_send(E->a, IBV_WR_SEND, 4 * i + 1, 128 * 1024 +
+			      i * 16384, 16384, 0, 0);
+		eng_post_send(E->a, IBV_WR_RDMA_READ, 4 * i + 2, 256 * 1024 +
+			      i * 16384, 16384, rva(256 * 1024 + i * 16384),
+			      E->mr_b->rkey);
+		eng_post_atomic(E->a, IBV_WR_ATOMIC_FETCH_AND_ADD, 4 * i + 3,
+				400 * 1024 + i * 8, rva(900 * 1024),
+				E->mr_b->rkey, 1, 0);
+	}
+	eng_wait(32, 8);
+	ENG_CHECK(eng_run(eng_all_done, 60000 * MS), "not completed");
+	for (i = 0; i < 32; i++)
+		eng_expect_ok(&E->wc_a[i], i);
+	for (i = 0; i < 8; i++)
+		eng_expect_ok(&E->wc_b[i], 100 + i);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 128 * 1024), "WRITE data");
+	ENG_CHECK(!memcmp(E->buf_a + 128 * 1024, E->buf_b + 512 * 1024,
+			  128 * 1024), "SEND data");
+	ENG_CHECK(!memcmp(E->buf_a + 256 * 1024, E->buf_b + 256 * 1024,
+			  128 * 1024), "READ data");
+	memcpy(&v, E->buf_b + 900 * 1024, 8);
+	ENG_CHECK(v == 15, "8 adds of 1 to 7 gave %llu", (unsigned long long)v);
+	for (i = 0; i < 8; i++) {
+		memcpy(&got, E->buf_a + 400 * 1024 + i * 8, 8);
+		ENG_CHECK(got == 7 + i, "add %u returned %llu", i,
+			  (unsigned long long)got);
+	}
+}
+
+static const struct eng_test tests[] = {
+	{ "gbn_gap", t_gbn_gap },
+	{ "duplicates", t_duplicates },
+	{ "implied_nak", t_implied_nak },
+	{ "rnr_retry", t_rnr_retry },
+	{ "rnr_exhausted", t_rnr_exhausted },
+	{ "read_resume", t_read_resume },
+	{ "atomic_replay", t_atomic_replay },
+	{ "ack_coalescing", t_ack_coalescing },
+	{ "destroy_mid_burst", t_destroy_mid_burst },
+	{ "soak", t_soak },
+};
+
+int main(int argc, char **argv)
+{
+	return eng_main(argc, argv, tests, UROCE_ARRAY_SIZE(tests));
+}
