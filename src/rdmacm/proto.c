@@ -341,6 +341,20 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 
 /* ---- events ---- */
 
+/* What a REQ or REP says of the connection, seen from the receiver: the
+ * peer's depth is our resources. */
+static void peer_conn_param(struct rdma_conn_param *c,
+			    const struct cm_msg *m, uint32_t qpn)
+{
+	c->responder_resources = m->init_depth;
+	c->initiator_depth = m->resp_res;
+	c->flow_control = m->flow_ctrl;
+	c->retry_count = m->retry_cnt;
+	c->rnr_retry_count = m->rnr_retry;
+	c->srq = m->srq;
+	c->qp_num = qpn;
+}
+
 static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		       int status, const struct cm_msg *m)
 {
@@ -355,19 +369,11 @@ static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		c->private_data = e->pdata;
 		c->private_data_len = m->pdata_len;
 	}
-	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ)) {
-		/* seen from the receiver: the peer's depth is our resources */
-		c->responder_resources = m->init_depth;
-		c->initiator_depth = m->resp_res;
-		c->flow_control = m->flow_ctrl;
-		c->retry_count = m->retry_cnt;
-		c->rnr_retry_count = m->rnr_retry;
-		c->srq = m->srq;
+	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ))
 		/* an XRC TGT QP answers in the REP's EECN field */
-		c->qp_num = m->attr == CM_ATTR_REP &&
-			    id->id.qp_type == IBV_QPT_XRC_SEND ?
-			    m->eecn : m->qpn;
-	}
+		peer_conn_param(c, m, m->attr == CM_ATTR_REP &&
+				      id->id.qp_type == IBV_QPT_XRC_SEND ?
+				      m->eecn : m->qpn);
 	cm_event_queue(e);
 }
 
@@ -743,13 +749,7 @@ static struct cm_event *req_event(struct cm_id *id, struct cm_id *lid,
 
 		c->private_data = e->pdata;
 		c->private_data_len = len;
-		c->responder_resources = m->init_depth;
-		c->initiator_depth = m->resp_res;
-		c->flow_control = m->flow_ctrl;
-		c->retry_count = m->retry_cnt;
-		c->rnr_retry_count = m->rnr_retry;
-		c->srq = m->srq;
-		c->qp_num = m->qpn;
+		peer_conn_param(c, m, m->qpn);
 	}
 	return e;
 }
