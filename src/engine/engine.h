@@ -245,6 +245,19 @@ void uroce_qp_flush_sq(struct uroce_qp *qp);
 void uroce_qp_flush_rq(struct uroce_qp *qp);
 void uroce_qp_to_error(struct uroce_qp *qp);
 void uroce_sq_flush_if_error(struct uroce_qp *qp);
+/* what ibv_modify_qp's attributes start in the transport (IBA 11.2.4.2):
+ * the expected PSN at RTR, the send PSN at RTS, the retry counters, the
+ * responder resources (allocated by the caller; the old ones freed) */
+void uroce_qp_set_rq_psn(struct uroce_qp *qp, uint32_t psn);
+void uroce_qp_set_sq_psn(struct uroce_qp *qp, uint32_t psn);
+void uroce_qp_set_retry(struct uroce_qp *qp, uint8_t retry_cnt);
+void uroce_qp_set_rnr_retry(struct uroce_qp *qp, uint8_t rnr_retry);
+void uroce_qp_set_resp_res(struct uroce_qp *qp, struct uroce_resp_res *res,
+			   uint32_t nres);
+/* RESET: all requester/responder/completer state forgotten, rings empty */
+void uroce_qp_reset(struct uroce_qp *qp);
+/* free what the transport allocated for the QP (destroy, failed create) */
+void uroce_qp_transport_free(struct uroce_qp *qp);
 
 /* engine/cq_err.c: move the QPs of every overrun CQ to the error state
  * (dev->lock held; from the timer pass, where no QP is mid-update) */

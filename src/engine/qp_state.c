@@ -3,6 +3,7 @@
  * QP state changes the transport makes, and flushing: the error state
  * (IBA 10.3.1, 11.6.3.1) with every outstanding WQE completed in error.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "dev.h"
@@ -81,4 +82,65 @@ void uroce_sq_flush_if_error(struct uroce_qp *qp)
 	/* WRs posted to a QP in the error state complete at once, flushed */
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		uroce_qp_flush_sq(qp);
+}
+
+/*
+ * The transport state ibv_modify_qp sets (IBA 11.2.4.2): the verbs front
+ * checks and records the attributes, the engine owns what they start.
+ */
+
+/* RTR: the PSN the responder expects next */
+void uroce_qp_set_rq_psn(struct uroce_qp *qp, uint32_t psn)
+{
+	qp->resp.epsn = psn;
+}
+
+/* IBV_QP_MAX_DEST_RD_ATOMIC: the responder's READ/atomic resources,
+ * allocated by the caller before the lock (so a commit cannot fail);
+ * the old ones are freed */
+void uroce_qp_set_resp_res(struct uroce_qp *qp, struct uroce_resp_res *res,
+			   uint32_t nres)
+{
+	free(qp->resp.res);
+	qp->resp.res = res;
+	qp->resp.nres = nres;
+	qp->resp.res_next = 0;
+}
+
+/* RTS: the first PSN the requester sends, the completer's start */
+void uroce_qp_set_sq_psn(struct uroce_qp *qp, uint32_t psn)
+{
+	qp->req.psn = psn;
+	qp->req.psn_max = psn;
+	qp->comp.psn = psn;
+}
+
+void uroce_qp_set_retry(struct uroce_qp *qp, uint8_t retry_cnt)
+{
+	qp->req.retry_left = retry_cnt;
+}
+
+void uroce_qp_set_rnr_retry(struct uroce_qp *qp, uint8_t rnr_retry)
+{
+	qp->req.rnr_retry_left = rnr_retry;
+}
+
+/* RESET: forget all transport state, back to what create_qp made */
+void uroce_qp_reset(struct uroce_qp *qp)
+{
+	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
+	uroce_req_release(qp);
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->comp, 0, sizeof(qp->comp));
+	uroce_qp_transport_free(qp);
+	memset(&qp->resp, 0, sizeof(qp->resp));
+	qp->sq.head = qp->sq.next = qp->sq.tail = 0;
+	qp->rq.head = qp->rq.tail = 0;
+}
+
+/* what the transport allocated for the QP, at destroy (or a failed create) */
+void uroce_qp_transport_free(struct uroce_qp *qp)
+{
+	free(qp->resp.res);
+	qp->resp.res = NULL;
 }

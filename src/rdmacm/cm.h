@@ -101,6 +101,35 @@ struct cm_msg {
 int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m);
 void cm_mad_build(uint8_t *mad, const struct cm_msg *m);
 
+/*
+ * The layout of each CM message, one table for parse and build: a field
+ * is bits [bit, bit + width) counted from the most significant bit of
+ * byte off of the CM data (which follows the 24-byte MAD header),
+ * big-endian; width 128 is a GID, copied as bytes.  size is that of the
+ * struct cm_msg member at offset member that carries it; 0 marks a
+ * constant we send as value and ignore when received.
+ */
+struct cm_field {
+	const char *name;
+	uint8_t off, bit, width;
+	uint8_t size;
+	uint16_t member;
+	uint64_t value;
+};
+
+struct cm_mad_desc {
+	uint16_t attr;
+	const char *name;
+	const struct cm_field *fields;
+	size_t nfields;
+	uint8_t pdata_off, pdata_len;	/* private data, in the CM data */
+};
+
+/* NULL: not a message we know */
+const struct cm_mad_desc *cm_mad_desc(uint16_t attr);
+/* all of them (the unit test walks them) */
+const struct cm_mad_desc *cm_mad_descs(size_t *n);
+
 /* ---- cma.c: ids, channels, events ---- */
 
 enum cm_state {

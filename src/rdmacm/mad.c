@@ -2,96 +2,220 @@
 /*
  * CM MAD wire format: the 24-byte MAD header (IBA 13.4.3) and the CM
  * messages of IBA vol 1 chapter 12 (tables 106-120).  Pure code: no state,
- * no IO.  Offsets below are from the start of the CM data (byte 24).
+ * no IO.
+ *
+ * Each message is one row of cm_mads: its fields (where each lies, which
+ * struct cm_msg member it carries, or the constant we send in it) and its
+ * private data area.  cm_mad_parse and cm_mad_build both walk that row,
+ * so a field cannot be read at one place and written at another
+ * (tests/unit/test_cm_mad.c checks the rows and the round trip).
  */
 #include <endian.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cm.h"
 
-#define D(off)	(24 + (off))
+#define CM_DATA		24	/* the CM data follows the MAD header */
 
-static inline void put8(uint8_t *m, int off, uint8_t v) { m[D(off)] = v; }
-static inline uint8_t get8(const uint8_t *m, int off) { return m[D(off)]; }
+/* a field carried in member m of struct cm_msg */
+#define F(n, o, b, w, m) \
+	{ .name = n, .off = o, .bit = b, .width = w, \
+	  .size = sizeof(((struct cm_msg *)0)->m), \
+	  .member = offsetof(struct cm_msg, m) }
+/* a field we always send with value v and ignore when received */
+#define K(n, o, b, w, v) \
+	{ .name = n, .off = o, .bit = b, .width = w, .value = v }
 
-static inline void put16(uint8_t *m, int off, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(m + D(off), &v, 2);
-}
-
-static inline uint16_t get16(const uint8_t *m, int off)
-{
-	uint16_t v;
-
-	memcpy(&v, m + D(off), 2);
-	return be16toh(v);
-}
-
-static inline void put32(uint8_t *m, int off, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(m + D(off), &v, 4);
-}
-
-static inline uint32_t get32(const uint8_t *m, int off)
-{
-	uint32_t v;
-
-	memcpy(&v, m + D(off), 4);
-	return be32toh(v);
-}
-
-static inline void put64(uint8_t *m, int off, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(m + D(off), &v, 8);
-}
-
-static inline uint64_t get64(const uint8_t *m, int off)
-{
-	uint64_t v;
-
-	memcpy(&v, m + D(off), 8);
-	return be64toh(v);
-}
-
-/* A 24-bit field in the top of a 32-bit word, with a byte after it. */
-static inline void put24(uint8_t *m, int off, uint32_t v24, uint8_t low)
-{
-	put32(m, off, (v24 & 0xffffff) << 8 | low);
-}
-
-static inline uint32_t get24(const uint8_t *m, int off)
-{
-	return get32(m, off) >> 8;
-}
-
-struct pdata_loc {
-	uint16_t attr;
-	uint8_t off, len;
+/* IBA table 106 */
+static const struct cm_field req_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("service_id", 8, 0, 64, sid),
+	F("local_ca_guid", 16, 0, 64, ca_guid),
+	F("local_qkey", 28, 0, 32, qkey),
+	F("local_qpn", 32, 0, 24, qpn),
+	F("responder_resources", 35, 0, 8, resp_res),
+	F("initiator_depth", 39, 0, 8, init_depth),
+	F("remote_cm_response_timeout", 43, 0, 5, remote_resp_to),
+	F("transport_service_type", 43, 5, 2, qp_type),
+	F("end_to_end_flow_control", 43, 7, 1, flow_ctrl),
+	F("starting_psn", 44, 0, 24, psn),
+	F("local_cm_response_timeout", 47, 0, 5, local_resp_to),
+	F("retry_count", 47, 5, 3, retry_cnt),
+	K("partition_key", 48, 0, 16, 0xffff),
+	F("path_mtu", 50, 0, 4, mtu),
+	F("rnr_retry_count", 50, 5, 3, rnr_retry),
+	F("max_cm_retries", 51, 0, 4, max_cm_retries),
+	F("srq", 51, 4, 1, srq),
+	F("extended_transport_type", 51, 5, 3, ext_transport),
+	K("primary_local_port_lid", 52, 0, 16, 0xffff),	/* permissive */
+	K("primary_remote_port_lid", 54, 0, 16, 0xffff),
+	F("primary_local_port_gid", 56, 0, 128, sgid),
+	F("primary_remote_port_gid", 72, 0, 128, dgid),
+	K("primary_packet_rate", 91, 2, 6, 2),		/* 2.5 Gb/s */
+	F("primary_traffic_class", 92, 0, 8, tclass),
+	F("primary_hop_limit", 93, 0, 8, hop_limit),
+	F("primary_local_ack_timeout", 95, 0, 5, ack_timeout),
 };
 
-static const struct pdata_loc pdata_tbl[] = {
-	{ CM_ATTR_REQ, 140, CM_REQ_PDATA },
-	{ CM_ATTR_MRA, 10, CM_MRA_PDATA },
-	{ CM_ATTR_REJ, 84, CM_REJ_PDATA },
-	{ CM_ATTR_REP, 36, CM_REP_PDATA },
-	{ CM_ATTR_RTU, 8, CM_RTU_PDATA },
-	{ CM_ATTR_DREQ, 12, CM_DREQ_PDATA },
-	{ CM_ATTR_DREP, 8, CM_DREP_PDATA },
-	{ CM_ATTR_SIDR_REQ, 16, CM_SIDR_REQ_PDATA },
-	{ CM_ATTR_SIDR_REP, 96, CM_SIDR_REP_PDATA },
+/* IBA table 107 */
+static const struct cm_field mra_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("remote_comm_id", 4, 0, 32, remote_id),
+	F("message_mraed", 8, 0, 2, msg_mraed),
+	F("service_timeout", 9, 0, 5, service_to),
 };
 
-static const struct pdata_loc *pdata_of(uint16_t attr)
+/* IBA table 108 */
+static const struct cm_field rej_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("remote_comm_id", 4, 0, 32, remote_id),
+	F("message_rejected", 8, 0, 2, msg_rejected),
+	F("reason", 10, 0, 16, reason),
+};
+
+/* IBA table 110 */
+static const struct cm_field rep_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("remote_comm_id", 4, 0, 32, remote_id),
+	F("local_qkey", 8, 0, 32, qkey),
+	F("local_qpn", 12, 0, 24, qpn),
+	F("local_eecn", 16, 0, 24, eecn),
+	F("starting_psn", 20, 0, 24, psn),
+	F("responder_resources", 24, 0, 8, resp_res),
+	F("initiator_depth", 25, 0, 8, init_depth),
+	F("target_ack_delay", 26, 0, 5, target_ack_delay),
+	F("end_to_end_flow_control", 26, 7, 1, flow_ctrl),
+	F("rnr_retry_count", 27, 0, 3, rnr_retry),
+	F("srq", 27, 3, 1, srq),
+	F("local_ca_guid", 28, 0, 64, ca_guid),
+};
+
+/* IBA tables 111 (RTU) and 113 (DREP) */
+static const struct cm_field ids_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("remote_comm_id", 4, 0, 32, remote_id),
+};
+
+/* IBA table 112 */
+static const struct cm_field dreq_fields[] = {
+	F("local_comm_id", 0, 0, 32, local_id),
+	F("remote_comm_id", 4, 0, 32, remote_id),
+	F("remote_qpn", 8, 0, 24, qpn),
+};
+
+/* IBA table 119 */
+static const struct cm_field sidr_req_fields[] = {
+	F("request_id", 0, 0, 32, local_id),
+	K("partition_key", 4, 0, 16, 0xffff),
+	F("service_id", 8, 0, 64, sid),
+};
+
+/* IBA table 120 */
+static const struct cm_field sidr_rep_fields[] = {
+	F("request_id", 0, 0, 32, local_id),
+	F("status", 4, 0, 8, reason),
+	F("qpn", 8, 0, 24, qpn),
+	F("service_id", 12, 0, 64, sid),
+	F("qkey", 20, 0, 32, qkey),
+};
+
+#define M(a, n, fl, po, pl) \
+	{ .attr = a, .name = n, .fields = fl, \
+	  .nfields = sizeof(fl) / sizeof(fl[0]), .pdata_off = po, \
+	  .pdata_len = pl }
+
+static const struct cm_mad_desc cm_mads[] = {
+	M(CM_ATTR_REQ, "REQ", req_fields, 140, CM_REQ_PDATA),
+	M(CM_ATTR_MRA, "MRA", mra_fields, 10, CM_MRA_PDATA),
+	M(CM_ATTR_REJ, "REJ", rej_fields, 84, CM_REJ_PDATA),
+	M(CM_ATTR_REP, "REP", rep_fields, 36, CM_REP_PDATA),
+	M(CM_ATTR_RTU, "RTU", ids_fields, 8, CM_RTU_PDATA),
+	M(CM_ATTR_DREQ, "DREQ", dreq_fields, 12, CM_DREQ_PDATA),
+	M(CM_ATTR_DREP, "DREP", ids_fields, 8, CM_DREP_PDATA),
+	M(CM_ATTR_SIDR_REQ, "SIDR_REQ", sidr_req_fields, 16,
+	  CM_SIDR_REQ_PDATA),
+	M(CM_ATTR_SIDR_REP, "SIDR_REP", sidr_rep_fields, 96,
+	  CM_SIDR_REP_PDATA),
+};
+
+const struct cm_mad_desc *cm_mad_descs(size_t *n)
+{
+	*n = sizeof(cm_mads) / sizeof(cm_mads[0]);
+	return cm_mads;
+}
+
+const struct cm_mad_desc *cm_mad_desc(uint16_t attr)
 {
 	size_t i;
 
-	for (i = 0; i < sizeof(pdata_tbl) / sizeof(pdata_tbl[0]); i++)
-		if (pdata_tbl[i].attr == attr)
-			return &pdata_tbl[i];
+	for (i = 0; i < sizeof(cm_mads) / sizeof(cm_mads[0]); i++)
+		if (cm_mads[i].attr == attr)
+			return &cm_mads[i];
 	return NULL;
+}
+
+/* the bytes a field covers, as one big-endian number (at most 8 bytes:
+ * every field but a GID lies within one 64-bit span) */
+static unsigned int span(const struct cm_field *f)
+{
+	return (f->bit + f->width + 7) / 8;
+}
+
+static uint64_t get_bits(const uint8_t *data, const struct cm_field *f)
+{
+	unsigned int i, n = span(f);
+	uint64_t v = 0;
+
+	for (i = 0; i < n; i++)
+		v = v << 8 | data[f->off + i];
+	v >>= n * 8 - f->bit - f->width;
+	return f->width == 64 ? v : v & ((1ULL << f->width) - 1);
+}
+
+static void put_bits(uint8_t *data, const struct cm_field *f, uint64_t v)
+{
+	unsigned int i, n = span(f), shift = n * 8 - f->bit - f->width;
+	uint64_t mask = f->width == 64 ? ~0ULL : (1ULL << f->width) - 1;
+	uint64_t word = 0;
+
+	for (i = 0; i < n; i++)
+		word = word << 8 | data[f->off + i];
+	word = (word & ~(mask << shift)) | (v & mask) << shift;
+	for (i = n; i-- > 0; word >>= 8)
+		data[f->off + i] = (uint8_t)word;
+}
+
+static uint64_t load(const struct cm_msg *m, const struct cm_field *f)
+{
+	const uint8_t *p = (const uint8_t *)m + f->member;
+	uint8_t v8;
+	uint16_t v16;
+	uint32_t v32;
+	uint64_t v64;
+
+	switch (f->size) {
+	case 1: memcpy(&v8, p, 1); return v8;
+	case 2: memcpy(&v16, p, 2); return v16;
+	case 4: memcpy(&v32, p, 4); return v32;
+	case 8: memcpy(&v64, p, 8); return v64;
+	}
+	return f->value;	/* a constant field */
+}
+
+static void store(struct cm_msg *m, const struct cm_field *f, uint64_t v)
+{
+	uint8_t *p = (uint8_t *)m + f->member;
+	uint8_t v8 = (uint8_t)v;
+	uint16_t v16 = (uint16_t)v;
+	uint32_t v32 = (uint32_t)v;
+
+	switch (f->size) {
+	case 1: memcpy(p, &v8, 1); break;
+	case 2: memcpy(p, &v16, 2); break;
+	case 4: memcpy(p, &v32, 4); break;
+	case 8: memcpy(p, &v, 8); break;
+	}
 }
 
 /*
@@ -100,7 +224,8 @@ static const struct pdata_loc *pdata_of(uint16_t attr)
  */
 int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 {
-	const struct pdata_loc *pl;
+	const struct cm_mad_desc *d;
+	const struct cm_field *f;
 	uint64_t tid;
 
 	memset(m, 0, sizeof(*m));
@@ -111,88 +236,22 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 	    mad[2] != CM_CLASS_VERSION || mad[3] != CM_METHOD_SEND)
 		return -1;
 	m->attr = (uint16_t)(mad[16] << 8 | mad[17]);
-	pl = pdata_of(m->attr);
-	if (!pl)
+	d = cm_mad_desc(m->attr);
+	if (!d)
 		return -1;
 	memcpy(&tid, mad + 8, 8);
 	m->tid = be64toh(tid);
-	m->pdata = mad + D(pl->off);
-	m->pdata_len = pl->len;
+	m->pdata = mad + CM_DATA + d->pdata_off;
+	m->pdata_len = d->pdata_len;
 
-	switch (m->attr) {
-	case CM_ATTR_REQ:
-		m->local_id = get32(mad, 0);
-		m->sid = get64(mad, 8);
-		m->ca_guid = get64(mad, 16);
-		m->qkey = get32(mad, 28);
-		m->qpn = get24(mad, 32);
-		m->resp_res = get8(mad, 35);
-		m->init_depth = get8(mad, 39);
-		m->remote_resp_to = get8(mad, 43) >> 3;
-		m->qp_type = (get8(mad, 43) >> 1) & 3;
-		m->flow_ctrl = get8(mad, 43) & 1;
-		m->psn = get24(mad, 44);
-		m->local_resp_to = get8(mad, 47) >> 3;
-		m->retry_cnt = get8(mad, 47) & 7;
-		m->mtu = get8(mad, 50) >> 4;
-		m->rnr_retry = get8(mad, 50) & 7;
-		m->max_cm_retries = get8(mad, 51) >> 4;
-		m->srq = (get8(mad, 51) >> 3) & 1;
-		m->ext_transport = get8(mad, 51) & 7;
-		memcpy(m->sgid.raw, mad + D(56), 16);
-		memcpy(m->dgid.raw, mad + D(72), 16);
-		m->tclass = get8(mad, 92);
-		m->hop_limit = get8(mad, 93);
-		m->ack_timeout = get8(mad, 95) >> 3;
-		break;
-	case CM_ATTR_MRA:
-		m->local_id = get32(mad, 0);
-		m->remote_id = get32(mad, 4);
-		m->msg_mraed = get8(mad, 8) >> 6;
-		m->service_to = get8(mad, 9) >> 3;
-		break;
-	case CM_ATTR_REJ:
-		m->local_id = get32(mad, 0);
-		m->remote_id = get32(mad, 4);
-		m->msg_rejected = get8(mad, 8) >> 6;
-		m->reason = get16(mad, 10);
-		break;
-	case CM_ATTR_REP:
-		m->local_id = get32(mad, 0);
-		m->remote_id = get32(mad, 4);
-		m->qkey = get32(mad, 8);
-		m->qpn = get24(mad, 12);
-		m->eecn = get24(mad, 16);
-		m->psn = get24(mad, 20);
-		m->resp_res = get8(mad, 24);
-		m->init_depth = get8(mad, 25);
-		m->target_ack_delay = get8(mad, 26) >> 3;
-		m->flow_ctrl = get8(mad, 26) & 1;
-		m->rnr_retry = get8(mad, 27) >> 5;
-		m->srq = (get8(mad, 27) >> 4) & 1;
-		m->ca_guid = get64(mad, 28);
-		break;
-	case CM_ATTR_RTU:
-	case CM_ATTR_DREP:
-		m->local_id = get32(mad, 0);
-		m->remote_id = get32(mad, 4);
-		break;
-	case CM_ATTR_DREQ:
-		m->local_id = get32(mad, 0);
-		m->remote_id = get32(mad, 4);
-		m->qpn = get24(mad, 8);
-		break;
-	case CM_ATTR_SIDR_REQ:
-		m->local_id = get32(mad, 0);
-		m->sid = get64(mad, 8);
-		break;
-	case CM_ATTR_SIDR_REP:
-		m->local_id = get32(mad, 0);
-		m->reason = get8(mad, 4);
-		m->qpn = get24(mad, 8);
-		m->sid = get64(mad, 12);
-		m->qkey = get32(mad, 20);
-		break;
+	for (f = d->fields; f < d->fields + d->nfields; f++) {
+		if (!f->size)
+			continue;	/* constant: what the peer sent is moot */
+		if (f->width == 128)
+			memcpy((uint8_t *)m + f->member,
+			       mad + CM_DATA + f->off, 16);
+		else
+			store(m, f, get_bits(mad + CM_DATA, f));
 	}
 	return 0;
 }
@@ -201,7 +260,8 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
  * the message's private data area, zero-padded. */
 void cm_mad_build(uint8_t *mad, const struct cm_msg *m)
 {
-	const struct pdata_loc *pl = pdata_of(m->attr);
+	const struct cm_mad_desc *d = cm_mad_desc(m->attr);
+	const struct cm_field *f;
 	uint64_t tid = htobe64(m->tid);
 
 	memset(mad, 0, CM_MAD_SIZE);
@@ -212,84 +272,18 @@ void cm_mad_build(uint8_t *mad, const struct cm_msg *m)
 	memcpy(mad + 8, &tid, 8);
 	mad[16] = (uint8_t)(m->attr >> 8);
 	mad[17] = (uint8_t)m->attr;
+	if (!d)
+		return;
 
-	switch (m->attr) {
-	case CM_ATTR_REQ:
-		put32(mad, 0, m->local_id);
-		put64(mad, 8, m->sid);
-		put64(mad, 16, m->ca_guid);
-		put32(mad, 28, m->qkey);
-		put24(mad, 32, m->qpn, m->resp_res);
-		put24(mad, 36, 0, m->init_depth);
-		put24(mad, 40, 0, (uint8_t)(m->remote_resp_to << 3 |
-					    (m->qp_type & 3) << 1 |
-					    (m->flow_ctrl & 1)));
-		put24(mad, 44, m->psn, (uint8_t)(m->local_resp_to << 3 |
-						 (m->retry_cnt & 7)));
-		put16(mad, 48, 0xffff);			/* P_Key */
-		put8(mad, 50, (uint8_t)(m->mtu << 4 | (m->rnr_retry & 7)));
-		put8(mad, 51, (uint8_t)(m->max_cm_retries << 4 |
-					(m->srq & 1) << 3 |
-					(m->ext_transport & 7)));
-		put16(mad, 52, 0xffff);			/* permissive LIDs */
-		put16(mad, 54, 0xffff);
-		memcpy(mad + D(56), m->sgid.raw, 16);
-		memcpy(mad + D(72), m->dgid.raw, 16);
-		put8(mad, 91, 2);			/* rate: 2.5 Gb/s */
-		put8(mad, 92, m->tclass);
-		put8(mad, 93, m->hop_limit);
-		put8(mad, 95, (uint8_t)(m->ack_timeout << 3));
-		break;
-	case CM_ATTR_MRA:
-		put32(mad, 0, m->local_id);
-		put32(mad, 4, m->remote_id);
-		put8(mad, 8, (uint8_t)(m->msg_mraed << 6));
-		put8(mad, 9, (uint8_t)(m->service_to << 3));
-		break;
-	case CM_ATTR_REJ:
-		put32(mad, 0, m->local_id);
-		put32(mad, 4, m->remote_id);
-		put8(mad, 8, (uint8_t)(m->msg_rejected << 6));
-		put16(mad, 10, m->reason);
-		break;
-	case CM_ATTR_REP:
-		put32(mad, 0, m->local_id);
-		put32(mad, 4, m->remote_id);
-		put32(mad, 8, m->qkey);
-		put24(mad, 12, m->qpn, 0);
-		put24(mad, 16, m->eecn, 0);
-		put24(mad, 20, m->psn, 0);
-		put8(mad, 24, m->resp_res);
-		put8(mad, 25, m->init_depth);
-		put8(mad, 26, (uint8_t)(m->target_ack_delay << 3 |
-					(m->flow_ctrl & 1)));
-		put8(mad, 27, (uint8_t)(m->rnr_retry << 5 | (m->srq & 1) << 4));
-		put64(mad, 28, m->ca_guid);
-		break;
-	case CM_ATTR_RTU:
-	case CM_ATTR_DREP:
-		put32(mad, 0, m->local_id);
-		put32(mad, 4, m->remote_id);
-		break;
-	case CM_ATTR_DREQ:
-		put32(mad, 0, m->local_id);
-		put32(mad, 4, m->remote_id);
-		put24(mad, 8, m->qpn, 0);
-		break;
-	case CM_ATTR_SIDR_REQ:
-		put32(mad, 0, m->local_id);
-		put16(mad, 4, 0xffff);
-		put64(mad, 8, m->sid);
-		break;
-	case CM_ATTR_SIDR_REP:
-		put32(mad, 0, m->local_id);
-		put8(mad, 4, (uint8_t)m->reason);
-		put24(mad, 8, m->qpn, 0);
-		put64(mad, 12, m->sid);
-		put32(mad, 20, m->qkey);
-		break;
+	for (f = d->fields; f < d->fields + d->nfields; f++) {
+		if (f->width == 128)
+			memcpy(mad + CM_DATA + f->off,
+			       (const uint8_t *)m + f->member, 16);
+		else
+			put_bits(mad + CM_DATA, f, load(m, f));
 	}
-	if (pl && m->pdata && m->pdata_len)
-		memcpy(mad + D(pl->off), m->pdata,
-		       m->pdata_len < pl->len ? m->pdata_len : pl->len);
+	if (m->pdata && m->pdata_len)
+		memcpy(mad + CM_DATA + d->pdata_off, m->pdata,
+		       m->pdata_len < d->pdata_len ? m->pdata_len :
+		       d->pdata_len);
 }

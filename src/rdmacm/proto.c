@@ -341,6 +341,20 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 
 /* ---- events ---- */
 
+/* What a REQ or REP says of the connection, seen from the receiver: the
+ * peer's depth is our resources. */
+static void peer_conn_param(struct rdma_conn_param *c,
+			    const struct cm_msg *m, uint32_t qpn)
+{
+	c->responder_resources = m->init_depth;
+	c->initiator_depth = m->resp_res;
+	c->flow_control = m->flow_ctrl;
+	c->retry_count = m->retry_cnt;
+	c->rnr_retry_count = m->rnr_retry;
+	c->srq = m->srq;
+	c->qp_num = qpn;
+}
+
 static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		       int status, const struct cm_msg *m)
 {
@@ -355,19 +369,11 @@ static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 		c->private_data = e->pdata;
 		c->private_data_len = m->pdata_len;
 	}
-	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ)) {
-		/* seen from the receiver: the peer's depth is our resources */
-		c->responder_resources = m->init_depth;
-		c->initiator_depth = m->resp_res;
-		c->flow_control = m->flow_ctrl;
-		c->retry_count = m->retry_cnt;
-		c->rnr_retry_count = m->rnr_retry;
-		c->srq = m->srq;
+	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ))
 		/* an XRC TGT QP answers in the REP's EECN field */
-		c->qp_num = m->attr == CM_ATTR_REP &&
-			    id->id.qp_type == IBV_QPT_XRC_SEND ?
-			    m->eecn : m->qpn;
-	}
+		peer_conn_param(c, m, m->attr == CM_ATTR_REP &&
+				      id->id.qp_type == IBV_QPT_XRC_SEND ?
+				      m->eecn : m->qpn);
 	cm_event_queue(e);
 }
 
@@ -487,13 +493,20 @@ static void send_mra(struct cm_id *id)
 	send_once(&id->peer_gid, &m);
 }
 
+/* A request not taken: REJ with rej_reason, or SIDR_REP with sidr_st. */
+static void refuse_req(const struct cm_msg *m, const union ibv_gid *peer,
+		       uint16_t rej_reason, uint16_t sidr_st)
+{
+	if (m->attr == CM_ATTR_SIDR_REQ)
+		sidr_status(m, peer, sidr_st);
+	else
+		reject_req(m, peer, rej_reason);
+}
+
 /* No such service: REJ reason 8, or SIDR_REP "not supported". */
 static void refuse(const struct cm_msg *m, const union ibv_gid *peer)
 {
-	if (m->attr == CM_ATTR_SIDR_REQ)
-		sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
-	else
-		reject_req(m, peer, CM_REJ_INVALID_SERVICE_ID);
+	refuse_req(m, peer, CM_REJ_INVALID_SERVICE_ID, CM_SIDR_UNSUPPORTED);
 }
 
 /* ---- early requests (docs/rdmacm.md, "Early requests") ---- */
@@ -564,73 +577,133 @@ static bool hold_req(const struct cm_msg *m, const union ibv_gid *peer,
 	return true;
 }
 
-/* IBA 12.6.5 / 12.9.6: a REQ (or SIDR_REQ) for a listening service makes a
- * new id, reported as CONNECT_REQUEST on the listener's channel. */
-static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
+/* A repeat of a REQ or SIDR_REQ we have, or hold: answered from what we
+ * have (our answer was lost, or the application is still deciding). */
+static bool answer_repeat(const struct cm_msg *m, const union ibv_gid *peer)
 {
-	bool sidr = m->attr == CM_ATTR_SIDR_REQ, xrc;
-	struct sockaddr_storage src, dst;
-	struct cm_id *lid, *id, *dup;
-	struct cm_event *e;
-	uint16_t ps, port;
-	struct cm_chan *ch;
+	struct cm_id *dup = find_dup(m, peer);
 
-	dup = find_dup(m, peer);
 	if (dup) {
-		/* our answer was lost, or the application is still deciding */
 		if (dup->state == CM_REQ_RCVD)
 			send_mra(dup);
 		else if (dup->state == CM_REP_SENT || dup->state == CM_SIDR_DONE)
 			cm_send_mad(&dup->peer_gid, dup->mad);
-		return;
+		return true;
 	}
 	if (find_held(m, peer)) {
 		cm.cnt.drop_state++;	/* a repeat; the first one waits */
-		return;
+		return true;
 	}
+	return false;
+}
+
+/* The listener a request is for, from its service ID and rdma_cm header;
+ * NULL when there is none (the request is then held, refused or
+ * dropped here).  src/dst: the addresses the header carries. */
+static struct cm_id *req_listener(const struct cm_msg *m,
+				  const union ibv_gid *peer,
+				  struct sockaddr_storage *src,
+				  struct sockaddr_storage *dst)
+{
+	uint16_t ps = (uint16_t)(m->sid >> 16), port = (uint16_t)m->sid;
+	struct cm_id *lid;
+
 	if ((m->sid & ~0xffffffULL) != CM_SID_PREFIX) {
 		cm.cnt.drop_nolistener++;
 		refuse(m, peer);
-		return;
+		return NULL;
 	}
-	if (parse_cma_hdr(m->pdata, &src, &dst)) {
+	if (parse_cma_hdr(m->pdata, src, dst)) {
 		cm.cnt.drop_malformed++;
-		return;
+		return NULL;
 	}
-	ps = (uint16_t)(m->sid >> 16);
-	port = (uint16_t)m->sid;
-	lid = find_listener(ps, port, (struct sockaddr *)&dst);
-	if (!lid) {
-		if (hold_req(m, peer, &dst, ps, port))
-			return;
+	lid = find_listener(ps, port, (struct sockaddr *)dst);
+	if (!lid && !hold_req(m, peer, dst, ps, port)) {
 		cm.cnt.drop_nolistener++;
 		refuse(m, peer);
-		return;
 	}
-	/* the port space decides the transport (kernel cma_check_req_qp_type);
-	 * an XRC REQ needs an XRC listener, and only XRC REQs reach one */
-	xrc = !sidr && m->qp_type == 3 && m->ext_transport == 1;
+	return lid;
+}
+
+/* The QP type a request asks for in *type; false when the listener's
+ * port space cannot take it: the port space decides the transport (kernel
+ * cma_check_req_qp_type); an XRC REQ needs an XRC listener, and only XRC
+ * REQs reach one. */
+static bool req_qp_type(const struct cm_msg *m, const struct cm_id *lid,
+			enum ibv_qp_type *type)
+{
+	bool sidr = m->attr == CM_ATTR_SIDR_REQ;
+	bool xrc = !sidr && m->qp_type == 3 && m->ext_transport == 1;
+	uint16_t ps = (uint16_t)(m->sid >> 16);
+
 	if ((sidr && ps == RDMA_PS_TCP) || (!sidr && ps == RDMA_PS_UDP) ||
 	    (!sidr && m->qp_type > 1 && !xrc) ||
-	    (!sidr && xrc != (lid->id.qp_type == IBV_QPT_XRC_RECV))) {
-		if (sidr)
-			sidr_status(m, peer, CM_SIDR_UNSUPPORTED);
-		else
-			reject_req(m, peer, CM_REJ_INVALID_TRANSPORT);
-		return;
-	}
+	    (!sidr && xrc != (lid->id.qp_type == IBV_QPT_XRC_RECV)))
+		return false;
+	*type = sidr ? IBV_QPT_UD : xrc ? IBV_QPT_XRC_RECV :
+		m->qp_type == 1 ? IBV_QPT_UC : IBV_QPT_RC;
+	return true;
+}
+
+/* The passive id's addresses: the rdma_cm header's, our port, the GIDs. */
+static void passive_addr(struct cm_id *id, const union ibv_gid *peer,
+			 const struct sockaddr_storage *src,
+			 const struct sockaddr_storage *dst, uint16_t port)
+{
+	struct rdma_addr *a = &id->id.route.addr;
+
+	memcpy(&a->dst_storage, src, sizeof(*src));
+	memcpy(&a->src_storage, dst, sizeof(*dst));
+	if (dst->ss_family == AF_INET)
+		((struct sockaddr_in *)&a->src_storage)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)&a->src_storage)->sin6_port =
+			htons(port);
+	a->addr.ibaddr.sgid = cm.gid;
+	a->addr.ibaddr.dgid = *peer;
+	a->addr.ibaddr.pkey = htobe16(0xffff);
+}
+
+/* What a connection REQ tells the passive side (IBA 12.7.2 table 106):
+ * the peer's QP, PSN and limits, ours mirrored from them. */
+static void passive_conn(struct cm_id *id, const struct cm_msg *m)
+{
+	uint32_t psn;
+
+	id->remote_qpn = m->qpn;
+	id->remote_psn = m->psn;
+	if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
+		psn = (uint32_t)cm_now_ns();
+	id->local_psn = psn & 0xffffff;
+	id->resp_res = m->init_depth;
+	id->init_depth = m->resp_res;
+	id->retry_cnt = m->retry_cnt;
+	id->peer_rnr_retry = m->rnr_retry;
+	id->rnr_retry = 7;
+	id->mtu = m->mtu && m->mtu < cm.mtu ? m->mtu : (uint8_t)cm.mtu;
+	id->tos = m->tclass;
+	id->ack_timeout = m->ack_timeout ? m->ack_timeout : 14;
+	id->peer_resp_to = m->local_resp_to;
+	id->peer_max_retries = m->max_cm_retries;
+	id->srq = m->srq;
+}
+
+/* The new id a request makes on the listener's channel (a synchronous
+ * listener's children get a private one); NULL: no resources. */
+static struct cm_id *passive_id(struct cm_id *lid, const struct cm_msg *m,
+				const union ibv_gid *peer,
+				enum ibv_qp_type type,
+				const struct sockaddr_storage *src,
+				const struct sockaddr_storage *dst)
+{
+	bool sidr = m->attr == CM_ATTR_SIDR_REQ;
+	struct cm_chan *ch;
+	struct cm_id *id;
 
 	ch = lid->sync ? cm_chan_new(true) : to_chan(lid->id.channel);
-	id = ch ? cm_id_alloc(ch, lid->id.context, lid->id.ps,
-			      sidr ? IBV_QPT_UD : xrc ? IBV_QPT_XRC_RECV :
-			      m->qp_type == 1 ? IBV_QPT_UC : IBV_QPT_RC) : NULL;
-	if (!id) {
-		if (sidr)
-			sidr_status(m, peer, CM_SIDR_REJECT);
-		else
-			reject_req(m, peer, 3 /* no resources */);
-		return;
-	}
+	id = ch ? cm_id_alloc(ch, lid->id.context, lid->id.ps, type) : NULL;
+	if (!id)
+		return NULL;
 	id->sync = lid->sync;
 	id->listener = lid;
 	id->state = sidr ? CM_SIDR_REQ_RCVD : CM_REQ_RCVD;
@@ -639,72 +712,53 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 	id->tid = m->tid;
 	id->sid = m->sid;
 	id->peer_gid = *peer;
-	id->port = port;
+	id->port = (uint16_t)m->sid;
 	id->bound = true;
 	id->id.verbs = cm.app_ctx;
 	id->id.port_num = 1;
-	memcpy(&id->id.route.addr.dst_storage, &src, sizeof(src));
-	memcpy(&id->id.route.addr.src_storage, &dst, sizeof(dst));
-	if (dst.ss_family == AF_INET)
-		((struct sockaddr_in *)&id->id.route.addr.src_storage)->sin_port =
-			htons(port);
-	else
-		((struct sockaddr_in6 *)&id->id.route.addr.src_storage)->sin6_port =
-			htons(port);
-	id->id.route.addr.addr.ibaddr.sgid = cm.gid;
-	id->id.route.addr.addr.ibaddr.dgid = *peer;
-	id->id.route.addr.addr.ibaddr.pkey = htobe16(0xffff);
-	if (!sidr) {
-		uint32_t psn;
-
-		id->remote_qpn = m->qpn;
-		id->remote_psn = m->psn;
-		if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
-			psn = (uint32_t)cm_now_ns();
-		id->local_psn = psn & 0xffffff;
-		id->resp_res = m->init_depth;
-		id->init_depth = m->resp_res;
-		id->retry_cnt = m->retry_cnt;
-		id->peer_rnr_retry = m->rnr_retry;
-		id->rnr_retry = 7;
-		id->mtu = m->mtu && m->mtu < cm.mtu ? m->mtu : (uint8_t)cm.mtu;
-		id->tos = m->tclass;
-		id->ack_timeout = m->ack_timeout ? m->ack_timeout : 14;
-		id->peer_resp_to = m->local_resp_to;
-		id->peer_max_retries = m->max_cm_retries;
-		id->srq = m->srq;
-	}
+	passive_addr(id, peer, src, dst, id->port);
+	if (!sidr)
+		passive_conn(id, m);
 	cm_fill_path(id);
+	return id;
+}
+
+/* CONNECT_REQUEST for the listener, with the application's private data
+ * (after the rdma_cm header) and the request's parameters. */
+static struct cm_event *req_event(struct cm_id *id, struct cm_id *lid,
+				  const struct cm_msg *m)
+{
+	uint8_t len = (uint8_t)(m->pdata_len - CMA_HDR_SIZE);
+	struct cm_event *e;
 
 	e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-	if (!e) {
-		cm_id_free(id);
-		return;
-	}
+	if (!e)
+		return NULL;
 	e->ev.listen_id = &lid->id;
 	e->chan = to_chan(lid->id.channel);
-	memcpy(e->pdata, m->pdata + CMA_HDR_SIZE, m->pdata_len - CMA_HDR_SIZE);
-	if (sidr) {
+	memcpy(e->pdata, m->pdata + CMA_HDR_SIZE, len);
+	if (m->attr == CM_ATTR_SIDR_REQ) {
 		struct rdma_ud_param *u = &e->ev.param.ud;
 
 		u->private_data = e->pdata;
-		u->private_data_len = (uint8_t)(m->pdata_len - CMA_HDR_SIZE);
+		u->private_data_len = len;
 		ud_fill_ah(id, &u->ah_attr);
 		u->qkey = RDMA_UDP_QKEY;
 	} else {
-		e->ev.param.conn.private_data = e->pdata;
-		e->ev.param.conn.private_data_len =
-			(uint8_t)(m->pdata_len - CMA_HDR_SIZE);
-		e->ev.param.conn.responder_resources = m->init_depth;
-		e->ev.param.conn.initiator_depth = m->resp_res;
-		e->ev.param.conn.flow_control = m->flow_ctrl;
-		e->ev.param.conn.retry_count = m->retry_cnt;
-		e->ev.param.conn.rnr_retry_count = m->rnr_retry;
-		e->ev.param.conn.srq = m->srq;
-		e->ev.param.conn.qp_num = m->qpn;
+		struct rdma_conn_param *c = &e->ev.param.conn;
+
+		c->private_data = e->pdata;
+		c->private_data_len = len;
+		peer_conn_param(c, m, m->qpn);
 	}
-	/* beyond the backlog, requests wait (answering repeats with MRA)
-	 * until the application has read earlier ones */
+	return e;
+}
+
+/* Beyond the backlog, requests wait (answering repeats with MRA) until
+ * the application has read earlier ones. */
+static void deliver_req(struct cm_id *id, struct cm_id *lid,
+			struct cm_event *e)
+{
 	if (lid->queued_reqs >= (unsigned int)lid->backlog) {
 		id->deferred = true;
 		e->next = NULL;
@@ -713,6 +767,38 @@ static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
 	}
 	lid->queued_reqs++;
 	cm_event_queue(e);
+}
+
+/* IBA 12.6.5 / 12.9.6: a REQ (or SIDR_REQ) for a listening service makes a
+ * new id, reported as CONNECT_REQUEST on the listener's channel. */
+static void handle_req(const struct cm_msg *m, const union ibv_gid *peer)
+{
+	struct sockaddr_storage src, dst;
+	enum ibv_qp_type type;
+	struct cm_id *lid, *id;
+	struct cm_event *e;
+
+	if (answer_repeat(m, peer))
+		return;
+	lid = req_listener(m, peer, &src, &dst);
+	if (!lid)
+		return;
+	if (!req_qp_type(m, lid, &type)) {
+		refuse_req(m, peer, CM_REJ_INVALID_TRANSPORT,
+			   CM_SIDR_UNSUPPORTED);
+		return;
+	}
+	id = passive_id(lid, m, peer, type, &src, &dst);
+	if (!id) {
+		refuse_req(m, peer, 3 /* no resources */, CM_SIDR_REJECT);
+		return;
+	}
+	e = req_event(id, lid, m);
+	if (!e) {
+		cm_id_free(id);
+		return;
+	}
+	deliver_req(id, lid, e);
 }
 
 /*

@@ -178,7 +178,7 @@ static void free_queues(struct uroce_qp *qp)
 	free(qp->sq.inline_buf);
 	free(qp->rq.wqe);
 	free(qp->rq.sge);
-	free(qp->resp.res);
+	uroce_qp_transport_free(qp);
 	uroce_qp_ex_free(qp);
 }
 
@@ -466,19 +466,6 @@ UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	return qp->is_ex ? &qp->ex : NULL;
 }
 
-/* Forget all transport state: back to what create_qp made (RESET). */
-static void reset_qp(struct uroce_qp *qp)
-{
-	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
-	uroce_req_release(qp);
-	memset(&qp->req, 0, sizeof(qp->req));
-	memset(&qp->comp, 0, sizeof(qp->comp));
-	free(qp->resp.res);
-	memset(&qp->resp, 0, sizeof(qp->resp));
-	qp->sq.head = qp->sq.next = qp->sq.tail = 0;
-	qp->rq.head = qp->rq.tail = 0;
-}
-
 /*
  * RoCE needs a GRH: the GID is the IP address (IBA A17.4).  Without one,
  * dgid is what the DLID resolved to (the LID of a uroce device on this
@@ -658,13 +645,10 @@ static void commit_responder(struct uroce_qp *qp,
 {
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = attr->rq_psn;
-		qp->resp.epsn = attr->rq_psn;
+		uroce_qp_set_rq_psn(qp, attr->rq_psn);
 	}
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
-		free(qp->resp.res);
-		qp->resp.res = chg->res;
-		qp->resp.nres = chg->nres;
-		qp->resp.res_next = 0;
+		uroce_qp_set_resp_res(qp, chg->res, chg->nres);
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
 		chg->res = NULL;
 	}
@@ -677,19 +661,17 @@ static void commit_requester(struct uroce_qp *qp,
 {
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = attr->sq_psn;
-		qp->req.psn = attr->sq_psn;
-		qp->req.psn_max = attr->sq_psn;
-		qp->comp.psn = attr->sq_psn;
+		uroce_qp_set_sq_psn(qp, attr->sq_psn);
 	}
 	if (mask & IBV_QP_TIMEOUT)
 		qp->attr.timeout = attr->timeout;
 	if (mask & IBV_QP_RETRY_CNT) {
 		qp->attr.retry_cnt = attr->retry_cnt;
-		qp->req.retry_left = attr->retry_cnt;
+		uroce_qp_set_retry(qp, attr->retry_cnt);
 	}
 	if (mask & IBV_QP_RNR_RETRY) {
 		qp->attr.rnr_retry = attr->rnr_retry;
-		qp->req.rnr_retry_left = attr->rnr_retry;
+		uroce_qp_set_rnr_retry(qp, attr->rnr_retry);
 	}
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
@@ -701,7 +683,7 @@ static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 {
 	switch (next) {
 	case IBV_QPS_RESET:
-		reset_qp(qp);
+		uroce_qp_reset(qp);
 		uroce_qp_set_state(qp, next);
 		break;
 	case IBV_QPS_ERR:

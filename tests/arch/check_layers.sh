@@ -11,9 +11,13 @@
 #	no object file of those layers references a symbol that only an
 #	object of verbs/ defines, except the upward interface
 #	(uroce_cq_push, uroce_async_event: obj/cq.h).
+#   check_layers.sh fields SRCDIR
+#	no file of verbs/ touches a QP's transport state (a field of its
+#	req, resp or comp sub-struct): the front calls the engine's
+#	uroce_qp_set_* / uroce_qp_reset (engine/qp_state.c) instead.
 #   check_layers.sh selftest
-#	both checks fail, naming file and include/symbol, on a planted
-#	violation.
+#	every check fails, naming file and include/symbol/line, on a
+#	planted violation.
 #
 # Each violation is one line "FILE: includes X (RULE)"; exit 1 if any.
 set -u
@@ -44,6 +48,21 @@ check_includes() {
 				esac
 			fi
 		done
+	done
+	return $bad
+}
+
+check_fields() {
+	src=$1
+	bad=0
+	for f in $(cd "$src" && find verbs -name '*.c' 2>/dev/null | sort); do
+		# "qp->req.psn", "qp->comp.wqe_state", "x.resp.epsn"
+		hits=$(grep -nE '(->|\.)(req|resp|comp)\.[A-Za-z_]' "$src/$f")
+		[ -n "$hits" ] || continue
+		echo "$hits" | while IFS=: read -r line text; do
+			echo "$f:$line: touches transport state (verbs/ calls engine/qp_state.c):$text"
+		done
+		bad=1
 	done
 	return $bad
 }
@@ -101,6 +120,16 @@ selftest() {
 	echo "$out" | grep -q '^wire/bad.h: includes "net/net.h"' &&
 	! echo "$out" | grep -q 'good.c' ||
 		{ echo "selftest: includes check did not name file and include"; return 1; }
+	printf 'static void f(struct uroce_qp *qp)\n{\n\tqp->req.psn = 1;\n}\n' >"$tmp/src/verbs/bad.c"
+	printf 'static int g(const struct t *t)\n{\n\treturn t->req;\n}\n' >"$tmp/src/verbs/good.c"
+	out=$(check_fields "$tmp/src")
+	rc=$?
+	echo "$out"
+	[ $rc -eq 1 ] || { echo "selftest: fields check passed a planted violation"; return 1; }
+	echo "$out" | grep -q '^verbs/bad.c:3: touches transport state' &&
+	! echo "$out" | grep -q 'good.c' ||
+		{ echo "selftest: fields check did not name file and line"; return 1; }
+	rm -f "$tmp/src/verbs/bad.c" "$tmp/src/verbs/good.c"
 	cc=${CC:-cc}
 	printf 'int uroce_front_only(void) { return 1; }\nint uroce_cq_push(void) { return 0; }\n' >"$tmp/src/verbs/front.c"
 	printf 'int uroce_front_only(void);\nint uroce_cq_push(void);\nint uroce_engine_x(void) { return uroce_front_only() + uroce_cq_push(); }\n' >"$tmp/src/engine/up.c"
@@ -113,16 +142,17 @@ selftest() {
 	echo "$out" | grep -q '^engine/up.o: references uroce_front_only' &&
 	! echo "$out" | grep -q 'references uroce_cq_push' ||
 		{ echo "selftest: symbols check did not name object and symbol"; return 1; }
-	echo "selftest: both checks catch a planted violation"
+	echo "selftest: every check catches a planted violation"
 }
 
 mode=${1:-}
 [ $# -gt 0 ] && shift
 case $mode in
 includes) check_includes "${1:?SRCDIR}" ;;
+fields) check_fields "${1:?SRCDIR}" ;;
 symbols) check_symbols "$@" ;;
 selftest) selftest ;;
-*) echo "usage: $0 includes SRCDIR | symbols OBJECT... | selftest" >&2; exit 2 ;;
+*) echo "usage: $0 includes SRCDIR | fields SRCDIR | symbols OBJECT... | selftest" >&2; exit 2 ;;
 esac
 rc=$?
 [ $rc -eq 0 ] && [ "$mode" != selftest ] && echo "check_layers $mode: the layers hold"

@@ -22,9 +22,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,6 +34,10 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "../lib/oob.h"
+#include "../lib/pattern.h"
+#include "../lib/qp_setup.h"
 
 #define WINDOW		16
 #define CHUNK		(64 << 10)
@@ -77,88 +78,17 @@ static void say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+static void oob_say(const char *line)
+{
+	say("%s", line);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int full_io(int fd, void *buf, size_t len, bool wr)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = wr ? send(fd, p, len, MSG_NOSIGNAL) :
-				 recv(fd, p, len, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int write_file(const char *path, const char *text)
-{
-	char tmp[4096];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f || fputs(text, f) < 0 || fclose(f))
-		return -1;
-	return rename(tmp, path);
-}
-
-static int tcp_listen(const char *port, const char *port_file)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(sin);
-	int one = 1, lfd, fd;
-	char text[32];
-
-	sin.sin_port = htons((uint16_t)atoi(port));
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0)
-		return -1;
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    listen(lfd, 1) ||
-	    getsockname(lfd, (struct sockaddr *)&sin, &sl)) {
-		close(lfd);
-		return -1;
-	}
-	snprintf(text, sizeof(text), "%u\n", ntohs(sin.sin_port));
-	if (port_file && write_file(port_file, text)) {
-		close(lfd);
-		return -1;
-	}
-	fd = accept(lfd, NULL, NULL);
-	close(lfd);
-	return fd;
-}
-
-static int tcp_connect(const char *host, const char *port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res;
-	int fd;
-
-	if (getaddrinfo(host, port, &hints, &res))
-		return -1;
-	fd = socket(res->ai_family, res->ai_socktype, 0);
-	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen)) {
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return fd;
 }
 
 static struct ibv_qp *make_qp(struct peer *p, struct ibv_cq *cq)
@@ -178,45 +108,22 @@ static int connect_qp(struct peer *p, struct ibv_qp *qp,
 		      const struct conn_info *remote, uint32_t my_psn,
 		      int timeout, int retry_cnt)
 {
-	struct ibv_qp_attr a;
+	struct uroce_test_rc r = {
+		.dqpn = remote->qpn, .rq_psn = remote->psn, .sq_psn = my_psn,
+		.mtu = p->mtu, .max_dest_rd_atomic = 1, .max_rd_atomic = 1,
+		.min_rnr_timer = 1, .timeout = (uint8_t)timeout,
+		.retry_cnt = (uint8_t)retry_cnt, .rnr_retry = 7,
+	};
 	int ret;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = p->mtu;
-	a.dest_qp_num = remote->qpn;
-	a.rq_psn = remote->psn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.sgid_index = 0;
-	memcpy(a.ah_attr.grh.dgid.raw, remote->gid, 16);
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			    IBV_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = (uint8_t)timeout;
-	a.retry_cnt = (uint8_t)retry_cnt;
-	a.rnr_retry = 7;
-	a.sq_psn = my_psn;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	memcpy(r.dgid.raw, remote->gid, 16);
+	ret = uroce_test_rc_init(qp, IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_LOCAL_WRITE);
+	if (!ret)
+		ret = uroce_test_rc_rtr(qp, &r);
+	if (!ret)
+		ret = uroce_test_rc_rts(qp, &r);
+	return ret;
 }
 
 static int setup(struct peer *p)
@@ -241,7 +148,7 @@ static int setup(struct peer *p)
 	p->buf = aligned_alloc(4096, BUF_SIZE);
 	if (!p->cq || !p->buf)
 		return -1;
-	memset(p->buf, 0x5a, BUF_SIZE);
+	pat_fill(p->buf, BUF_SIZE, key_of(0x5a, 0, 0, 0), 0);
 	p->mr = ibv_reg_mr(p->pd, p->buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_WRITE);
 	p->qp = p->mr ? make_qp(p, p->cq) : NULL;
@@ -276,8 +183,8 @@ static int exchange(int fd, struct peer *p, uint32_t psn,
 	};
 
 	memcpy(mine.gid, p->gid.raw, 16);
-	if (full_io(fd, &mine, sizeof(mine), true) ||
-	    full_io(fd, remote, sizeof(*remote), false)) {
+	if (uroce_oob_send(fd, &mine, sizeof(mine)) ||
+	    uroce_oob_recv(fd, remote, sizeof(*remote), 0)) {
 		say("out-of-band exchange failed");
 		return -1;
 	}
@@ -373,7 +280,8 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 				ok++;
 				t_last_ok = now_s();
 				if (ok == PROGRESS_AFTER && o->progress_file)
-					write_file(o->progress_file, "flowing\n");
+					uroce_oob_write_file(o->progress_file,
+							     "flowing\n");
 			} else if (first_err < 0) {
 				first_err = wc[i].status;
 				t_err = now_s();
@@ -513,14 +421,16 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	role = host ? "client" : "server";
+	uroce_oob_init(oob_say);
 	memset(&p, 0, sizeof(p));
 	if (setup(&p)) {
 		teardown(&p);
 		return 1;
 	}
-	fd = host ? tcp_connect(host, port) : tcp_listen(port, port_file);
+	fd = host ? uroce_oob_connect(host, port) :
+		    uroce_oob_listen("fault_peer", port, port_file, 0);
 	if (fd < 0) {
-		say("out-of-band connection failed: %s", strerror(errno));
+		say("out-of-band connection failed");
 		teardown(&p);
 		return 1;
 	}

@@ -20,10 +20,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,6 +35,10 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "../lib/oob.h"
+#include "../lib/pattern.h"
+#include "../lib/qp_setup.h"
 
 #define MAX_SGE		4
 #define SQ_DEPTH	128
@@ -289,6 +289,11 @@ static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
 
 #define note err
 
+static void oob_say(const char *line)
+{
+	err("%s", line);
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -379,77 +384,6 @@ static const char *opc_name(int opc)
 	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
 	default: return "?";
 	}
-}
-
-/* ---- deterministic pseudo-random numbers and data patterns ---- */
-
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static inline uint64_t rng_next(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ull;
-	return mix64(*s);
-}
-
-static inline uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return n ? rng_next(s) % n : 0;
-}
-
-static uint64_t key_of(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
-{
-	return mix64(seed + mix64(a + mix64(b + mix64(c + 0x5eed))));
-}
-
-static inline uint64_t pat_word(uint64_t key, uint64_t idx)
-{
-	return mix64(key ^ (idx * 0x9e3779b97f4a7c15ull));
-}
-
-/* Byte @off of the pattern @key: the same on both sides, any alignment. */
-static inline uint8_t pat_byte(uint64_t key, uint64_t off)
-{
-	return (uint8_t)(pat_word(key, off >> 3) >> ((off & 7) * 8));
-}
-
-static void pat_fill(uint8_t *p, uint64_t len, uint64_t key, uint64_t off)
-{
-	uint64_t w;
-
-	for (; len && (off & 7); len--)
-		*p++ = pat_byte(key, off++);
-	for (; len >= 8; len -= 8, p += 8, off += 8) {
-		w = htole64(pat_word(key, off >> 3));
-		memcpy(p, &w, 8);
-	}
-	for (; len; len--)
-		*p++ = pat_byte(key, off++);
-}
-
-/* Returns the index of the first byte that differs, or UINT64_MAX. */
-static uint64_t pat_check(const uint8_t *p, uint64_t len, uint64_t key,
-			  uint64_t off)
-{
-	uint64_t i = 0, w, v;
-
-	for (; i < len && ((off + i) & 7); i++)
-		if (p[i] != pat_byte(key, off + i))
-			return i;
-	for (; i + 8 <= len; i += 8) {
-		w = htole64(pat_word(key, (off + i) >> 3));
-		memcpy(&v, p + i, 8);
-		if (v != w)
-			break;
-	}
-	for (; i < len; i++)
-		if (p[i] != pat_byte(key, off + i))
-			return i;
-	return UINT64_MAX;
 }
 
 static uint64_t canary_check(const uint8_t *p, uint64_t len, uint8_t v)
@@ -610,75 +544,31 @@ canary:
 	return -1;
 }
 
-/* ---- out-of-band channel ---- */
-
-static int fd_wait(int fd, short events, unsigned int timeout_s)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-	int ret;
-
-	do {
-		ret = poll(&p, 1, (int)timeout_s * 1000);
-	} while (ret < 0 && errno == EINTR);
-	if (ret < 0) {
-		err("poll: %s", strerror(errno));
-		return -1;
-	}
-	if (!ret) {
-		err("timed out after %u s waiting for the peer", timeout_s);
-		return -1;
-	}
-	return 0;
-}
+/* ---- out-of-band channel (tests/lib/oob.c) ---- */
 
 static int msg_send(struct ctx *c, const struct msg *m)
 {
 	uint64_t buf[16];
-	size_t done = 0;
-	ssize_t n;
 	int i;
 
 	buf[0] = htobe64(m->type);
 	for (i = 0; i < 15; i++)
 		buf[i + 1] = htobe64(m->v[i]);
-	while (done < sizeof(buf)) {
-		n = send(c->fd, (char *)buf + done, sizeof(buf) - done,
-			 MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err("out-of-band send: %s", strerror(errno));
-			return -1;
-		}
-		done += (size_t)n;
-	}
-	return 0;
+	return uroce_oob_send(c->fd, buf, sizeof(buf)) ? -1 : 0;
 }
 
 static int msg_recv(struct ctx *c, struct msg *m, uint64_t want)
 {
 	uint64_t buf[16];
-	size_t done = 0;
-	ssize_t n;
-	int i;
+	int i, ret;
 
-	while (done < sizeof(buf)) {
-		if (fd_wait(c->fd, POLLIN, c->o->timeout_s))
-			return -1;
-		n = recv(c->fd, (char *)buf + done, sizeof(buf) - done, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err("out-of-band recv: %s", strerror(errno));
-			return -1;
-		}
-		if (!n) {
-			err("peer closed the out-of-band connection");
-			c->fail_sent = true;
-			return -1;
-		}
-		done += (size_t)n;
+	ret = uroce_oob_recv(c->fd, buf, sizeof(buf), c->o->timeout_s);
+	if (ret == UROCE_OOB_CLOSED) {
+		err("peer closed the out-of-band connection");
+		c->fail_sent = true;
 	}
+	if (ret)
+		return -1;
 	m->type = be64toh(buf[0]);
 	for (i = 0; i < 15; i++)
 		m->v[i] = be64toh(buf[i + 1]);
@@ -705,129 +595,17 @@ static void fail_peer(struct ctx *c)
 	msg_send(c, &m);
 }
 
-static int write_port_file(const char *path, unsigned int port)
-{
-	char tmp[4096];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f)) {
-		err("cannot write %s: %s", tmp, strerror(errno));
-		return -1;
-	}
-	if (rename(tmp, path)) {
-		err("rename %s: %s", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 static int oob_listen(struct ctx *c)
 {
-	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
-	struct sockaddr_in a4 = { .sin_family = AF_INET };
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char *end;
-	unsigned long port = strtoul(c->o->port, &end, 10);
-	int one = 1, zero = 0, lfd, ret;
-
-	if (*end || port > 65535) {
-		err("bad port %s", c->o->port);
-		return -1;
-	}
-	a6.sin6_addr = in6addr_any;
-	a6.sin6_port = htons((uint16_t)port);
-	a4.sin_addr.s_addr = htonl(INADDR_ANY);
-	a4.sin_port = htons((uint16_t)port);
-
-	lfd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd >= 0) {
-		setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		ret = bind(lfd, (struct sockaddr *)&a6, sizeof(a6));
-	} else {
-		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (lfd < 0) {
-			err("socket: %s", strerror(errno));
-			return -1;
-		}
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		ret = bind(lfd, (struct sockaddr *)&a4, sizeof(a4));
-	}
-	if (ret || listen(lfd, 1) ||
-	    getsockname(lfd, (struct sockaddr *)&ss, &sl)) {
-		err("cannot listen on port %lu: %s", port, strerror(errno));
-		close(lfd);
-		return -1;
-	}
-	port = ntohs(ss.ss_family == AF_INET6 ?
-		     ((struct sockaddr_in6 *)&ss)->sin6_port :
-		     ((struct sockaddr_in *)&ss)->sin_port);
-	printf("uroce_traffic: listening on port %lu\n", port);
-	fflush(stdout);
-	if (c->o->port_file && write_port_file(c->o->port_file,
-					       (unsigned int)port)) {
-		close(lfd);
-		return -1;
-	}
-	if (fd_wait(lfd, POLLIN, c->o->timeout_s)) {
-		close(lfd);
-		return -1;
-	}
-	c->fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	close(lfd);
-	if (c->fd < 0) {
-		err("accept: %s", strerror(errno));
-		return -1;
-	}
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
+	c->fd = uroce_oob_listen("uroce_traffic", c->o->port,
+				 c->o->port_file, c->o->timeout_s);
+	return c->fd < 0 ? -1 : 0;
 }
 
 static int oob_connect(struct ctx *c)
 {
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-	}, *res, *ai;
-	uint64_t deadline = now_ns() + 10 * 1000000000ull;
-	int one = 1, ret, e = 0;
-
-	ret = getaddrinfo(c->o->server, c->o->port, &hints, &res);
-	if (ret) {
-		err("%s:%s: %s", c->o->server, c->o->port, gai_strerror(ret));
-		return -1;
-	}
-	/* The server may still be starting: retry refused connects, bounded. */
-	for (;;) {
-		for (ai = res; ai; ai = ai->ai_next) {
-			c->fd = socket(ai->ai_family,
-				       ai->ai_socktype | SOCK_CLOEXEC,
-				       ai->ai_protocol);
-			if (c->fd < 0) {
-				e = errno;
-				continue;
-			}
-			if (!connect(c->fd, ai->ai_addr, ai->ai_addrlen))
-				break;
-			e = errno;
-			close(c->fd);
-			c->fd = -1;
-		}
-		if (c->fd >= 0 || e != ECONNREFUSED || now_ns() > deadline)
-			break;
-		sleep_ns(20 * 1000000ull);
-	}
-	freeaddrinfo(res);
-	if (c->fd < 0) {
-		err("cannot connect to %s:%s: %s", c->o->server, c->o->port,
-		    strerror(e));
-		return -1;
-	}
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
+	c->fd = uroce_oob_connect(c->o->server, c->o->port);
+	return c->fd < 0 ? -1 : 0;
 }
 
 /* The client's configuration, which the server adopts. */
@@ -1159,15 +937,6 @@ static int qp_create(struct ctx *c, unsigned int idx)
 	bool ex = c->o->wr_api_pct > 0;
 	uint32_t inl = c->o->no_inline ? 0 : MAX_INLINE_REQ;
 	struct ibv_qp_cap cap;
-	struct ibv_qp_attr attr = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = PORT_NUM,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-				   IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_ATOMIC,
-	};
 	int ret;
 
 	memset(q, 0, sizeof(*q));
@@ -1224,8 +993,10 @@ static int qp_create(struct ctx *c, unsigned int idx)
 	/* QP 0 starts just below the 24-bit wrap so rounds cross it. */
 	q->psn = idx ? (uint32_t)rng_next(&c->rng) & 0xffffff :
 		       0xfffff0u + (uint32_t)rng_below(&c->rng, 8);
-	ret = ibv_modify_qp(q->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	ret = uroce_test_rc_init(q->qp, IBV_ACCESS_LOCAL_WRITE |
+				 IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_REMOTE_ATOMIC);
 	if (ret) {
 		err("modify QP to INIT: %s", strerror(ret));
 		return -1;
@@ -1236,39 +1007,27 @@ static int qp_create(struct ctx *c, unsigned int idx)
 static int qp_connect(struct ctx *c, struct qp_ctx *q, int rnr_retry)
 {
 	const struct opts *o = c->o;
-	struct ibv_qp_attr a;
+	struct uroce_test_rc r = {
+		.dqpn = q->rqpn,
+		.rq_psn = q->rpsn,
+		.sq_psn = q->psn,
+		.dgid = q->rgid,
+		.mtu = mtu_enum(o->mtu),
+		.max_dest_rd_atomic = (uint8_t)c->rd_atomic,
+		.max_rd_atomic = (uint8_t)c->rd_atomic,
+		.min_rnr_timer = (uint8_t)o->min_rnr_timer,
+		.timeout = (uint8_t)o->ack_timeout,
+		.retry_cnt = (uint8_t)o->retry_cnt,
+		.rnr_retry = (uint8_t)rnr_retry,
+	};
 	int ret;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = mtu_enum(o->mtu);
-	a.dest_qp_num = q->rqpn;
-	a.rq_psn = q->rpsn;
-	a.max_dest_rd_atomic = (uint8_t)c->rd_atomic;
-	a.min_rnr_timer = (uint8_t)o->min_rnr_timer;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = q->rgid;
-	a.ah_attr.grh.sgid_index = 0;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = PORT_NUM;
-	ret = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			    IBV_QP_MIN_RNR_TIMER);
+	ret = uroce_test_rc_rtr(q->qp, &r);
 	if (ret) {
 		err("modify QP 0x%x to RTR: %s", q->qp->qp_num, strerror(ret));
 		return -1;
 	}
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = (uint8_t)o->ack_timeout;
-	a.retry_cnt = (uint8_t)o->retry_cnt;
-	a.rnr_retry = (uint8_t)rnr_retry;
-	a.sq_psn = q->psn;
-	a.max_rd_atomic = (uint8_t)c->rd_atomic;
-	ret = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	ret = uroce_test_rc_rts(q->qp, &r);
 	if (ret) {
 		err("modify QP 0x%x to RTS: %s", q->qp->qp_num, strerror(ret));
 		return -1;
@@ -3110,6 +2869,7 @@ int main(int argc, char **argv)
 	c.is_server = !o.server;
 	c.side = c.is_server ? 0 : 1;
 	role = c.is_server ? "server" : "client";
+	uroce_oob_init(oob_say);
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: MIT
+"""What every part of the benchmark driver uses: paths, sizes, the log,
+a child process measured by wait4 (Run), where server and client run
+(Path), and the number formatting of the report."""
+
+import os
+import signal
+import subprocess
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+VETH_NET = "10.213.0"            # the only link we configure: a private /24
+KIB, MIB = 1024, 1024 * 1024
+
+# ---------------------------------------------------------------- helpers
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def size_name(n):
+    if n >= MIB and n % MIB == 0:
+        return f"{n // MIB}M"
+    if n >= KIB and n % KIB == 0:
+        return f"{n // KIB}K"
+    return str(n)
+
+
+class Run:
+    """A child process whose CPU time we get from wait4 (not a shell: the
+    pid we reap is the program; `ip netns exec` execs into it)."""
+
+    def __init__(self, argv, env=None, logfile=None):
+        self.argv = argv
+        self.logfile = logfile
+        self.out = open(logfile, "w") if logfile else subprocess.DEVNULL
+        self.p = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT,
+                                  env=env, stdin=subprocess.DEVNULL)
+        self.pid = self.p.pid
+        self.rc = None
+        self.cpu = None          # (utime, stime) seconds
+        self.wall = None
+        self.t0 = time.monotonic()
+
+    def alive(self):
+        if self.rc is not None:
+            return False
+        pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+        if pid == 0:
+            return True
+        self._reaped(status, ru)
+        return False
+
+    def _reaped(self, status, ru):
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.rc
+        self.cpu = (ru.ru_utime, ru.ru_stime)
+        self.wall = time.monotonic() - self.t0
+        if self.out is not subprocess.DEVNULL:
+            self.out.close()
+
+    def wait(self, timeout):
+        end = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() > end:
+                self.kill()
+                return False
+            time.sleep(0.01)
+        return True
+
+    def kill(self):
+        if self.rc is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, status, ru = os.wait4(self.pid, 0)
+            self._reaped(status, ru)
+            self.rc = "killed"
+
+    def text(self):
+        if not self.logfile:
+            return ""
+        with open(self.logfile, errors="replace") as f:
+            return f.read()
+
+    def proc_cpu(self):
+        """utime+stime so far, from /proc (for a process still running)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_kb(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return None
+
+
+def cpu_total(*runs):
+    if any(r.cpu is None for r in runs):
+        return None
+    return sum(u + s for r in runs for (u, s) in [r.cpu])
+
+
+class Path:
+    """Where a server and a client run, and how the client reaches it."""
+
+    def __init__(self, name, server_ns=None, client_ns=None, server_addr="127.0.0.1",
+                 uroce_server_addr=None, uroce_client_addr=None, seg=4128, mtu=4096):
+        self.name = name
+        self.server_ns, self.client_ns = server_ns, client_ns
+        self.server_addr = server_addr          # what clients dial (TCP, UDP)
+        self.uroce_server_addr = uroce_server_addr
+        self.uroce_client_addr = uroce_client_addr
+        self.seg = seg                          # UDP payload of one uroce data packet
+        self.mtu = mtu                          # uroce's IB MTU on this path
+
+    def wrap(self, argv, side):
+        ns = self.server_ns if side == "server" else self.client_ns
+        return (["ip", "netns", "exec", ns] + argv) if ns else argv
+
+    def tcp_listening(self, port):
+        cmd = self.wrap(["ss", "-ltnH", f"sport = :{port}"], "server")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        return f":{port}" in r.stdout
+
+
+def fmt(x, nd=2):
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.{nd}f}" if abs(x) >= 0.01 else f"{x:.2g}"
+
+
+def get(R, key, field):
+    v = R.get(key)
+    return v.get(field) if isinstance(v, dict) else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None

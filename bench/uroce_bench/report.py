@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: MIT
+"""report.md and the PNG plots, from a run's results."""
+
+import os
+
+from .common import KIB, VETH_NET, fmt, get, size_name
+from .targets import targets
+
+def plots(res, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    R = res["runs"]
+    paths = res["meta"]["paths"]
+    if not paths:
+        return []
+    made = []
+    sizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 3
+                    and "_bw/" in k and k.endswith("/1") and "/qp/" not in k})
+    lsizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 2 and "_lat/" in k})
+
+    def series(keyf, field, xs):
+        pts = [(x, get(R, keyf(x), field)) for x in xs]
+        pts = [(x, y) for x, y in pts if y]
+        return [x for x, _ in pts], [y for _, y in pts]
+
+    def sizeaxis(ax, xs):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([size_name(x) for x in xs], rotation=45)
+
+    # bandwidth vs size
+    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
+    for ax, p in zip(axes[0], paths):
+        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
+            ax.plot(*series(lambda x: f"{p}/{t}/{x}/1", "gbps", sizes), st, label=f"uroce {t}")
+        ax.plot(*series(lambda x: f"{p}/iperf3/{x}", "gbps", sizes), "k--", label="iperf3 TCP")
+        ax.plot(*series(lambda x: f"{p}/udp_gso/{x}", "gbps", sizes), "k:",
+                label="UDP GSO/GRO stream")
+        ax.plot(*series(lambda x: f"memcpy/{x}", "gbps", sizes), "-", color="0.7",
+                label="memcpy (1 core)")
+        ax.set_yscale("log")
+        sizeaxis(ax, sizes)
+        ax.set_xlabel("message size")
+        ax.set_ylabel("Gb/s")
+        ax.set_title(f"bandwidth vs size — {p}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "bw_vs_size.png"), dpi=110)
+    plt.close(fig)
+    made.append("bw_vs_size.png")
+
+    # CPU seconds per GB vs size
+    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
+    for ax, p in zip(axes[0], paths):
+        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
+            ax.plot(*series(lambda x: f"{p}/{t}/{x}/1", "cpu_s_per_gb", sizes), st,
+                    label=f"uroce {t}")
+        ax.plot(*series(lambda x: f"{p}/iperf3/{x}", "cpu_s_per_gb", sizes), "k--",
+                label="iperf3 TCP")
+        ax.plot(*series(lambda x: f"{p}/udp_gso/{x}", "cpu_s_per_gb", sizes), "k:",
+                label="UDP GSO/GRO stream")
+        ax.set_yscale("log")
+        sizeaxis(ax, sizes)
+        ax.set_xlabel("message size")
+        ax.set_ylabel("CPU seconds per GB (both processes)")
+        ax.set_title(f"CPU cost vs size — {p}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "cpu_per_gb.png"), dpi=110)
+    plt.close(fig)
+    made.append("cpu_per_gb.png")
+
+    # latency vs size
+    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
+    for ax, p in zip(axes[0], paths):
+        for t, st in (("ib_write_lat", "o-"), ("ib_read_lat", "s-"), ("ib_send_lat", "^-")):
+            ax.plot(*series(lambda x: f"{p}/{t}/{x}", "t_typical", lsizes), st,
+                    label=f"uroce {t} (median)")
+        ax.plot(*series(lambda x: f"{p}/udp_pp_spin/{x}", "half_rtt_median", lsizes), "k--",
+                label="UDP ping-pong ½ RTT, spinning")
+        ax.plot(*series(lambda x: f"{p}/udp_pp_block/{x}", "half_rtt_median", lsizes), "k:",
+                label="UDP ping-pong ½ RTT, blocking")
+        ax.set_yscale("log")
+        sizeaxis(ax, lsizes)
+        ax.set_xlabel("message size")
+        ax.set_ylabel("µs")
+        ax.set_title(f"latency vs size — {p}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "lat_vs_size.png"), dpi=110)
+    plt.close(fig)
+    made.append("lat_vs_size.png")
+
+    # bandwidth vs QP count
+    qps = sorted({int(k.split("/")[3]) for k in R if k.count("/") == 3 and "/qp/" in k})
+    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
+    for ax, p in zip(axes[0], paths):
+        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
+            xs, ys = series(lambda q: f"{p}/qp/{t}/{q}", "gbps", qps)
+            if len(xs) > 1:
+                ax.plot(xs, ys, st, label=f"uroce {t} 64K")
+        for key, st, lab in ((f"{p}/iperf3/qpsweep", "k--", "iperf3 TCP 64K"),
+                             (f"{p}/udp_gso/qpsweep", "k:", "UDP GSO/GRO stream")):
+            v = get(R, key, "gbps")
+            if v:
+                ax.axhline(v, linestyle=st[1:], color="k", label=lab)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(qps)
+        ax.set_xticklabels([str(q) for q in qps])
+        ax.set_xlabel("QPs (perftest -q)")
+        ax.set_ylabel("aggregate Gb/s")
+        ax.set_title(f"bandwidth vs QP count — {p}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "bw_vs_qps.png"), dpi=110)
+    plt.close(fig)
+    made.append("bw_vs_qps.png")
+    return made
+
+
+def report(res, outdir, pngs, analysis_md=None):
+    R = res["runs"]
+    meta = res["meta"]
+    L = []
+    w = L.append
+    w("# uroce benchmark report\n")
+    w("Made by one command, from the repository root:\n")
+    w(f"```\n{meta['command']}\n```\n")
+    la0 = " ".join(f"{x:.2f}" for x in meta["loadavg_start"])
+    la1 = " ".join(f"{x:.2f}" for x in meta["loadavg_end"])
+    w(f"- started {meta['started']}, took {meta['duration_s'] / 60:.1f} min"
+      f"{' (--quick)' if meta['quick'] else ''}; commit `{meta['commit']}`")
+    w(f"- machine: {meta['nproc']} CPUs ({meta['cpu']}), kernel {meta['kernel']}; "
+      f"perftest {meta['perftest']}, iperf3 {meta['iperf3']}")
+    w(f"- **load average** at start {la0}, at end {la1} (1, 5, 15 min). The machine is "
+      "shared: every figure below competed with other work for the CPUs.")
+    w(f"- paths: {', '.join(meta['paths'])}"
+      + (f" (veth skipped: {meta['veth_skipped']})" if meta.get("veth_skipped") else "")
+      + f"; qperf over uroce: {meta['qperf']}")
+    w("- loopback: each uroce process on its own 127.0.0.x, UDP payload of a data "
+      "packet at IB MTU 4096 ≈ 4128 B (the UDP GSO segment used as baseline); veth: "
+      f"namespaces joined by a veth pair, {VETH_NET}.1 ↔ {VETH_NET}.2, link MTU 1500, "
+      "IB MTU 1024, GSO segment 1056 B.")
+    w("- CPU-s/GB: user + system CPU seconds of both processes (wait4), whole process "
+      "lifetime (setup included), per 10⁹ bytes delivered. perftest's client polls its "
+      "CQ in a loop, so uroce's figure includes one spinning application thread.\n")
+    if meta["failures"]:
+        w(f"Runs that failed ({len(meta['failures'])}; logs in `logs/`): " +
+          ", ".join(f"`{t}` ({why})" for t, why in meta["failures"]) + "\n")
+
+    w("## Targets (issue 6)\n")
+    w("| path | measure | target | measured | verdict | figures |")
+    w("|---|---|---|---|---|---|")
+    for p, what, tgt, val, verdict, detail in targets(res):
+        w(f"| {p} | {what} | {tgt} | {fmt(val, 3)} | {verdict} | {detail} |")
+    w("")
+    if analysis_md:
+        w(analysis_md)
+    for png in pngs:
+        w(f"![{png}]({png})\n")
+
+    sizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 3
+                    and "_bw/" in k and k.endswith("/1") and "/qp/" not in k})
+    for p in meta["paths"]:
+        w(f"## Bandwidth vs size — {p}\n")
+        w("Gb/s (CPU-s/GB in parentheses). memcpy: one core, path-independent. iperf3 "
+          "writes min(size, 1 MiB) per call; the UDP stream sends min(size, one GSO "
+          "super-datagram of ≤ 64 KiB).\n")
+        w("| size | memcpy | iperf3 TCP | UDP GSO/GRO | ib_write_bw | ib_read_bw | ib_send_bw |")
+        w("|---|---|---|---|---|---|---|")
+        for s in sizes:
+            cells = [f"{fmt(get(R, f'memcpy/{s}', 'gbps'))}"]
+            for key in (f"{p}/iperf3/{s}", f"{p}/udp_gso/{s}", f"{p}/ib_write_bw/{s}/1",
+                        f"{p}/ib_read_bw/{s}/1", f"{p}/ib_send_bw/{s}/1"):
+                g, c = get(R, key, "gbps"), get(R, key, "cpu_s_per_gb")
+                cells.append(f"{fmt(g)} ({fmt(c)})" if g is not None else "—")
+            w(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+        w("")
+        w(f"## Bandwidth vs QP count, 64 KiB — {p}\n")
+        tcp = get(R, f"{p}/iperf3/qpsweep", "gbps")
+        udp = get(R, f"{p}/udp_gso/qpsweep", "gbps")
+        w(f"Baselines measured alongside: iperf3 TCP {fmt(tcp)} Gb/s, UDP GSO/GRO {fmt(udp)} Gb/s.\n")
+        w("| QPs | ib_write_bw | ib_read_bw | ib_send_bw |")
+        w("|---|---|---|---|")
+        qps = sorted({int(k.split("/")[3]) for k in R if k.startswith(f"{p}/qp/")})
+        for q in qps:
+            cells = []
+            for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+                k = f"{p}/qp/{t}/{q}"
+                g = get(R, k, "gbps")
+                cells.append(f"{fmt(g)} ({fmt(get(R, k, 'cpu_s_per_gb'))} CPU-s/GB, "
+                             f"{fmt(get(R, k, 'wall_s'))} s wall)" if g is not None
+                             else ("—" if k not in R else "failed"))
+            w(f"| {q} | " + " | ".join(cells) + " |")
+        w("")
+        w(f"## Latency vs size — {p}\n")
+        w("µs, medians (perftest t_typical; ping-pong: half the median round trip). "
+          "ib_read_lat is a full READ round trip; the others are half a ping-pong.\n")
+        w("| size | UDP ½RTT spin | UDP ½RTT block | ib_write_lat | ib_read_lat | ib_send_lat |")
+        w("|---|---|---|---|---|---|")
+        lsizes = sorted({int(k.split("/")[2]) for k in R if k.startswith(f"{p}/")
+                         and k.count("/") == 2 and "_lat/" in k})
+        for s in lsizes:
+            cells = [fmt(get(R, f"{p}/udp_pp_spin/{s}", "half_rtt_median")),
+                     fmt(get(R, f"{p}/udp_pp_block/{s}", "half_rtt_median"))]
+            for t in ("ib_write_lat", "ib_read_lat", "ib_send_lat"):
+                cells.append(fmt(get(R, f"{p}/{t}/{s}", "t_typical")))
+            w(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+        w("")
+        q = R.get(f"{p}/qperf")
+        w(f"## qperf over uroce (our librdmacm, `-cm1`) — {p}\n")
+        if meta["qperf"] != "yes":
+            w("n/a: no librdmacm.so.1 in the build.\n")
+        elif not q:
+            w("failed (see logs).\n")
+        else:
+            w("| test | size | result |")
+            w("|---|---|---|")
+            for k, v in q.items():
+                t, s = k.rsplit("-", 1)
+                if v is None:
+                    w(f"| {t} | {size_name(int(s))} | failed |")
+                elif "gbps" in v:
+                    w(f"| {t} | {size_name(int(s))} | {fmt(v['gbps'])} Gb/s |")
+                else:
+                    w(f"| {t} | {size_name(int(s))} | {fmt(v['lat_us'])} µs |")
+            w("")
+        # transport counters of the 64K runs
+        w(f"Transport counters of the 64 KiB bandwidth runs — {p} (both sides):\n")
+        w("| run | retransmits | timeouts | seq NAKs rx | duplicates | drops |")
+        w("|---|---|---|---|---|---|")
+        for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+            for qn in (1, 1024):
+                key = f"{p}/{t}/{64 * KIB}/1" if qn == 1 else f"{p}/qp/{t}/{qn}"
+                c = get(R, key, "counters")
+                if c:
+                    w(f"| {t} -q {qn} | {c['retransmits']} | {c['timeouts']} | "
+                      f"{c['rx_nak_seq']} | {c['duplicates']} | {c['drops']} |")
+        w("")
+
+    idle = R.get("idle") or {}
+    w("## Idle QPs: memory and CPU\n")
+    w("`idle_qps N DEPTH` opens the device, creates N RC QPs with DEPTH send and "
+      "receive WRs, connects them in pairs (to themselves over the device's GID) and "
+      "sleeps. RSS per QP = (RSS with 1025 QPs − RSS with 1) / 1024.\n")
+    w("| QP depth | RSS before device | RSS with device, PD, CQ | RSS, 1 QP | RSS, 1025 QPs | per QP |")
+    w("|---|---|---|---|---|---|")
+    for d in (1, 128):
+        if f"rss_per_qp_bytes_depth{d}" in idle:
+            w(f"| {d} | {idle[f'rss_kb_before_depth{d}']} KiB | {idle[f'rss_kb_device_depth{d}']} KiB | "
+              f"{idle[f'rss_kb_1qp_depth{d}']} KiB | {idle[f'rss_kb_1025qp_depth{d}']} KiB | "
+              f"{fmt(idle[f'rss_per_qp_bytes_depth{d}'] / 1024)} KiB |")
+    w("")
+    if "idle16_core_pct" in idle:
+        w(f"16 connected idle QPs in one process ({idle['idle16_threads']} threads, "
+          f"RSS {idle['idle16_rss_kb']} KiB): {idle['idle16_cpu_s']:.3f} CPU-s over "
+          f"{idle['idle16_window_s']:.1f} s = **{idle['idle16_core_pct']:.3f} % of a core** "
+          "(/proc/PID/stat, 10 ms resolution).\n")
+    prof = R.get("profile")
+    if prof:
+        w("## Where the time goes: callgrind, ib_write_bw 64 KiB, loopback\n")
+        w(f"Both sides under `valgrind --tool=callgrind` for a {prof.get('iters', '?')}-iteration run; "
+          "self cost (instructions) by function. Time in the kernel (sendmsg/recvmsg, "
+          "the copies into and out of socket buffers) is not counted by callgrind — "
+          "see the user/system split of the real runs below.\n")
+        for side in ("client", "server"):
+            d = prof.get(side) if isinstance(prof.get(side), dict) else None
+            if not d:
+                continue
+            role = "requester (client)" if side == "client" else "responder (server)"
+            w(f"**{role}**, {d['total_ir'] or 0:,} instructions:\n")
+            w("| self % | function | source | object |")
+            w("|---|---|---|---|")
+            for r in d["top"][:12]:
+                w(f"| {r['pct']:.1f} | `{r['fn']}` | {r['file']} | {r.get('obj', '')} |")
+            w("")
+    w("## User vs system CPU, 64 KiB bandwidth runs\n")
+    w("| path | run | user s | system s | system share |")
+    w("|---|---|---|---|---|")
+    for p in meta["paths"]:
+        for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+            k = f"{p}/{t}/{64 * KIB}/1"
+            u, s = get(R, k, "cpu_user_s"), get(R, k, "cpu_sys_s")
+            if u is not None:
+                w(f"| {p} | {t} | {u:.2f} | {s:.2f} | {100 * s / (u + s):.0f} % |")
+    w("")
+    with open(os.path.join(outdir, "report.md"), "w") as f:
+        f.write("\n".join(L) + "\n")

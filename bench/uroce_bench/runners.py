@@ -1,0 +1,540 @@
+# SPDX-License-Identifier: MIT
+"""The runs: each program (perftest, iperf3, qperf, the UDP and memcpy
+baselines, idle_qps, callgrind) started on a Path, its output handed to
+parsers.py, and the plan that interleaves uroce with its baselines."""
+
+import datetime
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import parsers
+from .common import KIB, MIB, ROOT, VETH_NET, Path, Run, cpu_total, log, size_name
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.build = os.path.abspath(args.build)
+        self.out = os.path.abspath(args.out)
+        self.lib = os.path.join(self.build, "lib")
+        self.bin = os.path.join(self.build, "bench")
+        self.work = tempfile.mkdtemp(prefix="uroce-bench.")
+        self.port = 20000 + (os.getpid() % 400) * 20
+        self.nruns = 0
+        self.ns = []
+        self.res = {"runs": {}, "meta": {}}
+        self.failures = []
+
+    # ------------------------------------------------------------ basics
+
+    def next_port(self):
+        self.port += 1
+        if self.port > 29999:
+            self.port = 20000
+        return self.port
+
+    def logpath(self, tag):
+        self.nruns += 1
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", tag)
+        return os.path.join(self.work, f"{self.nruns:04d}-{safe}.log")
+
+    def uroce_env(self, path, side, extra=None):
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = self.lib
+        env["UROCE_STATS"] = "1"
+        env.pop("UROCE_FAULT", None)
+        env.pop("UROCE_PCAP", None)
+        addr = path.uroce_server_addr if side == "server" else path.uroce_client_addr
+        if addr:
+            env["UROCE_ADDR"] = addr
+        else:
+            env.pop("UROCE_ADDR", None)
+        env.pop("UROCE_IFNAME", None)
+        if extra:
+            env.update(extra)
+        return env
+
+    def plain_env(self):
+        env = dict(os.environ)
+        for k in ("LD_LIBRARY_PATH", "UROCE_ADDR", "UROCE_STATS"):
+            env.pop(k, None)
+        return env
+
+    def fail(self, tag, why, *runs):
+        self.failures.append((tag, why))
+        log(f"  {tag}: FAILED ({why})")
+        keep = os.path.join(self.out, "logs")
+        os.makedirs(keep, exist_ok=True)
+        for r in runs:
+            if r and r.logfile and os.path.exists(r.logfile):
+                shutil.copy(r.logfile, keep)
+
+    def wait_tcp(self, path, port, server, timeout=15):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not server.alive():
+                return False
+            if path.tcp_listening(port):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def wait_line(self, run, word, timeout=10):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if word in run.text():
+                return True
+            if not run.alive():
+                return word in run.text()
+            time.sleep(0.02)
+        return False
+
+    def record(self, key, value):
+        self.res["runs"][key] = value
+
+    # ------------------------------------------------------------ perftest
+
+    def perftest(self, path, test, size, n, qps=1, timeout=90):
+        """One perftest run, tried up to three times when perftest reports
+        zeros (its CPU-clock estimate fails now and then on a busy machine)."""
+        for attempt in range(3):
+            res = self._perftest(path, test, size, n, qps, timeout)
+            if res is None or res.get("gbps", res.get("t_typical")):
+                break
+            log(f"  {test} {size_name(size)} -q {qps}: perftest reported 0 "
+                "(clock estimate failed), again")
+        else:
+            self.fail(f"{path.name}-{test}-s{size}-q{qps}", "perftest reported 0 three times")
+            return None
+        if res is not None:
+            res["attempts"] = attempt + 1
+        return res
+
+    def _perftest(self, path, test, size, n, qps, timeout):
+        tag = f"{path.name}-{test}-s{size}-q{qps}"
+        port = self.next_port()
+        args = [test, "-F", "-p", str(port), "-s", str(size), "-n", str(n)]
+        bw = test.endswith("_bw")
+        if bw:
+            args += ["--report_gbits"]
+            if qps > 1:
+                args += ["-q", str(qps)]
+        srv = Run(path.wrap(args, "server"), self.uroce_env(path, "server"),
+                  self.logpath(tag + "-srv"))
+        if not self.wait_tcp(path, port, srv):
+            srv.kill()
+            self.fail(tag, "server did not listen", srv)
+            return None
+        cli = Run(path.wrap(args + [path.server_addr], "client"),
+                  self.uroce_env(path, "client"), self.logpath(tag + "-cli"))
+        ok = cli.wait(timeout)
+        srv.wait(10 if ok else 1)
+        text = cli.text()
+        if not ok or cli.rc != 0:
+            srv.kill()
+            self.fail(tag, f"client rc={cli.rc}", srv, cli)
+            return None
+        res = {"test": test, "size": size, "n": n, "qps": qps}
+        if bw:
+            r = parsers.perftest_bw(text)
+            if not r:
+                self.fail(tag, "no result line", srv, cli)
+                return None
+            res.update(gbps=r["gbps"], peak_gbps=r["peak_gbps"], mpps=r["mpps"],
+                       bytes=size * r["iters"])
+            cpu = cpu_total(srv, cli)
+            res["cpu_s"] = cpu
+            res["cpu_user_s"] = srv.cpu[0] + cli.cpu[0]
+            res["cpu_sys_s"] = srv.cpu[1] + cli.cpu[1]
+            res["cpu_s_per_gb"] = cpu / (res["bytes"] / 1e9) if cpu is not None else None
+            res["wall_s"] = cli.wall
+        else:
+            r = parsers.perftest_lat(text)
+            if not r:
+                self.fail(tag, "no result line", srv, cli)
+                return None
+            res.update(r)
+        res["counters"] = parsers.perftest_counters(srv.text(), text)
+        return res
+
+    # ------------------------------------------------------------ baselines
+
+    def iperf3(self, path, size, seconds):
+        tag = f"{path.name}-iperf3-s{size}"
+        port = self.next_port()
+        srv = Run(path.wrap(["iperf3", "-s", "-1", "-p", str(port)], "server"),
+                  self.plain_env(), self.logpath(tag + "-srv"))
+        if not self.wait_tcp(path, port, srv):
+            srv.kill()
+            self.fail(tag, "iperf3 server did not listen", srv)
+            return None
+        wsize = min(size, MIB)          # iperf3's largest write is 1 MiB
+        cli = Run(path.wrap(["iperf3", "-c", path.server_addr, "-p", str(port), "-t",
+                             str(seconds), "-l", str(wsize), "-J"], "client"),
+                  self.plain_env(), self.logpath(tag + "-cli"))
+        ok = cli.wait(seconds + 30)
+        srv.wait(10 if ok else 1)
+        try:
+            nbytes, secs = parsers.iperf3_received(cli.text())
+        except (ValueError, KeyError) as e:
+            srv.kill()
+            self.fail(tag, f"iperf3 output: {e}", srv, cli)
+            return None
+        cpu = cpu_total(srv, cli)
+        return {"size": size, "write_size": wsize, "gbps": nbytes * 8 / secs / 1e9, "bytes": nbytes,
+                "cpu_s": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9) if cpu else None}
+
+    def udp_stream(self, path, size, seconds):
+        tag = f"{path.name}-udpgso-s{size}"
+        port = self.next_port()
+        srv = Run(path.wrap([f"{self.bin}/udp_gso_stream", "recv", path.server_addr,
+                             str(port)], "server"), self.plain_env(), self.logpath(tag + "-rcv"))
+        if not self.wait_line(srv, "ready"):
+            srv.kill()
+            self.fail(tag, "receiver not ready", srv)
+            return None
+        cli = Run(path.wrap([f"{self.bin}/udp_gso_stream", "send", path.server_addr,
+                             str(port), str(size), str(path.seg), str(seconds)], "client"),
+                  self.plain_env(), self.logpath(tag + "-snd"))
+        cli.wait(seconds + 20)
+        srv.wait(40)
+        r = parsers.udp_stream(srv.text(), cli.text())
+        if not r or cli.rc != 0:
+            self.fail(tag, f"udp stream rc={cli.rc}/{srv.rc}", srv, cli)
+            return None
+        nbytes = r["bytes"]
+        cpu = cpu_total(srv, cli)
+        return {"size": size, "seg": path.seg, "gbps": r["gbps"], "bytes": nbytes,
+                "sent_bytes": r["sent_bytes"],
+                "cpu_s": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9) if cpu else None}
+
+    def udp_pingpong(self, path, size, iters, spin):
+        mode = "spin" if spin else "block"
+        tag = f"{path.name}-udppp-{mode}-s{size}"
+        port = self.next_port()
+        flag = ["--spin"] if spin else []
+        srv = Run(path.wrap([f"{self.bin}/udp_pingpong", "server"] + flag +
+                            [path.server_addr, str(port)], "server"),
+                  self.plain_env(), self.logpath(tag + "-srv"))
+        if not self.wait_line(srv, "ready"):
+            srv.kill()
+            self.fail(tag, "server not ready", srv)
+            return None
+        sz = min(size, 65000)
+        cli = Run(path.wrap([f"{self.bin}/udp_pingpong", "client"] + flag +
+                            [path.server_addr, str(port), str(sz), str(iters)], "client"),
+                  self.plain_env(), self.logpath(tag + "-cli"))
+        ok = cli.wait(60)
+        srv.wait(5)
+        if srv.rc is None:
+            srv.kill()
+        r = parsers.udp_pingpong(cli.text())
+        if not ok or not r:
+            self.fail(tag, f"ping-pong rc={cli.rc}", srv, cli)
+            return None
+        return {"size": size, "sent_size": sz, "rtt_min": r["rtt_min"],
+                "rtt_median": r["rtt_median"], "rtt_avg": r["rtt_avg"],
+                "half_rtt_median": r["rtt_median"] / 2}
+
+    def memcpy(self, size, seconds):
+        r = Run([f"{self.bin}/memcpy_bw", str(seconds), str(size)], self.plain_env(),
+                self.logpath(f"memcpy-s{size}"))
+        r.wait(60)
+        m = parsers.memcpy_bw(r.text())
+        if not m:
+            self.fail(f"memcpy-s{size}", f"rc={r.rc}", r)
+            return None
+        nbytes = m["bytes"]
+        cpu = cpu_total(r)
+        return {"size": size, "gbps": m["gbps"], "bytes": nbytes,
+                "cpu_s_per_gb": cpu / (nbytes / 1e9) if cpu else None}
+
+    # ------------------------------------------------------------ qperf
+
+    def qperf(self, path, tests):
+        """qperf over uroce through our librdmacm (-cm1).  The server's device
+        owns a fixed address, which the client dials."""
+        tag = f"{path.name}-qperf"
+        port = self.next_port()
+        env_s = self.uroce_env(path, "server")
+        dial = path.uroce_server_addr
+        if not dial:                            # loopback: an address of lo
+            dial = f"127.77.{os.getpid() % 250}.1"
+            env_s["UROCE_ADDR"] = dial
+        srv = Run(path.wrap(["qperf", "-lp", str(port)], "server"), env_s,
+                  self.logpath(tag + "-srv"))
+        out = {}
+        try:
+            if not self.wait_tcp(path, port, srv):
+                self.fail(tag, "qperf server did not listen", srv)
+                return None
+            for test, size in tests:
+                t = f"{tag}-{test}-s{size}"
+                c0 = srv.proc_cpu()
+                cli = Run(path.wrap(["qperf", dial, "-lp", str(port), "-cm1", "-t",
+                                     str(1 if self.quick else 2), "-m", str(size), test],
+                                    "client"), self.uroce_env(path, "client"), self.logpath(t))
+                ok = cli.wait(40)
+                text = cli.text()
+                c1 = srv.proc_cpu() if srv.alive() else c0
+                m = parsers.qperf(text)
+                if not ok or not m:
+                    self.fail(t, f"qperf rc={cli.rc}", cli)
+                    out[f"{test}-{size}"] = None
+                    if not srv.alive():
+                        break
+                    continue
+                if "gbps" in m:
+                    out[f"{test}-{size}"] = {"test": test, "size": size,
+                                             "gbps": m["gbps"],
+                                             "cpu_s": (c1 - c0) + sum(cli.cpu)}
+                else:
+                    out[f"{test}-{size}"] = {"test": test, "size": size,
+                                             "lat_us": m["lat_us"]}
+        finally:
+            srv.kill()
+        return out
+
+    # ------------------------------------------------------------ idle QPs
+
+    def idle_qps(self, nqps, depth, seconds=0):
+        r = Run([f"{self.bin}/idle_qps", str(nqps), str(depth), str(seconds)],
+                self.uroce_env(Path("loopback"), "client", {"UROCE_STATS": "0"}),
+                self.logpath(f"idle-{nqps}-{depth}"))
+        return r
+
+    def idle(self):
+        res = {}
+        rss = {}
+        for depth in (1, 128):
+            for n in (1, 1025):
+                r = self.idle_qps(n, depth, 0)
+                r.wait(120)
+                m = parsers.idle_rss(r.text())
+                if not m:
+                    self.fail(f"idle_qps {n} {depth}", f"rc={r.rc}", r)
+                    continue
+                rss[(n, depth)] = m
+        for depth in (1, 128):
+            if (1, depth) in rss and (1025, depth) in rss:
+                per = (rss[(1025, depth)][2] - rss[(1, depth)][2]) * 1024 / 1024
+                res[f"rss_per_qp_bytes_depth{depth}"] = per
+                res[f"rss_kb_1qp_depth{depth}"] = rss[(1, depth)][2]
+                res[f"rss_kb_1025qp_depth{depth}"] = rss[(1025, depth)][2]
+                res[f"rss_kb_device_depth{depth}"] = rss[(1, depth)][1]
+                res[f"rss_kb_before_depth{depth}"] = rss[(1, depth)][0]
+        # CPU of 16 connected idle QPs, sampled from /proc over a window
+        window = 5 if self.quick else 10
+        r = self.idle_qps(16, 128, -1)
+        if self.wait_line(r, "ready", 30):
+            time.sleep(0.5)
+            c0, t0 = r.proc_cpu(), time.monotonic()
+            time.sleep(window)
+            c1, t1 = r.proc_cpu(), time.monotonic()
+            res["idle16_cpu_s"] = c1 - c0
+            res["idle16_window_s"] = t1 - t0
+            res["idle16_core_pct"] = (c1 - c0) / (t1 - t0) * 100
+            res["idle16_rss_kb"] = r.rss_kb()
+            res["idle16_threads"] = len(os.listdir(f"/proc/{r.pid}/task"))
+        else:
+            self.fail("idle_qps 16", "not ready", r)
+        r.kill()
+        return res
+
+    # ------------------------------------------------------------ profile
+
+    def profile(self, path):
+        """callgrind on both sides of a short ib_write_bw 64 KiB run."""
+        if not shutil.which("valgrind"):
+            return None
+        port = self.next_port()
+        args = ["ib_write_bw", "-F", "-p", str(port), "-s", "65536", "-n", str(self.prof_iters),
+                "--report_gbits"]
+        res = {}
+        outs = {}
+        vg = ["valgrind", "--tool=callgrind", "--separate-threads=no"]
+        for side in ("server", "client"):
+            outs[side] = os.path.join(self.work, f"callgrind.{side}.out")
+        srv = Run(path.wrap(vg + [f"--callgrind-out-file={outs['server']}"] + args, "server"),
+                  self.uroce_env(path, "server"), self.logpath("profile-srv"))
+        if not self.wait_tcp(path, port, srv, 60):
+            srv.kill()
+            self.fail("profile", "server did not listen", srv)
+            return None
+        cli = Run(path.wrap(vg + [f"--callgrind-out-file={outs['client']}"] + args +
+                            [path.server_addr], "client"),
+                  self.uroce_env(path, "client"), self.logpath("profile-cli"))
+        cli.wait(300)
+        srv.wait(60)
+        for side, f in outs.items():
+            if not os.path.exists(f):
+                continue
+            a = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=95", f],
+                               capture_output=True, text=True).stdout
+            total, rows = parsers.callgrind(a)
+            res[side] = {"total_ir": total, "top": rows[:15]}
+        res["iters"] = self.prof_iters
+        return res
+
+    # ------------------------------------------------------------ veth
+
+    def make_veth(self):
+        if os.geteuid() != 0:
+            return None, "network namespaces need root"
+        a, b = f"ubenchA{os.getpid()}", f"ubenchB{os.getpid()}"
+        r = subprocess.run(["ip", "netns", "add", a], capture_output=True, text=True)
+        if r.returncode:
+            return None, f"ip netns add: {r.stderr.strip()}"
+        self.ns.append(a)
+        if subprocess.run(["ip", "netns", "add", b]).returncode:
+            return None, "ip netns add failed"
+        self.ns.append(b)
+        cmds = [["ip", "link", "add", "ubv0", "netns", a, "type", "veth", "peer", "name",
+                 "ubv1", "netns", b],
+                ["ip", "-n", a, "addr", "add", f"{VETH_NET}.1/24", "dev", "ubv0"],
+                ["ip", "-n", b, "addr", "add", f"{VETH_NET}.2/24", "dev", "ubv1"],
+                ["ip", "-n", a, "link", "set", "lo", "up"],
+                ["ip", "-n", b, "link", "set", "lo", "up"],
+                ["ip", "-n", a, "link", "set", "ubv0", "up"],
+                ["ip", "-n", b, "link", "set", "ubv1", "up"]]
+        for c in cmds:
+            r = subprocess.run(c, capture_output=True, text=True)
+            if r.returncode:
+                return None, f"{' '.join(c)}: {r.stderr.strip()}"
+        # wait for the link to come up (ping once)
+        for _ in range(50):
+            if subprocess.run(["ip", "netns", "exec", b, "ping", "-c1", "-W1",
+                               f"{VETH_NET}.1"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        return Path("veth", a, b, f"{VETH_NET}.1", f"{VETH_NET}.1", f"{VETH_NET}.2",
+                    seg=1024 + 32, mtu=1024), None
+
+    def cleanup(self):
+        for ns in self.ns:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.ns = []
+
+    # ------------------------------------------------------------ the run
+
+    def plan(self):
+        q = self.quick
+        self.bw_sizes = [2, 64 * KIB, 1 * MIB] if q else \
+            [2, 64, 1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 8 * MIB]
+        self.lat_sizes = [2, 64 * KIB] if q else \
+            [2, 64, 1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB]
+        self.bw_tests = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
+        self.lat_tests = ["ib_write_lat", "ib_read_lat", "ib_send_lat"]
+        self.qp_counts = [1, 16, 1024] if q else [1, 16, 256, 1024]
+        self.qp_tests = ["ib_write_bw"] if q else self.bw_tests
+        self.base_secs = 1 if q else 2
+        self.target_bytes = (96 if q else 384) * MIB
+        self.max_iters = 20000 if q else 100000
+        self.prof_iters = 2000
+
+    def bw_iters(self, size, qps=1):
+        return int(max(20 if qps == 1 else 10,
+                       min(self.max_iters, self.target_bytes // (size * qps))))
+
+    def lat_iters(self, size):
+        base = 500 if self.quick else 2000
+        return base if size < 16 * KIB else base // 2
+
+    def run(self):
+        args = self.args
+        self.plan()
+        meta = self.res["meta"]
+        meta["command"] = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)]
+                                   + sys.argv[1:])
+        meta["started"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        meta["loadavg_start"] = os.getloadavg()
+        meta["nproc"] = os.cpu_count()
+        meta["kernel"] = os.uname().release
+        meta["cpu"] = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                            if l.startswith("model name")), "?")
+        meta["commit"] = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                                        capture_output=True, text=True).stdout.strip()
+        meta["quick"] = self.quick
+        meta["perftest"] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "perftest"],
+                                          capture_output=True, text=True).stdout
+        meta["iperf3"] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "iperf3"],
+                                        capture_output=True, text=True).stdout
+        t_start = time.monotonic()
+
+        paths = [Path("loopback")] if "loopback" in args.paths else []
+        if "veth" in args.paths:
+            p, why = self.make_veth()
+            if p:
+                paths.append(p)
+            else:
+                log(f"veth path skipped: {why}")
+                meta["veth_skipped"] = why
+                self.cleanup()
+        meta["paths"] = [p.name for p in paths]
+        have_cm = os.path.exists(os.path.join(self.lib, "librdmacm.so.1"))
+        meta["qperf"] = "yes" if have_cm and shutil.which("qperf") else "n/a"
+        R = self.res["runs"]
+
+        # 1. bandwidth vs size, interleaved: for each size, for each path,
+        #    the baselines and then uroce
+        for size in self.bw_sizes:
+            R[f"memcpy/{size}"] = self.memcpy(size, 0.1 if self.quick else 0.25)
+            for p in paths:
+                log(f"{p.name}: bandwidth, {size_name(size)}")
+                R[f"{p.name}/iperf3/{size}"] = self.iperf3(p, size, self.base_secs)
+                R[f"{p.name}/udp_gso/{size}"] = self.udp_stream(p, size, self.base_secs)
+                for t in self.bw_tests:
+                    R[f"{p.name}/{t}/{size}/1"] = self.perftest(p, t, size, self.bw_iters(size))
+
+        # 2. bandwidth vs QP count at 64 KiB, with the baselines again
+        size = 64 * KIB
+        for qps in self.qp_counts:
+            for p in paths:
+                log(f"{p.name}: bandwidth, 64K, {qps} QPs")
+                if qps == self.qp_counts[0]:
+                    R[f"{p.name}/iperf3/qpsweep"] = self.iperf3(p, size, self.base_secs)
+                    R[f"{p.name}/udp_gso/qpsweep"] = self.udp_stream(p, size, self.base_secs)
+                for t in self.qp_tests:
+                    R[f"{p.name}/qp/{t}/{qps}"] = self.perftest(
+                        p, t, size, self.bw_iters(size, qps), qps,
+                        timeout=240 if qps >= 256 else 90)
+
+        # 3. latency vs size
+        for size in self.lat_sizes:
+            for p in paths:
+                log(f"{p.name}: latency, {size_name(size)}")
+                it = self.lat_iters(size)
+                R[f"{p.name}/udp_pp_spin/{size}"] = self.udp_pingpong(p, size, it * 5, True)
+                R[f"{p.name}/udp_pp_block/{size}"] = self.udp_pingpong(p, size, it * 5, False)
+                for t in self.lat_tests:
+                    R[f"{p.name}/{t}/{size}"] = self.perftest(p, t, size, it)
+
+        # 4. qperf over uroce (through our librdmacm)
+        for p in paths:
+            if meta["qperf"] != "yes":
+                break
+            log(f"{p.name}: qperf")
+            tests = [("rc_bw", 64 * KIB), ("rc_rdma_write_bw", 64 * KIB),
+                     ("rc_rdma_read_bw", 64 * KIB), ("rc_lat", 2), ("rc_rdma_write_lat", 2),
+                     ("rc_rdma_read_lat", 2)]
+            R[f"{p.name}/qperf"] = self.qperf(p, tests)
+
+        # 5. idle QPs: memory per QP, CPU of 16 connected idle QPs
+        log("idle QPs: RSS per QP, CPU of 16 idle QPs")
+        R["idle"] = self.idle()
+
+        # 6. where the time goes
+        if not args.no_profile and not self.quick and paths:
+            log("callgrind profile of ib_write_bw 64K (loopback)")
+            R["profile"] = self.profile(paths[0])
+
+        meta["loadavg_end"] = os.getloadavg()
+        meta["duration_s"] = time.monotonic() - t_start
+        meta["failures"] = self.failures
+        self.cleanup()
