@@ -121,6 +121,11 @@ enum uroce_counter {
 	UROCE_CNT_RX_GRO_BATCHES,	/* receives that carried several */
 	UROCE_CNT_RX_MCAST_PKTS,	/* to a group with QPs attached */
 	UROCE_CNT_DROP_MCAST_NO_GROUP,	/* to a group no QP is attached to */
+	/* net/share.c: the shared device */
+	UROCE_CNT_DROP_NO_OWNER,	/* for a QPN no member of the address has */
+	UROCE_CNT_SHARE_FWD_OUT,	/* came here, sent on to its owner */
+	UROCE_CNT_SHARE_FWD_IN,		/* came from another member */
+	UROCE_CNT_SHARE_REORDERS,	/* a probe moved us in the registry */
 	/* what went on and came off the wire, by opcode class (net/pcap.c):
 	 * per class a packet and a byte counter, in enum uroce_pkt_class
 	 * order; bytes are BTH through ICRC */
@@ -230,6 +235,8 @@ struct uroce_dev {
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
 	_Atomic bool gso;		/* io->send_runs works on this socket */
+	struct uroce_share *share;	/* net/share.c: the address's group,
+					 * NULL when the socket is alone */
 
 	/* engine/lid.c: set when the device comes up or moves */
 	uint16_t lid;			/* port LID, unique on this host */
@@ -266,6 +273,7 @@ struct uroce_dev {
 	/* QP table (verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
 	struct uroce_qp **qp_tbl;
 	uint32_t next_qpn;
+	uint32_t qpn_base, qpn_mask;	/* QPN = base | (n & mask), net/udp.c */
 	uint32_t nqps;
 
 	/* MR table (verbs/mr.c), indexed by key % UROCE_MAX_MR */
@@ -991,6 +999,29 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
 /* the device's socket sends multicast out of the interface that holds
  * its address and loops it back to this host (from open_bound) */
 void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
+
+/* net/share.c: one address shared by many processes */
+struct uroce_share;
+/* bind sock to ss in the address's group (join: or only if there is no
+ * group yet); sets *out */
+int uroce_share_bind(struct uroce_dev *dev, int sock,
+		     const struct sockaddr_storage *ss, bool join,
+		     struct uroce_share **out);
+/* leave the group; closes sock */
+void uroce_share_release(struct uroce_share *sh, int sock);
+/* the progress thread's epoll exists: watch the group's descriptors */
+void uroce_share_watch(struct uroce_dev *dev);
+/* a received datagram: true if it was another member's (forwarded or
+ * counted as dropped) or the group's own; rx_lock held */
+bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		       const struct sockaddr_storage *src,
+		       const struct sockaddr_storage *dst, uint16_t ip_id);
+/* the progress thread saw fd readable: true if it was the group's */
+bool uroce_share_poll(struct uroce_dev *dev, int fd);
+uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
+uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
+void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
+int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

@@ -208,7 +208,7 @@ static void *progress_main(void *arg)
 			} else if (fd == dev->wakefd) {
 				if (read(dev->wakefd, &v, sizeof(v)) < 0)
 					continue;
-			} else {
+			} else if (!uroce_share_poll(dev, fd)) {
 				uroce_mcast_poll(dev, fd);
 			}
 		}
@@ -254,6 +254,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	if (watch(dev, dev->sock) || watch(dev, dev->timerfd) ||
 	    watch(dev, dev->wakefd))
 		return -errno;
+	uroce_share_watch(dev);
 
 	/* the application's signals are for the application's threads */
 	sigfillset(&all);

@@ -365,9 +365,31 @@ static enum ibv_mtu ib_mtu_for(uint32_t netdev_mtu, int family)
 	return (enum ibv_mtu)m;
 }
 
-static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
+/*
+ * How a socket takes its address: UROCE_SHARE=0 binds it alone, as
+ * before the shared device (nothing can join it); otherwise it joins the
+ * address's group (net/share.c), or, choosing an address by itself, takes
+ * one only where no group exists yet.
+ */
+enum bind_mode {
+	BIND_ALONE,
+	BIND_NEW,
+	BIND_JOIN,
+};
+
+static enum bind_mode share_mode(bool join)
 {
-	int fam = addr->ss_family, one = 1, fd;
+	const char *env = getenv("UROCE_SHARE");
+
+	if (env && !strcmp(env, "0"))
+		return BIND_ALONE;
+	return join ? BIND_JOIN : BIND_NEW;
+}
+
+static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
+		      enum bind_mode mode, struct uroce_share **sh)
+{
+	int fam = addr->ss_family, one = 1, fd, err;
 	int pmtu = IP_PMTUDISC_DO, buf = SOCK_BUF_SIZE;
 	socklen_t len = uroce_sa_len(addr);
 
@@ -387,9 +409,12 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	}
-	if (bind(fd, (struct sockaddr *)addr, len)) {
-		int err = -errno;
-
+	*sh = NULL;
+	if (mode == BIND_ALONE)
+		err = bind(fd, (struct sockaddr *)addr, len) ? -errno : 0;
+	else
+		err = uroce_share_bind(dev, fd, addr, mode == BIND_JOIN, sh);
+	if (err) {
 		close(fd);
 		return err;
 	}
@@ -400,6 +425,17 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	return fd;
+}
+
+/* The device's group, and the QPNs it hands out: slot << 16 | n in a
+ * group (n from the slot's counter, which outlives its owners), any
+ * 24-bit number alone. */
+static void set_share(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	dev->share = sh;
+	dev->qpn_base = uroce_share_slot(dev) << 16;
+	dev->qpn_mask = sh ? 0xffff : UROCE_QPN_MASK;
+	dev->next_qpn = uroce_share_first_qpn(dev);
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
@@ -421,6 +457,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	const char *addr_env = getenv("UROCE_ADDR");
 	const char *if_env = getenv("UROCE_IFNAME");
 	struct sockaddr_storage ss;
+	struct uroce_share *sh = NULL;
 	socklen_t optlen;
 	int fd = -EADDRINUSE, rcv = 0, i, err;
 
@@ -431,7 +468,7 @@ int uroce_net_open(struct uroce_dev *dev)
 				addr_env);
 			return err;
 		}
-		fd = open_bound(dev, &ss);
+		fd = open_bound(dev, &ss, share_mode(true), &sh);
 	} else if (if_env && *if_env) {
 		err = find_ifaddr(if_env, &ss);
 		if (err) {
@@ -439,7 +476,7 @@ int uroce_net_open(struct uroce_dev *dev)
 				if_env);
 			return err;
 		}
-		fd = open_bound(dev, &ss);
+		fd = open_bound(dev, &ss, share_mode(true), &sh);
 	} else {
 		for (i = 1; i < 255 && fd == -EADDRINUSE; i++) {
 			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
@@ -447,7 +484,7 @@ int uroce_net_open(struct uroce_dev *dev)
 			memset(&ss, 0, sizeof(ss));
 			in->sin_family = AF_INET;
 			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
-			fd = open_bound(dev, &ss);
+			fd = open_bound(dev, &ss, share_mode(false), &sh);
 		}
 	}
 	if (fd < 0) {
@@ -467,6 +504,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->sock = fd;
 	dev->family = ss.ss_family;
 	dev->local = ss;
+	set_share(dev, sh);
 	uroce_gid_from_addr(&ss, &dev->gid);
 	dev->netdev_mtu = netdev_mtu_of(&ss);
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
@@ -483,6 +521,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 {
 	struct sockaddr_storage ss;
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct uroce_share *sh, *old_sh;
 	int fd, old;
 
 	memset(&ss, 0, sizeof(ss));
@@ -492,16 +531,19 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 		memcpy(&ss, sa, sizeof(struct sockaddr_in6));
 	else
 		return -EAFNOSUPPORT;
-	fd = open_bound(dev, &ss);
+	fd = open_bound(dev, &ss, share_mode(true), &sh);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&dev->rx_lock);
 	pthread_mutex_lock(&dev->lock);
 	old = dev->sock;
+	old_sh = dev->share;
 	ev.data.fd = fd;
 	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, old, NULL);
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
 	dev->sock = fd;
+	set_share(dev, sh);
+	uroce_share_watch(dev);
 	dev->gso = gso_setup(fd);
 	dev->family = ss.ss_family;
 	dev->local = ss;
@@ -510,14 +552,20 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
 	uroce_dev_unlock(dev);
 	pthread_mutex_unlock(&dev->rx_lock);
-	close(old);
+	if (old_sh)
+		uroce_share_release(old_sh, old);	/* closes old */
+	else
+		close(old);
 	return 0;
 }
 
 void uroce_net_close(struct uroce_dev *dev)
 {
-	if (dev->sock >= 0)
+	if (dev->share)
+		uroce_share_release(dev->share, dev->sock);
+	else if (dev->sock >= 0)
 		close(dev->sock);
+	dev->share = NULL;
 	dev->sock = -1;
 }
 
@@ -616,6 +664,10 @@ int uroce_net_poll(struct uroce_dev *dev)
 		for (off = 0; off < len; off += seg, k++) {
 			size_t l = len - off < seg ? len - off : seg;
 
+			/* another member's, or a probe (net/share.c) */
+			if (uroce_share_steer(dev, rx_buf[i] + off, l, &src[i],
+					      &dst, k))
+				continue;
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
 			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
 			pkts++;

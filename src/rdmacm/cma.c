@@ -449,6 +449,9 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		pthread_mutex_unlock(&cm.lock);
 		return cm_set_errno(EBUSY);
 	}
+	if (ci->state == CM_LISTEN && cm.ctx)
+		uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
+				 (uint64_t)id->ps << 16 | ci->port, 0);
 	switch (ci->state) {
 	case CM_REQ_SENT:
 		cm_send_rej(ci, CM_REJ_TIMEOUT, NULL, 0);
@@ -920,6 +923,10 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 	if (!err)
 		err = -cm_ensure_gsi();
+	/* other processes on the address: REQs for this port come here */
+	if (!err && ci->state != CM_LISTEN)
+		err = uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
+				       (uint64_t)id->ps << 16 | ci->port, 1);
 	if (!err) {
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
 			      backlog : CM_DEFAULT_BACKLOG;

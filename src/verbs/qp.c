@@ -241,14 +241,16 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 	if (dev->nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_QP; i++) {
-		qpn = dev->next_qpn;
-		dev->next_qpn = (dev->next_qpn + 1) & UROCE_QPN_MASK;
+		qpn = dev->qpn_base | dev->next_qpn;
+		dev->next_qpn = (dev->next_qpn + 1) & dev->qpn_mask;
 		if (dev->next_qpn < UROCE_QPN_FIRST)
 			dev->next_qpn = UROCE_QPN_FIRST;
-		if (qpn < UROCE_QPN_FIRST || dev->qp_tbl[qpn % UROCE_MAX_QP])
+		if ((qpn & dev->qpn_mask) < UROCE_QPN_FIRST ||
+		    dev->qp_tbl[qpn % UROCE_MAX_QP])
 			continue;
 		dev->qp_tbl[qpn % UROCE_MAX_QP] = qp;
 		dev->nqps++;
+		uroce_share_note_qpn(dev);
 		uqp_ibqp(qp)->qp_num = qpn;
 		return 0;
 	}
