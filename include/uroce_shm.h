@@ -91,7 +91,23 @@ struct uroce_shm_hdr {
 	uint32_t addr_seq;
 	uint16_t lid;
 	uint16_t reserved2;
+
+	/*
+	 * The shared device (src/net/share.c): the slot this process holds
+	 * in its address's group, 0 if its socket is alone on the address
+	 * (UROCE_SHARE=0).  Under addr_seq with the address.  Readers of an
+	 * older segment (hdr_size too small) see 0.
+	 */
+	uint32_t share_slot;
+	uint32_t reserved3;
 };
+
+/* Whether a segment whose header is hdr_size bytes long has share_slot. */
+static inline int uroce_shm_has_share(uint32_t hdr_size)
+{
+	return hdr_size >= offsetof(struct uroce_shm_hdr, share_slot) +
+			   sizeof(uint32_t);
+}
 
 /* One QP as the snapshot saw it. */
 struct uroce_shm_qp {
