@@ -80,8 +80,13 @@ struct uroce_share {
 	int fwd_fd;			/* abstract AF_UNIX datagram socket */
 	int epfd;			/* where fwd_fd and pidfds are watched */
 	char addr[48];
+	char path[128];			/* of the registry file */
+	int sock;			/* our member of the group */
 	int pidfd[UROCE_SHARE_SLOTS];	/* the other members, watched */
 };
+
+/* the group the device is in now, for the exit below */
+static struct uroce_share *current;
 
 /* ---- the registry ---- */
 
@@ -269,7 +274,6 @@ static void rescan(struct uroce_share *sh)
 
 static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
 {
-	char path[128];
 	struct stat st;
 	void *p;
 	int err;
@@ -280,16 +284,28 @@ static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
 		  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
 		  (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
 		  sh->addr, sizeof(sh->addr));
-	snprintf(path, sizeof(path), "%s/%s%lu.%s", UROCE_SHM_DIR,
+	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s", UROCE_SHM_DIR,
 		 UROCE_SHARE_PREFIX, (unsigned long)st.st_ino, sh->addr);
-	sh->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+again:
+	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		      0600);
 	if (sh->fd < 0)
 		return -errno;
 	err = lock_seg(sh);
 	if (err)
 		goto fail;
-	if (fstat(sh->fd, &st) || (st.st_size < (off_t)sizeof(*sh->seg) &&
-	    ftruncate(sh->fd, sizeof(*sh->seg)))) {
+	if (fstat(sh->fd, &st)) {
+		err = -errno;
+		goto unlock;
+	}
+	if (!st.st_nlink) {
+		/* the last member left and removed it while we opened it */
+		unlock_seg(sh);
+		close(sh->fd);
+		goto again;
+	}
+	if (st.st_size < (off_t)sizeof(*sh->seg) &&
+	    ftruncate(sh->fd, sizeof(*sh->seg))) {
 		err = -errno;
 		goto unlock;
 	}
@@ -407,6 +423,8 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 			send_ctl(sh, s, FWD_HELLO);
 	rescan(sh);
 	unlock_seg(sh);
+	sh->sock = sock;
+	current = sh;
 	*out = sh;
 	return 0;
 unlock:
@@ -422,20 +440,42 @@ free:
 
 /* Leave the group: the program is set for the group without us before
  * our socket goes, which the kernel fills with its last one. */
+static void leave(struct uroce_share *sh, int sock, bool do_close)
+{
+	if (lock_seg(sh)) {
+		if (do_close)
+			close(sock);
+		return;
+	}
+	remove_member(sh->seg, sh->slot);
+	attach_prog(sh->seg, sock);
+	if (do_close)
+		close(sock);
+	/* the last one out removes the file (open_seg checks for that) */
+	if (!sh->seg->nmembers && !reap(sh->seg, 0))
+		unlink(sh->path);
+	unlock_seg(sh);
+}
+
+/* At exit the group is left at once, rather than when a survivor's
+ * pidfd says so; the progress thread may still run, so nothing is freed
+ * and the socket stays open until the process is gone. */
+__attribute__((destructor)) static void share_leave_at_exit(void)
+{
+	if (current)
+		leave(current, current->sock, false);
+	current = NULL;
+}
+
 void uroce_share_release(struct uroce_share *sh, int sock)
 {
 	uint32_t s;
 
 	if (!sh)
 		return;
-	if (!lock_seg(sh)) {
-		remove_member(sh->seg, sh->slot);
-		attach_prog(sh->seg, sock);
-		close(sock);
-		unlock_seg(sh);
-	} else {
-		close(sock);
-	}
+	if (current == sh)
+		current = NULL;
+	leave(sh, sock, true);
 	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
 		if (sh->pidfd[s] >= 0) {
 			if (sh->epfd >= 0)
@@ -705,15 +745,13 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 /* A member died: take it out, fix the program, and probe. */
 static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 {
-	int n;
-
 	if (lock_seg(sh))
 		return;
-	n = reap(sh->seg, sh->slot);
-	if (n) {
+	/* (it may have left at exit already: probe all the same, its
+	 * socket went only now) */
+	if (reap(sh->seg, sh->slot))
 		attach_prog(sh->seg, dev->sock);
-		send_probes(sh, dev->sock, &dev->local);
-	}
+	send_probes(sh, dev->sock, &dev->local);
 	rescan(sh);
 	unlock_seg(sh);
 }
