@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <unistd.h>
+
 #include "uroce.h"
 
 const char *const uroce_counter_name[UROCE_CNT_NUM] = {
@@ -91,6 +93,8 @@ __attribute__((destructor)) static void print_stats(void)
 {
 	const char *env = getenv("UROCE_STATS");
 	struct uroce_dev *dev;
+	char line[4096];
+	size_t len;
 	int i;
 
 	if (!env || *env != '1')
@@ -98,9 +102,16 @@ __attribute__((destructor)) static void print_stats(void)
 	dev = uroce_dev_get();
 	if (!dev || !dev->net_up)
 		return;
-	fprintf(stderr, "uroce-stats:");
-	for (i = 0; i < UROCE_CNT_NUM; i++)
-		fprintf(stderr, " %s=%" PRIu64, uroce_counter_name[i],
-			atomic_load(&dev->cnt[i]));
-	fprintf(stderr, "\n");
+	/* one write (within PIPE_BUF): processes that exit together, as MPI
+	 * ranks do, share one stderr pipe and must not interleave */
+	len = snprintf(line, sizeof(line), "uroce-stats:");
+	for (i = 0; i < UROCE_CNT_NUM && len < sizeof(line); i++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len,
+					" %s=%" PRIu64, uroce_counter_name[i],
+					atomic_load(&dev->cnt[i]));
+	if (len >= sizeof(line) - 1)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	if (write(STDERR_FILENO, line, len) < 0)
+		return;
 }
