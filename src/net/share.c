@@ -587,8 +587,8 @@ static uint64_t get_be64(const uint8_t *p)
 /* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
  * service ID it asks for, every later MAD by the comm or request ID our
  * side chose, whose top byte is its slot (rdmacm/proto.c). */
-static uint32_t gsi_owner(struct uroce_share *sh, const uint8_t *buf,
-			  size_t len)
+static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
+			  const uint8_t *buf, size_t len)
 {
 	const uint8_t *mad = buf + MAD_OFF;
 	uint32_t k, s = 0;
@@ -608,6 +608,13 @@ static uint32_t gsi_owner(struct uroce_share *sh, const uint8_t *buf,
 				s = sh->seg->listen[k].slot;
 				break;
 			}
+		/* nobody listens: a member with a CM answers with the REJ
+		 * (every listener has one), if we have none */
+		for (k = 0; !s && !dev->qp_tbl[UROCE_GSI_QPN] &&
+		     k < UROCE_SHARE_LISTENS; k++)
+			if (__atomic_load_n(&sh->seg->listen[k].sid,
+					    __ATOMIC_RELAXED))
+				s = sh->seg->listen[k].slot;
 		break;
 	case CM_SIDR_REP:
 		s = get_be32(mad + MAD_DATA) >> 24;
@@ -666,7 +673,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	}
 	qpn = bth_qpn(buf);
 	if (qpn == UROCE_GSI_QPN)
-		s = gsi_owner(sh, buf, len);
+		s = gsi_owner(dev, sh, buf, len);
 	else if (qpn == UROCE_MCAST_QPN)
 		return false;
 	else

@@ -19,7 +19,8 @@
 #                three pairs finish with every byte verified, the victim's
 #                client gets an error completion
 #   rdmacm       rping servers on three ports and ucmatose servers on two
-#                ports of A's address, their clients on B's, at once
+#                ports of A's address, their clients on B's, at once; a
+#                connect to a port nobody on A listens on is rejected
 #
 # Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24), deleted on exit.
 # Needs root; exits 77 (skip) if namespaces cannot be made.
@@ -269,6 +270,11 @@ rdmacm() {
 			fail "CM server on port $p did not listen"
 		i=$((i + 1))
 	done
+	# a port nobody on the address listens on: REJ, as from one process
+	on_B rping -c -a $addrA -p 7199 -C 1 -v >"$work/rping_c.7199" 2>&1 &
+	status_of $! && errs+=("rping to a port nobody listens on exited 0")
+	grep -q REJECTED "$work/rping_c.7199" ||
+		errs+=("rping to a port nobody listens on was not rejected")
 	for p in 7171 7172 7173; do
 		on_B rping -c -a $addrA -p $p -C 20 -v >"$work/rping_c.$p" 2>&1 &
 		cpids+=($!)
