@@ -449,9 +449,6 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		pthread_mutex_unlock(&cm.lock);
 		return cm_set_errno(EBUSY);
 	}
-	if (ci->state == CM_LISTEN && cm.ctx)
-		uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
-				 (uint64_t)id->ps << 16 | ci->port, 0);
 	switch (ci->state) {
 	case CM_REQ_SENT:
 		cm_send_rej(ci, CM_REJ_TIMEOUT, NULL, 0);
@@ -923,7 +920,11 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 	if (!err)
 		err = -cm_ensure_gsi();
-	/* other processes on the address: REQs for this port come here */
+	/* other processes on the address: REQs for this port come here,
+	 * for as long as this process lives (not only while this id does:
+	 * a REQ that comes between two listens, or for a connection
+	 * accepted on the port, must reach this process, whose CM holds or
+	 * rejects it as before, docs/rdmacm.md "Early requests") */
 	if (!err && ci->state != CM_LISTEN)
 		err = uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
 				       (uint64_t)id->ps << 16 | ci->port, 1);

@@ -149,7 +149,8 @@ start_servers() {	# start_servers PROG ARGS...: one per port in $ports
 	spids=()
 	for p in $ports; do
 		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
-			"$@" -p "$p" >"$work/server.$p.out" 2>&1 &
+			timeout -k 5 "$tmo" "$@" -p "$p" \
+			>"$work/server.$p.out" 2>&1 &
 		spids+=($!)
 		pids+=($!)
 	done
@@ -254,13 +255,15 @@ rdmacm() {
 	cpids=() spids=()
 	for p in 7171 7172 7173; do
 		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
-			rping -s -a $addrA -p $p -C 20 -v >"$work/rping_s.$p" 2>&1 &
+			timeout -k 5 "$tmo" rping -s -a $addrA -p $p -C 20 -v \
+			>"$work/rping_s.$p" 2>&1 &
 		spids+=($!)
 		pids+=($!)
 	done
 	for p in 7181 7182; do
 		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
-			ucmatose -b $addrA -p $p -c 2 -C 20 >"$work/ucma_s.$p" 2>&1 &
+			timeout -k 5 "$tmo" ucmatose -b $addrA -p $p -c 2 -C 20 \
+			>"$work/ucma_s.$p" 2>&1 &
 		spids+=($!)
 		pids+=($!)
 	done
