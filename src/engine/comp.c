@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 static struct uroce_send_wqe *sq_at(struct uroce_qp *qp, uint32_t i)
 {

@@ -28,7 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define LID_UNICAST_MAX	0xbfff	/* IBA 4.1.3: 0xC000 and up are multicast */
 
@@ -81,14 +81,14 @@ static int hold_lid(uint16_t lid)
 
 int uroce_lid_claim(struct uroce_dev *dev)
 {
-	uint16_t want = preferred_lid(&dev->local), lid;
+	uint16_t want = preferred_lid(&dev->net.local), lid;
 	union ibv_gid gid;
 	unsigned int i;
 	int fd;
 
 	for (i = 0; i < LID_UNICAST_MAX; i++) {
 		lid = (uint16_t)(1 + (want - 1 + i) % LID_UNICAST_MAX);
-		if (lid == dev->lid)
+		if (lid == dev->port.lid)
 			return 0;	/* the one we hold is as good */
 		fd = hold_lid(lid);
 		if (fd == -EADDRINUSE)
@@ -100,10 +100,10 @@ int uroce_lid_claim(struct uroce_dev *dev)
 			continue;
 		}
 		pthread_mutex_lock(&dev->lock);
-		if (dev->lid_fd >= 0)
-			close(dev->lid_fd);
-		dev->lid_fd = fd;
-		__atomic_store_n(&dev->lid, lid, __ATOMIC_RELAXED);
+		if (dev->port.lid_fd >= 0)
+			close(dev->port.lid_fd);
+		dev->port.lid_fd = fd;
+		__atomic_store_n(&dev->port.lid, lid, __ATOMIC_RELAXED);
 		uroce_dev_unlock(dev);
 		uroce_log(UROCE_LOG_INFO, "port LID %u (0x%04x)",
 			  (unsigned int)lid, (unsigned int)lid);
@@ -121,9 +121,9 @@ int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
 	if (!dlid || dlid > LID_UNICAST_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&dev->lock);
-	self = dlid == dev->lid;
+	self = dlid == dev->port.lid;
 	if (self)
-		*gid = dev->gid;
+		*gid = dev->net.gid;
 	uroce_dev_unlock(dev);
 	if (self)
 		return 0;
@@ -133,4 +133,12 @@ int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
 			  "(network namespaces sharing /dev/shm?)",
 			  (unsigned int)dlid);
 	return ret ? -EINVAL : 0;
+}
+
+void uroce_lid_release(struct uroce_dev *dev)
+{
+	if (dev->port.lid_fd >= 0)
+		close(dev->port.lid_fd);
+	dev->port.lid_fd = -1;
+	__atomic_store_n(&dev->port.lid, 0, __ATOMIC_RELAXED);
 }

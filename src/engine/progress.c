@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#define _GNU_SOURCE			/* pthread_timedjoin_np */
 /*
  * The progress thread: makes the device move while the application does
  * not call us (DESIGN.md decision 5).  It sleeps in epoll_wait on the
@@ -19,7 +20,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
@@ -30,13 +31,13 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
 		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
 	}
-	timerfd_settime(dev->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-	dev->armed_deadline_ns = deadline_ns;
+	timerfd_settime(dev->prog.timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+	dev->prog.armed_deadline_ns = deadline_ns;
 }
 
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 {
-	if (!dev->armed_deadline_ns || deadline_ns < dev->armed_deadline_ns)
+	if (!dev->prog.armed_deadline_ns || deadline_ns < dev->prog.armed_deadline_ns)
 		set_timer(dev, deadline_ns);
 }
 
@@ -47,9 +48,9 @@ static void run_timers(struct uroce_dev *dev)
 	uint32_t i;
 
 	pthread_mutex_lock(&dev->lock);
-	dev->armed_deadline_ns = 0;
-	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
-		struct uroce_qp *qp = dev->qp_tbl[i];
+	dev->prog.armed_deadline_ns = 0;
+	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
+		struct uroce_qp *qp = dev->obj.qp_tbl[i];
 		uint64_t d;
 
 		if (!qp)
@@ -62,7 +63,7 @@ static void run_timers(struct uroce_dev *dev)
 		if (d && (!next || d < next))
 			next = d;
 	}
-	if (next && (!dev->armed_deadline_ns || next < dev->armed_deadline_ns))
+	if (next && (!dev->prog.armed_deadline_ns || next < dev->prog.armed_deadline_ns))
 		set_timer(dev, next);
 	uroce_dev_unlock(dev);
 }
@@ -79,7 +80,7 @@ static void run_timers(struct uroce_dev *dev)
 
 static bool app_is_polling(struct uroce_dev *dev)
 {
-	uint64_t last = atomic_load_explicit(&dev->app_poll_ns,
+	uint64_t last = atomic_load_explicit(&dev->prog.app_poll_ns,
 					     memory_order_relaxed);
 	struct timespec nap = { 0, APP_POLL_NS };
 
@@ -137,7 +138,7 @@ static void receive_spin(struct uroce_dev *dev)
 	bool stream = false;
 	int n;
 
-	pthread_mutex_lock(&dev->rx_lock);
+	pthread_mutex_lock(&dev->prog.rx_lock);
 	for (;;) {
 		uint64_t now;
 
@@ -157,7 +158,7 @@ static void receive_spin(struct uroce_dev *dev)
 		now = uroce_now_ns();
 		/* an application thread polling its CQ receives for itself:
 		 * two threads spinning would need a core more */
-		if (now - atomic_load_explicit(&dev->app_poll_ns,
+		if (now - atomic_load_explicit(&dev->prog.app_poll_ns,
 					       memory_order_relaxed) < spin_ns)
 			break;
 		if (!last)
@@ -168,7 +169,7 @@ static void receive_spin(struct uroce_dev *dev)
 		 * application post and the queued packets go */
 		uroce_tx_drain(dev);
 	}
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
 static void *progress_main(void *arg)
@@ -178,15 +179,10 @@ static void *progress_main(void *arg)
 	uint64_t v;
 
 	short_slice();
-	{
-		const char *env = getenv("UROCE_SPIN_US");
+	spin_ns = uroce_config()->spin_ns;
 
-		if (env && *env)
-			spin_ns = strtoull(env, NULL, 0) * 1000;
-	}
-
-	while (!dev->stopping) {
-		int n = epoll_wait(dev->epfd, ev, 4, -1);
+	while (!dev->prog.stopping) {
+		int n = epoll_wait(dev->prog.epfd, ev, 4, -1);
 		int i;
 
 		if (n < 0 && errno == EINTR)
@@ -196,17 +192,17 @@ static void *progress_main(void *arg)
 		for (i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
 
-			if (fd == dev->sock) {
+			if (fd == dev->net.sock) {
 				if (app_is_polling(dev))
 					continue;
 				receive_spin(dev);
-			} else if (fd == dev->timerfd) {
-				if (read(dev->timerfd, &v, sizeof(v)) < 0 &&
+			} else if (fd == dev->prog.timerfd) {
+				if (read(dev->prog.timerfd, &v, sizeof(v)) < 0 &&
 				    errno != EAGAIN)
 					continue;
 				run_timers(dev);
-			} else if (fd == dev->wakefd) {
-				if (read(dev->wakefd, &v, sizeof(v)) < 0)
+			} else if (fd == dev->prog.wakefd) {
+				if (read(dev->prog.wakefd, &v, sizeof(v)) < 0)
 					continue;
 			} else if (!uroce_share_poll(dev, fd)) {
 				uroce_mcast_poll(dev, fd);
@@ -223,19 +219,19 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	if (!dev->net_up)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
-	atomic_store_explicit(&dev->app_poll_ns, uroce_now_ns(),
+	atomic_store_explicit(&dev->prog.app_poll_ns, uroce_now_ns(),
 			      memory_order_relaxed);
-	if (pthread_mutex_trylock(&dev->rx_lock))
+	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	uroce_net_poll(dev);
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
 static int watch(struct uroce_dev *dev, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
-	return epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 int uroce_progress_start(struct uroce_dev *dev)
@@ -244,15 +240,14 @@ int uroce_progress_start(struct uroce_dev *dev)
 	sigset_t all, old;
 	int err;
 
-	pthread_mutex_init(&dev->rx_lock, NULL);
-	dev->epfd = epoll_create1(EPOLL_CLOEXEC);
-	dev->timerfd = timerfd_create(CLOCK_MONOTONIC,
+	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
 				      TFD_NONBLOCK | TFD_CLOEXEC);
-	dev->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (dev->epfd < 0 || dev->timerfd < 0 || dev->wakefd < 0)
+	dev->prog.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dev->prog.epfd < 0 || dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
 		return -errno;
-	if (watch(dev, dev->sock) || watch(dev, dev->timerfd) ||
-	    watch(dev, dev->wakefd))
+	if (watch(dev, dev->net.sock) || watch(dev, dev->prog.timerfd) ||
+	    watch(dev, dev->prog.wakefd))
 		return -errno;
 	uroce_share_watch(dev);
 
@@ -260,9 +255,64 @@ int uroce_progress_start(struct uroce_dev *dev)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	err = pthread_create(&dev->thread, &attr, progress_main, dev);
+	err = pthread_create(&dev->prog.thread, &attr, progress_main, dev);
+	dev->prog.running = !err;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
+}
+
+void uroce_rx_pause(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	pthread_mutex_lock(&dev->lock);
+}
+
+void uroce_rx_resume(struct uroce_dev *dev)
+{
+	uroce_dev_unlock(dev);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+}
+
+/* close what uroce_progress_start opened (no thread runs on them) */
+static void close_fds(struct uroce_dev *dev)
+{
+	int *fds[] = { &dev->prog.epfd, &dev->prog.timerfd, &dev->prog.wakefd };
+	size_t i;
+
+	for (i = 0; i < UROCE_ARRAY_SIZE(fds); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	dev->prog.armed_deadline_ns = 0;
+}
+
+int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
+{
+	uint64_t one = 1;
+	int err;
+
+	if (!dev->prog.running) {
+		/* a device brought up without the thread, or whose start
+		 * failed half-way */
+		close_fds(dev);
+		return 0;
+	}
+	atomic_store(&dev->prog.stopping, true);
+	/* (an eventfd write fails only on overflow: it is then readable) */
+	if (write(dev->prog.wakefd, &one, sizeof(one)) < 0)
+		uroce_log(UROCE_LOG_DEBUG, "progress wake-up: %s",
+			  strerror(errno));
+	err = until ? pthread_timedjoin_np(dev->prog.thread, NULL, until) :
+		      pthread_join(dev->prog.thread, NULL);
+	if (err) {
+		uroce_log(UROCE_LOG_WARN, "progress thread did not stop: %s",
+			  strerror(err));
+		return -err;
+	}
+	dev->prog.running = false;
+	atomic_store(&dev->prog.stopping, false);
+	close_fds(dev);
+	return 0;
 }

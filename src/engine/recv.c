@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 			const struct sockaddr_storage *dst,
@@ -166,5 +166,19 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_comp_rx(qp, &pkt);
 out:
 	uroce_xmit_end(dev);
+	uroce_dev_unlock(dev);
+}
+
+void uroce_rx_burst_begin(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_begin(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+void uroce_rx_burst_end(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_end(dev);
 	uroce_dev_unlock(dev);
 }

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 static uint32_t sq_mask(const struct uroce_qp *qp)
 {
@@ -18,7 +18,7 @@ static uint32_t sq_mask(const struct uroce_qp *qp)
  * the only flow control a UDP path has). */
 static uint32_t tx_window(const struct uroce_qp *qp)
 {
-	uint32_t w = qp->dev->rcvbuf / (2 * (qp->mtu + 512));
+	uint32_t w = qp->dev->net.rcvbuf / (2 * (qp->mtu + 512));
 
 	if (w < UROCE_TX_WINDOW_MIN)
 		w = UROCE_TX_WINDOW_MIN;
@@ -169,7 +169,7 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
  * would overrun it (ib_read_bw -q 1024). */
 static uint32_t dev_window(const struct uroce_dev *dev)
 {
-	uint32_t w = dev->rcvbuf / (4096 + 512);
+	uint32_t w = dev->net.rcvbuf / (4096 + 512);
 
 	return w < UROCE_TX_WINDOW_MAX ? UROCE_TX_WINDOW_MAX : w;
 }
@@ -182,17 +182,17 @@ static void block(struct uroce_qp *qp)
 		return;
 	qp->blocked = true;
 	qp->blocked_next = NULL;
-	if (dev->blocked_tail)
-		dev->blocked_tail->blocked_next = qp;
+	if (dev->flow.blocked_tail)
+		dev->flow.blocked_tail->blocked_next = qp;
 	else
-		dev->blocked_head = qp;
-	dev->blocked_tail = qp;
+		dev->flow.blocked_head = qp;
+	dev->flow.blocked_tail = qp;
 }
 
 static void unblock(struct uroce_qp *qp)
 {
 	struct uroce_dev *dev = qp->dev;
-	struct uroce_qp **pp = &dev->blocked_head, *prev = NULL;
+	struct uroce_qp **pp = &dev->flow.blocked_head, *prev = NULL;
 
 	if (!qp->blocked)
 		return;
@@ -202,8 +202,8 @@ static void unblock(struct uroce_qp *qp)
 	}
 	if (*pp)
 		*pp = qp->blocked_next;
-	if (dev->blocked_tail == qp)
-		dev->blocked_tail = prev;
+	if (dev->flow.blocked_tail == qp)
+		dev->flow.blocked_tail = prev;
 	qp->blocked = false;
 }
 
@@ -216,10 +216,10 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	if (inflight && inflight + npkts > cur_window(qp))
 		return true;
 	/* resending what was sent before takes no new room */
-	if (!uroce_qp_reliable(qp) || !dev->inflight ||
+	if (!uroce_qp_reliable(qp) || !dev->flow.inflight ||
 	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts),
 			  qp->req.psn_max) <= 0 ||
-	    dev->inflight + npkts <= dev_window(dev))
+	    dev->flow.inflight + npkts <= dev_window(dev))
 		return false;
 	block(qp);
 	return true;
@@ -230,12 +230,12 @@ void uroce_req_credit(struct uroce_qp *qp, uint32_t n)
 	struct uroce_dev *dev = qp->dev;
 	uint32_t rounds;
 
-	dev->inflight = dev->inflight > n ? dev->inflight - n : 0;
+	dev->flow.inflight = dev->flow.inflight > n ? dev->flow.inflight - n : 0;
 	/* let waiting QPs try again, each once, oldest first */
-	for (rounds = 0; dev->blocked_head && rounds < 64; rounds++) {
-		struct uroce_qp *w = dev->blocked_head;
+	for (rounds = 0; dev->flow.blocked_head && rounds < 64; rounds++) {
+		struct uroce_qp *w = dev->flow.blocked_head;
 
-		if (dev->inflight + UROCE_TX_WINDOW_MIN > dev_window(dev))
+		if (dev->flow.inflight + UROCE_TX_WINDOW_MIN > dev_window(dev))
 			break;
 		unblock(w);
 		if (w != qp)
@@ -252,7 +252,7 @@ void uroce_req_release(struct uroce_qp *qp)
 	if (!uroce_qp_reliable(qp))
 		return;
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
-	dev->inflight = dev->inflight > held ? dev->inflight - held : 0;
+	dev->flow.inflight = dev->flow.inflight > held ? dev->flow.inflight - held : 0;
 	qp->comp.psn = qp->req.psn_max;
 }
 
@@ -349,25 +349,25 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	struct uroce_dev *dev = qp->dev;
 	uint64_t now;
 
-	if (!dev->pace_rate)
+	if (!dev->flow.pace_rate)
 		return true;
 	now = uroce_now_ns();
-	if (!dev->pace_last_ns) {
-		dev->pace_last_ns = now;
-		dev->pace_tokens = PACE_BURST;
+	if (!dev->flow.pace_last_ns) {
+		dev->flow.pace_last_ns = now;
+		dev->flow.pace_tokens = PACE_BURST;
 	}
-	dev->pace_tokens += (int64_t)((now - dev->pace_last_ns) *
-				      dev->pace_rate / 1000000000ull);
-	dev->pace_last_ns = now;
-	if (dev->pace_tokens > PACE_BURST)
-		dev->pace_tokens = PACE_BURST;
-	if (dev->pace_tokens >= (int64_t)bytes) {
-		dev->pace_tokens -= bytes;
+	dev->flow.pace_tokens += (int64_t)((now - dev->flow.pace_last_ns) *
+				      dev->flow.pace_rate / 1000000000ull);
+	dev->flow.pace_last_ns = now;
+	if (dev->flow.pace_tokens > PACE_BURST)
+		dev->flow.pace_tokens = PACE_BURST;
+	if (dev->flow.pace_tokens >= (int64_t)bytes) {
+		dev->flow.pace_tokens -= bytes;
 		return true;
 	}
 	qp->req.pace_deadline_ns = now + 1 +
-		((uint64_t)((int64_t)bytes - dev->pace_tokens) * 1000000000ull) /
-		dev->pace_rate;
+		((uint64_t)((int64_t)bytes - dev->flow.pace_tokens) * 1000000000ull) /
+		dev->flow.pace_rate;
 	uroce_timer_arm(dev, qp->req.pace_deadline_ns);
 	return false;
 }
@@ -561,7 +561,7 @@ void uroce_req_run(struct uroce_qp *qp)
 			break;
 		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0) {
 			if (uroce_qp_reliable(qp))
-				qp->dev->inflight += (qp->req.psn -
+				qp->dev->flow.inflight += (qp->req.psn -
 						      qp->req.psn_max) &
 						     UROCE_PSN_MASK;
 			qp->req.psn_max = qp->req.psn;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 enum resp_state {
 	RESP_DONE,		/* request executed */
@@ -46,7 +46,7 @@ static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
 	struct uroce_mr *mr = uroce_mr_check(qp->dev, qp->pd, rkey, va, len,
 					     access);
 
-	if (mr && take_one(&qp->dev->fault.access_left))
+	if (mr && take_one(&qp->dev->net.fault.access_left))
 		return NULL;	/* injected remote access error */
 	if (mr && mr->mw_type == 2 && mr->mw_qpn != uqp_ibqp(qp)->qp_num)
 		return NULL;
@@ -87,11 +87,11 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 {
 	struct uroce_dev *dev = qp->dev;
 
-	if (syn == UROCE_AETH_ACK_UNLIMITED && dev->ack_defer &&
+	if (syn == UROCE_AETH_ACK_UNLIMITED && dev->ack.ack_defer &&
 	    (qp->resp.ack_pending ||
-	     dev->nack_pending < UROCE_ACK_PENDING_MAX)) {
+	     dev->ack.nack_pending < UROCE_ACK_PENDING_MAX)) {
 		if (!qp->resp.ack_pending)
-			dev->ack_pending[dev->nack_pending++] =
+			dev->ack.ack_pending[dev->ack.nack_pending++] =
 				uqp_ibqp(qp)->qp_num;
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = psn;
@@ -104,7 +104,7 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 
 void uroce_ack_burst_begin(struct uroce_dev *dev)
 {
-	dev->ack_defer = true;
+	dev->ack.ack_defer = true;
 }
 
 static void flush_held_acks(struct uroce_dev *dev)
@@ -112,47 +112,41 @@ static void flush_held_acks(struct uroce_dev *dev)
 	uint32_t i;
 
 	uroce_xmit_begin(dev);
-	for (i = 0; i < dev->nack_pending; i++) {
+	for (i = 0; i < dev->ack.nack_pending; i++) {
 		/* (a QP destroyed meanwhile sent its ACK then: qp.c) */
-		struct uroce_qp *qp = uroce_qp_lookup(dev, dev->ack_pending[i]);
+		struct uroce_qp *qp = uroce_qp_lookup(dev, dev->ack.ack_pending[i]);
 
 		if (qp)
 			uroce_ack_flush(qp);
 	}
-	dev->nack_pending = 0;
+	dev->ack.nack_pending = 0;
 	uroce_xmit_end(dev);
 }
 
 void uroce_ack_burst_end(struct uroce_dev *dev)
 {
-	dev->ack_defer = false;
+	dev->ack.ack_defer = false;
 	flush_held_acks(dev);
 }
 
 /*
- * A program that returns from main right after its last receive
- * completes, the progress thread still in the burst that brought it:
- * the held ACKs leave now, or the peer retries into a process that is
- * gone.  (A NIC ACKs before it completes.)  The wait for the lock is
- * bounded: exit must not hang on a thread that holds it for good.
+ * The device goes down (the last close, or exit right after the last
+ * receive completed, the progress thread still in the burst that brought
+ * it): the held ACKs leave now, or the peer retries into a process that
+ * is gone.  (A NIC ACKs before it completes.)
  */
-__attribute__((destructor)) static void flush_acks_at_exit(void)
+int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until)
 {
-	struct uroce_dev *dev = uroce_dev_get();
-	struct timespec until;
+	int err;
 
-	if (!dev || !dev->net_up)
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += 100 * 1000 * 1000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	if (pthread_mutex_timedlock(&dev->lock, &until))
-		return;
+	err = until ? pthread_mutex_timedlock(&dev->lock, until) :
+		      pthread_mutex_lock(&dev->lock);
+	if (err)
+		return -err;
+	dev->ack.ack_defer = false;
 	flush_held_acks(dev);
 	uroce_dev_unlock(dev);
+	return 0;
 }
 
 static struct uroce_recv_wqe *rq_head(struct uroce_qp *qp)
@@ -355,7 +349,7 @@ static void do_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 /* answer this SEND as if no receive were posted */
 static bool forced_rnr(struct uroce_dev *dev)
 {
-	return take_one(&dev->fault.rnr_left);
+	return take_one(&dev->net.fault.rnr_left);
 }
 
 static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
 		    const struct ibv_sge *sge, uint32_t n, unsigned int access)

@@ -4,9 +4,11 @@
  * /dev/shm/uroce.<pid>, where `uroce stats` reads them while we run, and a
  * small thread answers `uroce qps` with a snapshot of the QP table.
  *
- * Lifetime: created when the device comes up, unlinked by a destructor at
- * exit (the mapping itself stays until the process is gone, so late
- * counter updates from the progress thread still land somewhere).  A
+ * Lifetime: created when the device comes up; removed when it goes down
+ * at the last ibv_close_device (uroce_shm_close: the counters move back
+ * to the device first), or unlinked by a destructor at exit (the mapping
+ * itself then stays until the process is gone, so late counter updates
+ * from threads still running land somewhere).  A
  * process killed by a signal leaves its file behind; the next uroce
  * process and the tool remove files whose process is gone.
  */
@@ -29,12 +31,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 #include "uroce_shm.h"
 
 static struct uroce_shm_hdr *shm;
 static char shm_name[64];		/* "/uroce.<pid>" */
 static pid_t shm_pid;
+static pthread_t snap_thread;
+static bool snap_running;
+static _Atomic bool snap_stop;		/* uroce_shm_close asked */
 
 
 static void own_comm(char *out, size_t len)
@@ -157,8 +162,8 @@ static void snapshot(struct uroce_dev *dev)
 	uint32_t n = 0, over = 0, i;
 	struct timespec ts;
 
-	for (i = 0; i < UROCE_MAX_QP && dev->nqps; i++) {
-		const struct uroce_qp *qp = dev->qp_tbl[i];
+	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
+		const struct uroce_qp *qp = dev->obj.qp_tbl[i];
 		struct uroce_shm_qp *e;
 
 		if (!qp)
@@ -212,7 +217,7 @@ static void *snap_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 
-	for (;;) {
+	while (!atomic_load(&snap_stop)) {
 		uint32_t done = __atomic_load_n(&shm->snap_done,
 						__ATOMIC_ACQUIRE);
 		uint32_t req = __atomic_load_n(&shm->snap_req,
@@ -246,15 +251,15 @@ static void put_addr(struct uroce_dev *dev)
 
 	__atomic_store_n(&shm->addr_seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	memcpy(shm->gid, dev->gid.raw, 16);
-	inet_ntop(dev->family, dev->family == AF_INET ?
-		  (const void *)&((struct sockaddr_in *)&dev->local)->sin_addr :
-		  (const void *)&((struct sockaddr_in6 *)&dev->local)->sin6_addr,
+	memcpy(shm->gid, dev->net.gid.raw, 16);
+	inet_ntop(dev->net.family, dev->net.family == AF_INET ?
+		  (const void *)&((struct sockaddr_in *)&dev->net.local)->sin_addr :
+		  (const void *)&((struct sockaddr_in6 *)&dev->net.local)->sin6_addr,
 		  shm->addr, sizeof(shm->addr));
-	shm->lid = dev->lid;
+	shm->lid = dev->port.lid;
 	shm->share_slot = uroce_share_slot(dev);
-	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->active_mtu);
-	shm->netdev_mtu = dev->netdev_mtu;
+	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->net.active_mtu);
+	shm->netdev_mtu = dev->net.netdev_mtu;
 	__atomic_store_n(&shm->addr_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -270,7 +275,7 @@ void uroce_shm_set_addr(struct uroce_dev *dev)
 static void fill_hdr(struct uroce_dev *dev, size_t size, uint32_t names_off,
 		     uint32_t cnt_off, uint32_t qp_off)
 {
-	const char *fault = getenv("UROCE_FAULT");
+	const char *fault = uroce_config()->fault;
 	char *names = (char *)shm + names_off;
 	int i;
 
@@ -306,7 +311,6 @@ void uroce_shm_open(struct uroce_dev *dev)
 	_Atomic uint64_t *cnt;
 	pthread_attr_t attr;
 	sigset_t all, old;
-	pthread_t thread;
 	void *p;
 	int fd, i, err;
 
@@ -334,18 +338,19 @@ void uroce_shm_open(struct uroce_dev *dev)
 	/* move the counters in: whatever was counted so far comes along */
 	cnt = (_Atomic uint64_t *)((char *)shm + cnt_off);
 	for (i = 0; i < UROCE_CNT_NUM; i++)
-		atomic_store(&cnt[i], atomic_load(&dev->cnt_private[i]));
-	dev->cnt = cnt;
+		atomic_store(&cnt[i], atomic_load(&dev->stats.cnt_private[i]));
+	dev->stats.cnt = cnt;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 64 << 10);
-	err = pthread_create(&thread, &attr, snap_main, dev);
+	atomic_store(&snap_stop, false);
+	err = pthread_create(&snap_thread, &attr, snap_main, dev);
 	if (err)
 		uroce_log(UROCE_LOG_WARN, "no QP snapshot thread: %s",
 			  strerror(err));
+	snap_running = !err;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
@@ -363,4 +368,29 @@ fail:
 	uroce_log(UROCE_LOG_WARN, "no stats segment %s%s: %s; uroce stats "
 		  "cannot see this process", UROCE_SHM_DIR, shm_name,
 		  strerror(errno));
+}
+
+void uroce_shm_close(struct uroce_dev *dev)
+{
+	int i;
+
+	if (!shm)
+		return;
+	if (snap_running) {
+		/* snap_req moves, so a FUTEX_WAIT about to sleep does not */
+		atomic_store(&snap_stop, true);
+		__atomic_add_fetch(&shm->snap_req, 1, __ATOMIC_RELEASE);
+		futex(&shm->snap_req, FUTEX_WAKE, INT_MAX);
+		pthread_join(snap_thread, NULL);
+		snap_running = false;
+	}
+	/* the counters go on in the device: a later open brings them back */
+	for (i = 0; i < UROCE_CNT_NUM; i++)
+		atomic_store(&dev->stats.cnt_private[i],
+			     atomic_load(&dev->stats.cnt[i]));
+	dev->stats.cnt = dev->stats.cnt_private;
+	if (shm_pid == getpid())
+		shm_unlink(shm_name);
+	munmap(shm, shm->size);
+	shm = NULL;
 }

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define XMIT_MAX_IOV (UROCE_MAX_SGE + 4)
 /* a GSO send carries at most 64 KiB of UDP payload, and the kernel takes
@@ -33,7 +33,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 	int sent = 0, r, k;
 
 	while (sent < b->nruns) {
-		int n = dev->io->send_runs(dev, &b->run[sent], b->nruns - sent,
+		int n = dev->net.io->send_runs(dev, &b->run[sent], b->nruns - sent,
 					   b->iov);
 
 		if (n <= 0) {
@@ -43,7 +43,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			if (n != -EAGAIN && n != -ENOBUFS && n != -ECONNREFUSED &&
 			    n != -EINTR) {
 				uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
-				atomic_store(&dev->gso, false);
+				atomic_store(&dev->net.gso, false);
 			}
 			break;
 		}
@@ -74,22 +74,22 @@ static void txq_send_all(struct uroce_dev *dev)
 	for (;;) {
 		struct uroce_txbatch *b;
 
-		pthread_mutex_lock(&dev->txq_lock);
-		b = dev->txq_head;
+		pthread_mutex_lock(&dev->tx.txq_lock);
+		b = dev->tx.txq_head;
 		if (b) {
-			dev->txq_head = b->next;
+			dev->tx.txq_head = b->next;
 			if (!b->next)
-				dev->txq_tail = NULL;
+				dev->tx.txq_tail = NULL;
 		}
-		pthread_mutex_unlock(&dev->txq_lock);
+		pthread_mutex_unlock(&dev->tx.txq_lock);
 		if (!b)
 			return;
 		txb_send(dev, b);
-		pthread_mutex_lock(&dev->txq_lock);
-		b->next = dev->txb_free;
-		dev->txb_free = b;
-		atomic_fetch_sub(&dev->txq_len, 1);
-		pthread_mutex_unlock(&dev->txq_lock);
+		pthread_mutex_lock(&dev->tx.txq_lock);
+		b->next = dev->tx.txb_free;
+		dev->tx.txb_free = b;
+		atomic_fetch_sub(&dev->tx.txq_len, 1);
+		pthread_mutex_unlock(&dev->tx.txq_lock);
 	}
 }
 
@@ -102,11 +102,11 @@ void uroce_tx_drain(struct uroce_dev *dev)
 	 * in our queue would die with it.  A batch counts in txq_len until
 	 * it has gone, so 0 means everything queued before has.
 	 */
-	if (!atomic_load(&dev->txq_len))
+	if (!atomic_load(&dev->tx.txq_len))
 		return;
-	pthread_mutex_lock(&dev->tx_lock);
+	pthread_mutex_lock(&dev->tx.tx_lock);
 	txq_send_all(dev);
-	pthread_mutex_unlock(&dev->tx_lock);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
 }
 
 /* A batch to fill, NULL if all are out (the caller then sends at once). */
@@ -116,51 +116,51 @@ static struct uroce_txbatch *txb_get(struct uroce_dev *dev)
 {
 	struct uroce_txbatch *b;
 
-	pthread_mutex_lock(&dev->txq_lock);
-	b = dev->txb_free;
+	pthread_mutex_lock(&dev->tx.txq_lock);
+	b = dev->tx.txb_free;
 	if (b) {
-		dev->txb_free = b->next;
-	} else if (dev->txb_count < TXB_MAX_COUNT) {
+		dev->tx.txb_free = b->next;
+	} else if (dev->tx.txb_count < TXB_MAX_COUNT) {
 		b = calloc(1, sizeof(*b));
 		if (b)
-			dev->txb_count++;
+			dev->tx.txb_count++;
 	}
-	pthread_mutex_unlock(&dev->txq_lock);
+	pthread_mutex_unlock(&dev->tx.txq_lock);
 	return b;
 }
 
 /* Queue the open batch to be sent once dev->lock is released. */
 static void txb_seal(struct uroce_dev *dev)
 {
-	struct uroce_txbatch *b = dev->txb;
+	struct uroce_txbatch *b = dev->tx.txb;
 
-	dev->txb = NULL;
+	dev->tx.txb = NULL;
 	if (!b)
 		return;
-	pthread_mutex_lock(&dev->txq_lock);
+	pthread_mutex_lock(&dev->tx.txq_lock);
 	if (!b->npkts) {
-		b->next = dev->txb_free;
-		dev->txb_free = b;
+		b->next = dev->tx.txb_free;
+		dev->tx.txb_free = b;
 	} else {
 		b->next = NULL;
-		if (dev->txq_tail)
-			dev->txq_tail->next = b;
+		if (dev->tx.txq_tail)
+			dev->tx.txq_tail->next = b;
 		else
-			dev->txq_head = b;
-		dev->txq_tail = b;
-		atomic_fetch_add(&dev->txq_len, 1);
+			dev->tx.txq_head = b;
+		dev->tx.txq_tail = b;
+		atomic_fetch_add(&dev->tx.txq_len, 1);
 	}
-	pthread_mutex_unlock(&dev->txq_lock);
+	pthread_mutex_unlock(&dev->tx.txq_lock);
 }
 
 void uroce_xmit_begin(struct uroce_dev *dev)
 {
-	dev->tx_depth++;
+	dev->tx.tx_depth++;
 }
 
 void uroce_xmit_end(struct uroce_dev *dev)
 {
-	if (!--dev->tx_depth)
+	if (!--dev->tx.tx_depth)
 		txb_seal(dev);
 }
 
@@ -171,10 +171,10 @@ static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 {
 	int err;
 
-	pthread_mutex_lock(&dev->tx_lock);
+	pthread_mutex_lock(&dev->tx.tx_lock);
 	txq_send_all(dev);
-	err = dev->io->send(dev, dst, iov, n);
-	pthread_mutex_unlock(&dev->tx_lock);
+	err = dev->net.io->send(dev, dst, iov, n);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
 	return err;
 }
 
@@ -227,7 +227,7 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		  int npayload, uint32_t paylen)
 {
 	struct uroce_dev *dev = qp->dev;
-	struct uroce_txbatch *b = dev->txb;
+	struct uroce_txbatch *b = dev->tx.txb;
 	struct uroce_txrun *run = NULL;
 	struct iovec one[XMIT_MAX_IOV], *iov = one;
 	uint8_t one_hdr[UROCE_MAX_HDR_LEN], one_tail[UROCE_ICRC_LEN];
@@ -239,13 +239,13 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 
 	if (npayload > UROCE_MAX_SGE || hdrlen > UROCE_MAX_HDR_LEN)
 		return -EINVAL;
-	if (dev->tx_depth && !dev->fault.on && dev->io->send_runs &&
-	    atomic_load_explicit(&dev->gso, memory_order_relaxed)) {
+	if (dev->tx.tx_depth && !dev->net.fault.on && dev->net.io->send_runs &&
+	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
 		if (b && !(run = txb_run_for(b, dst, len, npayload)))
 			txb_seal(dev);		/* full: queue it, start another */
-		if (!dev->txb)
-			dev->txb = txb_get(dev);
-		b = dev->txb;
+		if (!dev->tx.txb)
+			dev->tx.txb = txb_get(dev);
+		b = dev->tx.txb;
 		if (b && !run)
 			run = txb_run_for(b, dst, len, npayload);
 	}
@@ -264,11 +264,11 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		iov[n].iov_base = (void *)zeros;
 		iov[n++].iov_len = pad;
 	}
-	uroce_icrc_ip_from(&dev->local, dst, &ip);
+	uroce_icrc_ip_from(&dev->net.local, dst, &ip);
 	/* an unconnected socket with IP_PMTUDISC_DO sends DF, and IPv4 ID 0
 	 * for a datagram of its own, k for the k-th of a GSO send */
 	ip.ip_id = run ? run->npkts : 0;
-	ip.df = dev->family == AF_INET;
+	ip.df = dev->net.family == AF_INET;
 	uroce_icrc_store(tail, uroce_icrc_compute(&ip, iov, n));
 	iov[n].iov_base = tail;
 	iov[n++].iov_len = UROCE_ICRC_LEN;

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 int uroce_xrc_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 		   const struct iovec *payload, int npayload, uint32_t paylen)

@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define MC_BATCH	8
 #define MC_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
@@ -89,7 +89,7 @@ static int join(int fd, const struct uroce_dev *dev,
 
 		memset(&mr, 0, sizeof(mr));
 		mr.imr_multiaddr = ((const struct sockaddr_in *)&grp->addr)->sin_addr;
-		mr.imr_address = ((const struct sockaddr_in *)&dev->local)->sin_addr;
+		mr.imr_address = ((const struct sockaddr_in *)&dev->net.local)->sin_addr;
 		return setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
 				  sizeof(mr));
 	} else {
@@ -98,7 +98,7 @@ static int join(int fd, const struct uroce_dev *dev,
 		memset(&mr, 0, sizeof(mr));
 		mr.ipv6mr_multiaddr =
 			((const struct sockaddr_in6 *)&grp->addr)->sin6_addr;
-		mr.ipv6mr_interface = ifindex_of(&dev->local);
+		mr.ipv6mr_interface = ifindex_of(&dev->net.local);
 		return setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &mr,
 				  sizeof(mr));
 	}
@@ -110,7 +110,7 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
 	socklen_t len = uroce_sa_len(&grp->addr);
 
-	if (fam != dev->family)
+	if (fam != dev->net.family)
 		return -EINVAL;
 	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -128,7 +128,7 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	ev.data.fd = fd;
-	if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
+	if (epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev))
 		goto fail;
 	grp->fd = fd;
 	return 0;
@@ -142,7 +142,7 @@ void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
 	if (grp->fd < 0)
 		return;
-	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, grp->fd, NULL);
+	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, grp->fd, NULL);
 	close(grp->fd);	/* leaves the group */
 	grp->fd = -1;
 }
@@ -186,8 +186,8 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
 	struct uroce_mcast_grp *grp;
 	bool found = false;
 
-	pthread_mutex_lock(&dev->rx_lock);
-	for (grp = dev->mcast; grp; grp = grp->next) {
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	for (grp = dev->obj.mcast; grp; grp = grp->next) {
 		if (grp->fd != fd)
 			continue;
 		found = true;
@@ -195,6 +195,6 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
 			;
 		break;
 	}
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return found;
 }

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define PCAP_MAGIC_NS	0xa1b23c4du
 #define LINKTYPE_ETHERNET 1
@@ -437,8 +437,8 @@ static int expand_path(const char *tmpl, char *out, size_t len)
 
 void uroce_pcap_open(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_PCAP");
-	const char *max = getenv("UROCE_PCAP_MAX");
+	const char *env = uroce_config()->pcap;
+	const char *max = uroce_config()->pcap_max;
 	int err;
 
 	if (!env || !*env || atomic_load(&cap.on))
@@ -486,7 +486,7 @@ void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	count_class(dev, UROCE_CNT_TX_SEND_PKTS,
 		    *(const uint8_t *)iov[0].iov_base, len);
 	if (atomic_load_explicit(&cap.on, memory_order_relaxed))
-		capture(&dev->local, dst, iov, iovcnt, len, ip_id);
+		capture(&dev->net.local, dst, iov, iovcnt, len, ip_id);
 }
 
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,

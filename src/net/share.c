@@ -40,8 +40,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "uroce.h"
-#include "uroce_private.h"
+#include "dev.h"
 #include "uroce_shm.h"
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
@@ -65,6 +64,7 @@
 #define CM_SIDR_REP	0x0018
 #define MAD_OFF		(UROCE_BTH_LEN + 8)	/* BTH, DETH */
 #define MAD_DATA	24
+#define GSI_QPN		1	/* IBA 3.9.6: QP1, the general services */
 
 struct fwd_hdr {
 	uint32_t kind;
@@ -82,6 +82,7 @@ struct uroce_share {
 	char addr[48];
 	char path[128];			/* of the registry file */
 	int sock;			/* our member of the group */
+	bool left;			/* out of the registry already */
 	int pidfd[UROCE_SHARE_SLOTS];	/* the other members, watched */
 };
 
@@ -374,7 +375,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (!sh)
 		return -ENOMEM;
 	pthread_mutex_init(&sh->mu, NULL);
-	sh->epfd = dev->epfd;
+	sh->epfd = dev->prog.epfd;
 	sh->fwd_fd = -1;
 	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
 		sh->pidfd[s] = -1;
@@ -442,11 +443,14 @@ free:
  * our socket goes, which the kernel fills with its last one. */
 static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
-	if (lock_seg(sh)) {
+	if (sh->left || lock_seg(sh)) {
 		if (do_close)
 			close(sock);
 		return;
 	}
+	/* once: at exit, and when the device goes down (a second time the
+	 * slot may already be someone else's) */
+	sh->left = true;
 	remove_member(sh->seg, sh->slot);
 	attach_prog(sh->seg, sock);
 	if (do_close)
@@ -493,13 +497,13 @@ void uroce_share_release(struct uroce_share *sh, int sock)
 
 void uroce_share_watch(struct uroce_dev *dev)
 {
-	struct uroce_share *sh = dev->share;
+	struct uroce_share *sh = dev->net.share;
 	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (!sh)
 		return;
 	pthread_mutex_lock(&sh->mu);
-	sh->epfd = dev->epfd;
+	sh->epfd = dev->prog.epfd;
 	ev.data.fd = sh->fwd_fd;
 	epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->fwd_fd, &ev);
 	for (uint32_t s = 0; s < UROCE_SHARE_SLOTS; s++)
@@ -512,20 +516,20 @@ void uroce_share_watch(struct uroce_dev *dev)
 
 uint32_t uroce_share_slot(const struct uroce_dev *dev)
 {
-	return dev->share ? dev->share->slot : 0;
+	return dev->net.share ? dev->net.share->slot : 0;
 }
 
 void uroce_share_note_qpn(struct uroce_dev *dev)
 {
-	if (dev->share)
-		__atomic_store_n(&dev->share->seg->slot[dev->share->slot].next_qpn,
-				 dev->next_qpn, __ATOMIC_RELAXED);
+	if (dev->net.share)
+		__atomic_store_n(&dev->net.share->seg->slot[dev->net.share->slot].next_qpn,
+				 dev->obj.next_qpn, __ATOMIC_RELAXED);
 }
 
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
 {
-	return dev->share ?
-	       dev->share->seg->slot[dev->share->slot].next_qpn :
+	return dev->net.share ?
+	       dev->net.share->seg->slot[dev->net.share->slot].next_qpn :
 	       UROCE_QPN_FIRST;
 }
 
@@ -533,7 +537,7 @@ uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
  * other member has it; on == false gives it back. */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 {
-	struct uroce_share *sh = dev->share;
+	struct uroce_share *sh = dev->net.share;
 	struct uroce_share_listen *free_e = NULL, *e;
 	int err, k;
 
@@ -610,7 +614,7 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 			}
 		/* nobody listens: a member with a CM answers with the REJ
 		 * (every listener has one), if we have none */
-		for (k = 0; !s && !dev->qp_tbl[UROCE_GSI_QPN] &&
+		for (k = 0; !s && !dev->obj.qp_tbl[GSI_QPN] &&
 		     k < UROCE_SHARE_LISTENS; k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
 					    __ATOMIC_RELAXED))
@@ -648,7 +652,7 @@ static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
 		seg->slot[sh->slot].index = i;
 		seg->slot[other].index = mine;
 		seg->epoch++;
-		attach_prog(seg, dev->sock);
+		attach_prog(seg, dev->net.sock);
 		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
 	}
 	unlock_seg(sh);
@@ -658,7 +662,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		       const struct sockaddr_storage *src,
 		       const struct sockaddr_storage *dst, uint16_t ip_id)
 {
-	struct uroce_share *sh = dev->share;
+	struct uroce_share *sh = dev->net.share;
 	struct fwd_hdr h;
 	struct iovec iov[2];
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
@@ -672,7 +676,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		return true;
 	}
 	qpn = bth_qpn(buf);
-	if (qpn == UROCE_GSI_QPN)
+	if (qpn == GSI_QPN)
 		s = gsi_owner(dev, sh, buf, len);
 	else if (qpn == UROCE_MCAST_QPN)
 		return false;
@@ -757,23 +761,23 @@ static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 	/* (it may have left at exit already: probe all the same, its
 	 * socket went only now) */
 	if (reap(sh->seg, sh->slot))
-		attach_prog(sh->seg, dev->sock);
-	send_probes(sh, dev->sock, &dev->local);
+		attach_prog(sh->seg, dev->net.sock);
+	send_probes(sh, dev->net.sock, &dev->net.local);
 	rescan(sh);
 	unlock_seg(sh);
 }
 
 bool uroce_share_poll(struct uroce_dev *dev, int fd)
 {
-	struct uroce_share *sh = dev->share;
+	struct uroce_share *sh = dev->net.share;
 	uint32_t s;
 
 	if (!sh)
 		return false;
 	if (fd == sh->fwd_fd) {
-		pthread_mutex_lock(&dev->rx_lock);
+		pthread_mutex_lock(&dev->prog.rx_lock);
 		fwd_rx(dev, sh);
-		pthread_mutex_unlock(&dev->rx_lock);
+		pthread_mutex_unlock(&dev->prog.rx_lock);
 		return true;
 	}
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++)

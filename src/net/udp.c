@@ -24,7 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define RX_BATCH	16
 /* one datagram, and one receive: with UDP_GRO several datagrams of a
@@ -101,8 +101,8 @@ static uint32_t prob(const char *v)
 
 static void fault_init(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_FAULT");
-	struct uroce_fault *f = &dev->fault;
+	const char *env = uroce_config()->fault;
+	struct uroce_fault *f = &dev->net.fault;
 	char *copy, *tok, *save = NULL;
 	uint64_t seed = 1;
 
@@ -153,7 +153,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	};
 
 	for (;;) {
-		if (sendmsg(dev->sock, &msg, 0) >= 0) {
+		if (sendmsg(dev->net.sock, &msg, 0) >= 0) {
 			uroce_tap_tx(dev, dst, iov, iovcnt, 0);
 			return 0;
 		}
@@ -168,7 +168,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      const struct iovec *iov, int iovcnt)
 {
-	struct uroce_fault *f = &dev->fault;
+	struct uroce_fault *f = &dev->net.fault;
 	bool had_held = f->held_len != 0;
 	int i, err;
 
@@ -208,7 +208,7 @@ static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		    const struct iovec *iov, int iovcnt)
 {
-	if (dev->fault.on)
+	if (dev->net.fault.on)
 		return fault_send(dev, dst, iov, iovcnt);
 	return raw_send(dev, dst, iov, iovcnt);
 }
@@ -244,7 +244,7 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 		}
 	}
 	do
-		n = sendmmsg(dev->sock, msg, (unsigned int)nruns, 0);
+		n = sendmmsg(dev->net.sock, msg, (unsigned int)nruns, 0);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
 }
@@ -260,9 +260,7 @@ static const struct uroce_pkt_io udp_io = {
  */
 static bool want_gso(void)
 {
-	const char *env = getenv("UROCE_GSO");
-
-	return !env || strcmp(env, "0");
+	return uroce_config()->gso;
 }
 
 static bool gso_setup(int fd)
@@ -277,16 +275,9 @@ static bool gso_setup(int fd)
 }
 
 /* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
-#define DEFAULT_UNRELIABLE_MBPS 4000
-
 static void pace_init(struct uroce_dev *dev)
 {
-	const char *env = getenv("UROCE_UNRELIABLE_MBPS");
-	uint64_t mbps = DEFAULT_UNRELIABLE_MBPS;
-
-	if (env && *env)
-		mbps = strtoull(env, NULL, 0);
-	dev->pace_rate = mbps * 1000000 / 8;
+	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
 }
 
 /* ---- address selection ---- */
@@ -379,9 +370,7 @@ enum bind_mode {
 
 static enum bind_mode share_mode(bool join)
 {
-	const char *env = getenv("UROCE_SHARE");
-
-	if (env && !strcmp(env, "0"))
+	if (!uroce_config()->share)
 		return BIND_ALONE;
 	return join ? BIND_JOIN : BIND_NEW;
 }
@@ -432,10 +421,10 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
  * 24-bit number alone. */
 static void set_share(struct uroce_dev *dev, struct uroce_share *sh)
 {
-	dev->share = sh;
-	dev->qpn_base = uroce_share_slot(dev) << 16;
-	dev->qpn_mask = sh ? 0xffff : UROCE_QPN_MASK;
-	dev->next_qpn = uroce_share_first_qpn(dev);
+	dev->net.share = sh;
+	dev->obj.qpn_base = uroce_share_slot(dev) << 16;
+	dev->obj.qpn_mask = sh ? 0xffff : UROCE_QPN_MASK;
+	dev->obj.next_qpn = uroce_share_first_qpn(dev);
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
@@ -454,8 +443,8 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 
 int uroce_net_open(struct uroce_dev *dev)
 {
-	const char *addr_env = getenv("UROCE_ADDR");
-	const char *if_env = getenv("UROCE_IFNAME");
+	const char *addr_env = uroce_config()->addr;
+	const char *if_env = uroce_config()->ifname;
 	struct sockaddr_storage ss;
 	struct uroce_share *sh = NULL;
 	socklen_t optlen;
@@ -500,16 +489,16 @@ int uroce_net_open(struct uroce_dev *dev)
 	}
 	optlen = sizeof(rcv);
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &optlen);
-	dev->rcvbuf = rcv > 0 ? (uint32_t)rcv / 2 : 106496;
-	dev->sock = fd;
-	dev->family = ss.ss_family;
-	dev->local = ss;
+	dev->net.rcvbuf = rcv > 0 ? (uint32_t)rcv / 2 : 106496;
+	dev->net.sock = fd;
+	dev->net.family = ss.ss_family;
+	dev->net.local = ss;
 	set_share(dev, sh);
-	uroce_gid_from_addr(&ss, &dev->gid);
-	dev->netdev_mtu = netdev_mtu_of(&ss);
-	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
-	dev->io = &udp_io;
-	dev->gso = gso_setup(fd);
+	uroce_gid_from_addr(&ss, &dev->net.gid);
+	dev->net.netdev_mtu = netdev_mtu_of(&ss);
+	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
+	dev->net.io = &udp_io;
+	dev->net.gso = gso_setup(fd);
 	fault_init(dev);
 	pace_init(dev);
 	uroce_pcap_open(dev);
@@ -534,24 +523,22 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	fd = open_bound(dev, &ss, share_mode(true), &sh);
 	if (fd < 0)
 		return fd;
-	pthread_mutex_lock(&dev->rx_lock);
-	pthread_mutex_lock(&dev->lock);
-	old = dev->sock;
-	old_sh = dev->share;
+	uroce_rx_pause(dev);
+	old = dev->net.sock;
+	old_sh = dev->net.share;
 	ev.data.fd = fd;
-	epoll_ctl(dev->epfd, EPOLL_CTL_DEL, old, NULL);
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
-	dev->sock = fd;
+	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, old, NULL);
+	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+	dev->net.sock = fd;
 	set_share(dev, sh);
 	uroce_share_watch(dev);
-	dev->gso = gso_setup(fd);
-	dev->family = ss.ss_family;
-	dev->local = ss;
-	uroce_gid_from_addr(&ss, &dev->gid);
-	dev->netdev_mtu = netdev_mtu_of(&ss);
-	dev->active_mtu = ib_mtu_for(dev->netdev_mtu, dev->family);
-	uroce_dev_unlock(dev);
-	pthread_mutex_unlock(&dev->rx_lock);
+	dev->net.gso = gso_setup(fd);
+	dev->net.family = ss.ss_family;
+	dev->net.local = ss;
+	uroce_gid_from_addr(&ss, &dev->net.gid);
+	dev->net.netdev_mtu = netdev_mtu_of(&ss);
+	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
+	uroce_rx_resume(dev);
 	if (old_sh)
 		uroce_share_release(old_sh, old);	/* closes old */
 	else
@@ -561,12 +548,12 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 
 void uroce_net_close(struct uroce_dev *dev)
 {
-	if (dev->share)
-		uroce_share_release(dev->share, dev->sock);
-	else if (dev->sock >= 0)
-		close(dev->sock);
-	dev->share = NULL;
-	dev->sock = -1;
+	if (dev->net.share)
+		uroce_share_release(dev->net.share, dev->net.sock);
+	else if (dev->net.sock >= 0)
+		close(dev->net.sock);
+	dev->net.share = NULL;
+	dev->net.sock = -1;
 }
 
 /* The address a datagram came to, and the size of the datagrams UDP_GRO
@@ -576,7 +563,7 @@ static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
 {
 	struct cmsghdr *c;
 
-	*dst = dev->local;
+	*dst = dev->net.local;
 	*gro_size = 0;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
 		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
@@ -638,14 +625,12 @@ int uroce_net_poll(struct uroce_dev *dev)
 		rx_reset(RX_BATCH);
 		rx_ready = true;
 	}
-	n = recvmmsg(dev->sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+	n = recvmmsg(dev->net.sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return 0;
 	pkts = 0;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
-	pthread_mutex_lock(&dev->lock);
-	uroce_ack_burst_begin(dev);
-	pthread_mutex_unlock(&dev->lock);
+	uroce_rx_burst_begin(dev);
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -673,9 +658,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
-	pthread_mutex_lock(&dev->lock);
-	uroce_ack_burst_end(dev);
-	uroce_dev_unlock(dev);
+	uroce_rx_burst_end(dev);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }

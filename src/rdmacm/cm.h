@@ -18,6 +18,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "core/config.h"
+
 #define CM_EXPORT	__attribute__((visibility("default")))
 
 /* ---- mad.c: CM MAD wire format (IBA vol 1 ch. 12, tables 106-120) ---- */

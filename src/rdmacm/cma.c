@@ -548,9 +548,7 @@ static void normalize(const struct sockaddr *in, struct sockaddr_storage *out)
 
 static bool addr_env_pinned(void)
 {
-	const char *a = getenv("UROCE_ADDR"), *i = getenv("UROCE_IFNAME");
-
-	return (a && *a) || (i && *i);
+	return uroce_config()->addr || uroce_config()->ifname;
 }
 
 /* Moves the device to addr (rdma_bind_addr to a specific address, or
@@ -888,7 +886,7 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
  */
 void cm_notify(const char *what, uint16_t port)
 {
-	const char *path = getenv("UROCE_CM_LISTEN_FILE");
+	const char *path = uroce_config()->cm_listen_file;
 	char line[48];
 	int fd, n;
 

@@ -262,7 +262,7 @@ static void *cm_thread(void *arg)
 /* UROCE_CM_HOLD_MS: how long a REQ may wait for its listener (proto.c). */
 static uint64_t hold_ns(void)
 {
-	const char *e = getenv("UROCE_CM_HOLD_MS");
+	const char *e = uroce_config()->cm_hold_ms;
 	unsigned long ms = CM_HOLD_MS_DEFAULT;
 	char *end;
 
@@ -354,9 +354,7 @@ err:
 /* UROCE_STATS=1: the CM's counters at exit, next to the device's. */
 static void __attribute__((destructor)) print_stats(void)
 {
-	const char *e = getenv("UROCE_STATS");
-
-	if (!cm.dev_up || !e || !*e || !strcmp(e, "0"))
+	if (!cm.dev_up || !uroce_config()->stats)
 		return;
 	fprintf(stderr, "uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
 		"drop_state=%llu drop_nolistener=%llu retrans=%llu "

@@ -41,7 +41,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 		return NULL;
 	}
 	if (uroce_addr_from_gid(&dgid, &ah->dst) ||
-	    ah->dst.ss_family != dev->family) {
+	    ah->dst.ss_family != dev->net.family) {
 		free(ah);
 		errno = EINVAL;
 		return NULL;

@@ -624,7 +624,7 @@ static struct uroce_cq *cq_create(struct ibv_context *ctx, uint32_t cqe,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (atomic_fetch_add(&dev->ncqs, 1) >= UROCE_MAX_CQ) {
+	if (atomic_fetch_add(&dev->obj.ncqs, 1) >= UROCE_MAX_CQ) {
 		errno = ENOMEM;
 		goto err_count;
 	}
@@ -681,7 +681,7 @@ static struct uroce_cq *cq_create(struct ibv_context *ctx, uint32_t cqe,
 err_free:
 	free(cq);
 err_count:
-	atomic_fetch_sub(&dev->ncqs, 1);
+	atomic_fetch_sub(&dev->obj.ncqs, 1);
 	return NULL;
 }
 
@@ -790,7 +790,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		channel->refcnt--;
 		pthread_mutex_unlock(&ctx->mutex);
 	}
-	atomic_fetch_sub(&cq->dev->ncqs, 1);
+	atomic_fetch_sub(&cq->dev->obj.ncqs, 1);
 
 	pthread_cond_destroy(&ibcq->cond);
 	pthread_mutex_destroy(&ibcq->mutex);

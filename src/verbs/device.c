@@ -4,7 +4,8 @@
  * through ibv_query_gid_type.
  *
  * There is one device per process.  Listing it costs nothing; opening a
- * context brings up the network side (socket, progress thread) once.
+ * context brings up the network side (socket, progress thread) once, and
+ * closing the last one, or the process's exit, takes it down again.
  */
 #include <endian.h>
 #include <errno.h>
@@ -66,119 +67,19 @@ struct _compat_ibv_port_attr {
 #define UROCE_LOCAL_ACK_DELAY	15
 #define UROCE_MAX_AH		(1 << 16)
 
-static struct uroce_dev the_dev;
-static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
-static int dev_init_err;
+/* how long exit waits for a thread that holds the device (then leaves it) */
+#define EXIT_WAIT_NS	(100 * 1000 * 1000ull)
+
 static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int nctx;		/* open contexts (dev_up_lock) */
+static pid_t up_pid;			/* the process that brought it up */
 
-uint64_t uroce_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-/*
- * A node GUID that stays the same for the life of the process and differs
- * between processes: the host's identity and our pid, hashed, marked as a
- * locally administered EUI-64 so it never collides with a vendor OUI.
- */
-static uint64_t make_guid(void)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	char host[256] = "";
-	char id[64];
-	pid_t pid = getpid();
-	ssize_t n = -1;
-	int fd;
-
-	fd = open("/etc/machine-id", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, id, sizeof(id));
-		close(fd);
-	}
-	if (n > 0)
-		h = fnv1a(h, id, (size_t)n);
-	gethostname(host, sizeof(host) - 1);
-	h = fnv1a(h, host, strlen(host));
-	h = fnv1a(h, &pid, sizeof(pid));
-
-	h &= ~(0xffull << 56);
-	h |= 0x02ull << 56;
-	return h;
-}
-
-static void dev_init(void)
-{
-	struct uroce_dev *dev = &the_dev;
-	struct ibv_device *ibdev = &dev->ibdev;
-
-	pthread_mutex_init(&dev->lock, NULL);
-	pthread_mutex_init(&dev->tx_lock, NULL);
-	pthread_mutex_init(&dev->txq_lock, NULL);
-	dev->sock = -1;
-	dev->epfd = -1;
-	dev->timerfd = -1;
-	dev->wakefd = -1;
-	dev->lid_fd = -1;
-	dev->active_mtu = IBV_MTU_1024;
-	dev->next_qpn = UROCE_QPN_FIRST;
-	dev->cnt = dev->cnt_private;
-	dev->guid = htobe64(make_guid());
-
-	dev->qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->qp_tbl));
-	dev->mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->mr_tbl));
-	dev->mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->mr_last_key));
-	if (!dev->qp_tbl || !dev->mr_tbl || !dev->mr_last_key) {
-		free(dev->mr_last_key);
-		dev->mr_last_key = NULL;
-		free(dev->qp_tbl);
-		free(dev->mr_tbl);
-		dev->qp_tbl = NULL;
-		dev->mr_tbl = NULL;
-		dev_init_err = ENOMEM;
-		return;
-	}
-
-	ibdev->node_type = IBV_NODE_CA;
-	ibdev->transport_type = IBV_TRANSPORT_IB;
-	snprintf(ibdev->name, sizeof(ibdev->name), "%s", UROCE_DEV_NAME);
-	snprintf(ibdev->dev_name, sizeof(ibdev->dev_name), "uverbs0");
-	snprintf(ibdev->dev_path, sizeof(ibdev->dev_path),
-		 "/sys/class/infiniband_verbs/uverbs0");
-	snprintf(ibdev->ibdev_path, sizeof(ibdev->ibdev_path),
-		 "/sys/class/infiniband/%s", UROCE_DEV_NAME);
-}
-
-/* The process's device, or NULL with errno set if it could not be made. */
-struct uroce_dev *uroce_dev_get(void)
-{
-	pthread_once(&dev_once, dev_init);
-	if (dev_init_err) {
-		errno = dev_init_err;
-		return NULL;
-	}
-	return &the_dev;
-}
-
-/* Bind the socket and start progress, once; a failure may be retried. */
-int uroce_dev_up(struct uroce_dev *dev)
+/* Bind the socket and start progress, once; a failure may be retried.
+ * dev_up_lock held. */
+static int dev_up(struct uroce_dev *dev)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&dev_up_lock);
 	if (dev->net_up)
 		goto out;
 	ret = uroce_net_open(dev);
@@ -194,10 +95,64 @@ int uroce_dev_up(struct uroce_dev *dev)
 		uroce_net_close(dev);
 		goto out;
 	}
+	up_pid = getpid();
+	dev->been_up = true;
 	dev->net_up = true;
 out:
+	return ret;
+}
+
+int uroce_dev_up(struct uroce_dev *dev)
+{
+	int ret;
+
+	pthread_mutex_lock(&dev_up_lock);
+	ret = dev_up(dev);
 	pthread_mutex_unlock(&dev_up_lock);
 	return ret;
+}
+
+/*
+ * Take the device off the network, in the order that loses nothing: no
+ * more receiving (net_up), the progress thread stopped, the ACKs it held
+ * and the queued packets sent, then the segment, the sockets and the
+ * LID.  until bounds the waits for threads that hold the device (exit
+ * must not hang on one that holds it for good): if one times out, the
+ * rest stays as it is.  At exit the segment is only unlinked (shm.c's
+ * destructor): threads still running may count into its mapping.
+ * dev_up_lock held.
+ */
+static void dev_down(struct uroce_dev *dev, const struct timespec *until)
+{
+	if (!dev->net_up || up_pid != getpid())
+		return;		/* (a forked child has no progress thread) */
+	dev->net_up = false;
+	if (uroce_progress_stop(dev, until))
+		return;
+	if (uroce_ack_flush_held(dev, until))
+		return;
+	uroce_tx_drain(dev);
+	if (!until)
+		uroce_shm_close(dev);
+	/* an application thread that was already receiving is done */
+	uroce_rx_pause(dev);
+	uroce_net_close(dev);
+	uroce_lid_release(dev);
+	uroce_rx_resume(dev);
+}
+
+__attribute__((destructor)) static void dev_down_at_exit(void)
+{
+	struct uroce_dev *dev = uroce_dev_get();
+	struct timespec until;
+
+	if (!dev || !dev->net_up)
+		return;
+	uroce_deadline_after(&until, EXIT_WAIT_NS);
+	if (pthread_mutex_timedlock(&dev_up_lock, &until))
+		return;
+	dev_down(dev, &until);
+	pthread_mutex_unlock(&dev_up_lock);
 }
 
 static struct uroce_dev *ibdev_dev(struct ibv_device *device)
@@ -265,6 +220,18 @@ static int query_rt_values(struct ibv_context *ctx,
 	return 0;
 }
 
+/* free a context; the last one takes the device down */
+static void close_ctx(struct uroce_context *uctx)
+{
+	struct uroce_dev *dev = uctx->dev;
+
+	free(uctx);
+	pthread_mutex_lock(&dev_up_lock);
+	if (!--nctx)
+		dev_down(dev, NULL);
+	pthread_mutex_unlock(&dev_up_lock);
+}
+
 UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct uroce_dev *dev = ibdev_dev(device);
@@ -277,15 +244,19 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENODEV;
 		return NULL;
 	}
-	ret = uroce_dev_up(dev);
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
-
 	uctx = calloc(1, sizeof(*uctx));
 	if (!uctx) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&dev_up_lock);
+	ret = dev_up(dev);
+	if (!ret)
+		nctx++;
+	pthread_mutex_unlock(&dev_up_lock);
+	if (ret) {
+		free(uctx);
+		errno = -ret;
 		return NULL;
 	}
 	uctx->dev = dev;
@@ -326,7 +297,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	return ctx;
 
 err_free:
-	free(uctx);
+	close_ctx(uctx);
 	return NULL;
 }
 
@@ -341,7 +312,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		close(ctx->cmd_fd);
 	pthread_mutex_destroy(&uctx->async_lock);
 	pthread_mutex_destroy(&ctx->mutex);
-	free(uctx);
+	close_ctx(uctx);
 	return 0;
 }
 
@@ -453,7 +424,7 @@ int uroce_query_port(struct ibv_context *ctx, uint8_t port,
 	memset(&pa, 0, sizeof(pa));
 	pa.state = IBV_PORT_ACTIVE;
 	pa.max_mtu = IBV_MTU_4096;
-	pa.active_mtu = dev->active_mtu;
+	pa.active_mtu = dev->net.active_mtu;
 	pa.gid_tbl_len = UROCE_GID_TBL_LEN;
 	pa.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	pa.max_msg_sz = UROCE_MAX_MSG_SIZE;
@@ -464,7 +435,7 @@ int uroce_query_port(struct ibv_context *ctx, uint8_t port,
 	pa.phys_state = UROCE_PHYS_STATE_LINKUP;
 	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
 	/* unique on this host (engine/lid.c); a RoCE port's would be 0 */
-	pa.lid = __atomic_load_n(&dev->lid, __ATOMIC_RELAXED);
+	pa.lid = __atomic_load_n(&dev->port.lid, __ATOMIC_RELAXED);
 
 	if (attr_len > sizeof(pa)) {
 		memset((char *)attr + sizeof(pa), 0, attr_len - sizeof(pa));
@@ -522,12 +493,12 @@ static uint32_t gid_ifindex(struct uroce_dev *dev)
 	struct ifaddrs *ifa_list, *ifa;
 	uint32_t idx = 0;
 
-	if (addr_is_loopback(&dev->local))
+	if (addr_is_loopback(&dev->net.local))
 		return if_nametoindex("lo");
 	if (getifaddrs(&ifa_list))
 		return 0;
 	for (ifa = ifa_list; ifa; ifa = ifa->ifa_next) {
-		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->local)) {
+		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->net.local)) {
 			idx = if_nametoindex(ifa->ifa_name);
 			break;
 		}
@@ -547,10 +518,10 @@ static int get_gid_entry(struct uroce_dev *dev, uint32_t port, uint32_t index,
 {
 	if (port != UROCE_PORT || index >= UROCE_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_is_zero(&dev->gid))
+	if (gid_is_zero(&dev->net.gid))
 		return ENODATA;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid = dev->gid;
+	entry->gid = dev->net.gid;
 	entry->gid_index = index;
 	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_ROCE_V2;

@@ -23,18 +23,6 @@ bool uroce_gid_is_mcast(const union ibv_gid *gid)
 	return !uroce_addr_from_gid(gid, &ss) && uroce_addr_is_mcast(&ss);
 }
 
-/* dev->lock (or rx_lock) held */
-static struct uroce_mcast_grp *grp_find(struct uroce_dev *dev,
-					const union ibv_gid *gid)
-{
-	struct uroce_mcast_grp *grp;
-
-	for (grp = dev->mcast; grp; grp = grp->next)
-		if (!memcmp(grp->gid.raw, gid->raw, sizeof(gid->raw)))
-			return grp;
-	return NULL;
-}
-
 static int grp_index(const struct uroce_mcast_grp *grp,
 		     const struct uroce_qp *qp)
 {
@@ -51,7 +39,7 @@ static uint32_t total_attached(struct uroce_dev *dev)
 	struct uroce_mcast_grp *grp;
 	uint32_t n = 0;
 
-	for (grp = dev->mcast; grp; grp = grp->next)
+	for (grp = dev->obj.mcast; grp; grp = grp->next)
 		n += grp->nqps;
 	return n;
 }
@@ -73,7 +61,7 @@ static int grp_add(struct uroce_dev *dev, const union ibv_gid *gid,
 	struct uroce_mcast_grp *grp;
 	int err;
 
-	if (dev->nmcast >= UROCE_MAX_MCAST_GRP)
+	if (dev->obj.nmcast >= UROCE_MAX_MCAST_GRP)
 		return ENOMEM;
 	grp = calloc(1, sizeof(*grp));
 	if (!grp)
@@ -90,9 +78,9 @@ static int grp_add(struct uroce_dev *dev, const union ibv_gid *gid,
 		return -err;
 	}
 	pthread_mutex_lock(&dev->lock);
-	grp->next = dev->mcast;
-	dev->mcast = grp;
-	dev->nmcast++;
+	grp->next = dev->obj.mcast;
+	dev->obj.mcast = grp;
+	dev->obj.nmcast++;
 	uroce_dev_unlock(dev);
 	*out = grp;
 	return 0;
@@ -111,8 +99,8 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		return err;
 	qp = to_uqp(ibqp);
 	dev = qp->dev;
-	pthread_mutex_lock(&dev->rx_lock);
-	grp = grp_find(dev, gid);
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	grp = uroce_mcast_grp_find(dev, gid);
 	if (grp && grp_index(grp, qp) >= 0)
 		goto out;
 	if (grp && grp->nqps >= UROCE_MAX_MCAST_QP_ATTACH) {
@@ -133,7 +121,7 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 	qp->nmcast++;
 	uroce_dev_unlock(dev);
 out:
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return err;
 }
 
@@ -150,9 +138,9 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		return err;
 	qp = to_uqp(ibqp);
 	dev = qp->dev;
-	pthread_mutex_lock(&dev->rx_lock);
+	pthread_mutex_lock(&dev->prog.rx_lock);
 	pthread_mutex_lock(&dev->lock);
-	grp = grp_find(dev, gid);
+	grp = uroce_mcast_grp_find(dev, gid);
 	i = grp ? grp_index(grp, qp) : -1;
 	if (i < 0) {
 		err = EINVAL;
@@ -165,74 +153,16 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		grp = NULL;
 		goto out;
 	}
-	for (pp = &dev->mcast; *pp != grp; pp = &(*pp)->next)
+	for (pp = &dev->obj.mcast; *pp != grp; pp = &(*pp)->next)
 		;
 	*pp = grp->next;
-	dev->nmcast--;
+	dev->obj.nmcast--;
 out:
 	uroce_dev_unlock(dev);
 	if (grp) {
 		uroce_mcast_close(dev, grp);
 		free(grp);
 	}
-	pthread_mutex_unlock(&dev->rx_lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return err;
-}
-
-/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB: a send of such a QP of ours
- * reaches none of our own QPs. */
-static bool blocked_self(struct uroce_dev *dev, struct uroce_pkt *pkt)
-{
-	const struct sockaddr_storage *a = &pkt->src, *b = &dev->local;
-	struct uroce_qp *sender;
-
-	if (a->ss_family != b->ss_family ||
-	    (a->ss_family == AF_INET ?
-	     ((const struct sockaddr_in *)a)->sin_addr.s_addr !=
-	     ((const struct sockaddr_in *)b)->sin_addr.s_addr :
-	     memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		    &((const struct sockaddr_in6 *)b)->sin6_addr, 16)))
-		return false;
-	sender = uroce_qp_lookup(dev, deth_sqp(pkt->bth +
-					       pkt->info->offset[UROCE_HDR_DETH]));
-	return sender && sender->block_self_mcast;
-}
-
-void uroce_mcast_rx(struct uroce_dev *dev, struct uroce_pkt *pkt)
-{
-	struct uroce_mcast_grp *grp;
-	union ibv_gid gid;
-	uint32_t i;
-
-	/* only UD SENDs to the multicast QPN may use a group (IBA 10.5.2.3) */
-	if (pkt->qpn != UROCE_MCAST_QPN || !(pkt->mask & UROCE_M_UD) ||
-	    !uroce_addr_is_mcast(pkt->dst)) {
-		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
-		return;
-	}
-	uroce_gid_from_addr(pkt->dst, &gid);
-	pthread_mutex_lock(&dev->lock);
-	grp = grp_find(dev, &gid);
-	if (!grp || !grp->nqps) {
-		uroce_count(dev, UROCE_CNT_DROP_MCAST_NO_GROUP, 1);
-		goto out;
-	}
-	uroce_count(dev, UROCE_CNT_RX_MCAST_PKTS, 1);
-	if (blocked_self(dev, pkt))
-		goto out;
-	/* each QP gets its own copy: its own receive WQE, Q_Key check and
-	 * completion; one without a receive posted drops its copy */
-	for (i = 0; i < grp->nqps; i++) {
-		struct uroce_qp *qp = grp->qps[i];
-
-		if (qp->attr.qp_state < IBV_QPS_RTR ||
-		    qp->attr.qp_state == IBV_QPS_ERR) {
-			uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
-			continue;
-		}
-		qp->cnt_rx_pkts++;
-		uroce_resp_rx(qp, pkt);
-	}
-out:
-	uroce_dev_unlock(dev);
 }

@@ -2,7 +2,7 @@
 /*
  * Memory regions and the key check the engine runs on every lkey/rkey.
  *
- * A key (lkey == rkey) is the MR's slot in dev->mr_tbl in its low 16 bits
+ * A key (lkey == rkey) is the MR's slot in dev->obj.mr_tbl in its low 16 bits
  * and 16 fresh random bits, never all zero, above.  A forged or stale rkey
  * therefore names a live MR with probability 2^-16 at most, and a slot
  * that is reused gets new upper bits.  The table changes under dev->lock,
@@ -122,19 +122,19 @@ int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr)
 {
 	uint32_t i, idx = 0;
 
-	if (dev->nmrs >= UROCE_MAX_MR)
+	if (dev->obj.nmrs >= UROCE_MAX_MR)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_MR; i++) {
-		idx = (dev->next_mr_index + i) & KEY_INDEX_MASK;
-		if (!dev->mr_tbl[idx])
+		idx = (dev->obj.next_mr_index + i) & KEY_INDEX_MASK;
+		if (!dev->obj.mr_tbl[idx])
 			break;
 	}
-	dev->next_mr_index = (idx + 1) & KEY_INDEX_MASK;
+	dev->obj.next_mr_index = (idx + 1) & KEY_INDEX_MASK;
 	/* never the key this slot had last: a stale rkey must not revive */
-	mr->key = make_key(idx, dev->mr_last_key[idx]);
-	dev->mr_last_key[idx] = mr->key;
-	dev->mr_tbl[idx] = mr;
-	dev->nmrs++;
+	mr->key = make_key(idx, dev->obj.mr_last_key[idx]);
+	dev->obj.mr_last_key[idx] = mr->key;
+	dev->obj.mr_tbl[idx] = mr;
+	dev->obj.nmrs++;
 	return 0;
 }
 
@@ -262,7 +262,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	mr->pd = new_pd;
 	mr->access = new_access;
 	mr->key = make_key(uroce_key_index(mr->key), mr->key);
-	dev->mr_last_key[uroce_key_index(mr->key)] = mr->key;
+	dev->obj.mr_last_key[uroce_key_index(mr->key)] = mr->key;
 	set_keys(mr);
 	uroce_dev_unlock(dev);
 
@@ -285,7 +285,7 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	uint32_t idx = uroce_key_index(mr->key);
 
 	pthread_mutex_lock(&dev->lock);
-	if (dev->mr_tbl[idx] != mr) {
+	if (dev->obj.mr_tbl[idx] != mr) {
 		uroce_dev_unlock(dev);
 		return EINVAL;
 	}
@@ -294,42 +294,13 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		uroce_dev_unlock(dev);
 		return EBUSY;
 	}
-	dev->mr_tbl[idx] = NULL;
-	dev->nmrs--;
+	dev->obj.mr_tbl[idx] = NULL;
+	dev->obj.nmrs--;
 	uroce_dev_unlock(dev);
 
 	atomic_fetch_sub(&mr->pd->refs, 1);
 	free(mr);
 	return 0;
-}
-
-/*
- * A zero-length range is not range-checked (any va passes), but the key
- * must still name a live MR of pd with the access asked for.  A zero-length
- * RDMA READ or WRITE needs no valid R_Key (IBA chapter 9), so the engine
- * skips this check for those altogether.  A NULL pd matches any PD.
- */
-struct uroce_mr *uroce_mr_check(struct uroce_dev *dev, struct uroce_pd *pd,
-				uint32_t key, uint64_t va, uint64_t len,
-				unsigned int access)
-{
-	struct uroce_mr *mr = dev->mr_tbl[uroce_key_index(key)];
-
-	if (!mr || mr->key != key)
-		return NULL;
-	if (mr->mw_type && !mr->mw_bound)
-		return NULL;
-	if (pd && mr->pd != pd)
-		return NULL;
-	if ((mr->access & access) != access)
-		return NULL;
-	if (!len)
-		return mr;
-	/* va >= iova and va + len <= iova + length, with no sum that wraps */
-	if (va < mr->iova || len > mr->length ||
-	    va - mr->iova > mr->length - len)
-		return NULL;
-	return mr;
 }
 
 /*

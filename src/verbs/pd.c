@@ -15,7 +15,7 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	struct uroce_dev *dev = ctx_dev(ctx);
 	struct uroce_pd *pd;
 
-	if (atomic_fetch_add(&dev->npds, 1) >= UROCE_MAX_PD) {
+	if (atomic_fetch_add(&dev->obj.npds, 1) >= UROCE_MAX_PD) {
 		errno = ENOMEM;
 		goto err;
 	}
@@ -30,7 +30,7 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	return &pd->ibpd;
 
 err:
-	atomic_fetch_sub(&dev->npds, 1);
+	atomic_fetch_sub(&dev->obj.npds, 1);
 	return NULL;
 }
 
@@ -41,7 +41,7 @@ UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 
 	if (atomic_load(&pd->refs) > 0)
 		return EBUSY;
-	atomic_fetch_sub(&dev->npds, 1);
+	atomic_fetch_sub(&dev->obj.npds, 1);
 	free(pd);
 	return 0;
 }

@@ -36,14 +36,14 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 	/* renumber it QP1: the number CM MADs are addressed to */
 	pthread_mutex_lock(&dev->lock);
 	old = ibqp->qp_num;
-	if (dev->qp_tbl[UROCE_GSI_QPN]) {
+	if (dev->obj.qp_tbl[UROCE_GSI_QPN]) {
 		uroce_dev_unlock(dev);
 		ibv_destroy_qp(ibqp);
 		errno = EBUSY;
 		return NULL;
 	}
-	dev->qp_tbl[old % UROCE_MAX_QP] = NULL;
-	dev->qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
+	dev->obj.qp_tbl[old % UROCE_MAX_QP] = NULL;
+	dev->obj.qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
 	ibqp->qp_num = UROCE_GSI_QPN;
 	ibqp->handle = UROCE_GSI_QPN;
 	uroce_dev_unlock(dev);
@@ -79,7 +79,7 @@ UROCE_EXPORT int uroce_dev_set_addr(struct ibv_context *ctx,
 
 	if (!addr)
 		return EINVAL;
-	if (dev->nqps)
+	if (dev->obj.nqps)
 		return EBUSY;
 	err = uroce_net_rebind(dev, addr);
 	if (err)
@@ -99,7 +99,7 @@ UROCE_EXPORT int uroce_dev_get_addr(struct ibv_context *ctx,
 	struct uroce_dev *dev = ctx_dev(ctx);
 
 	pthread_mutex_lock(&dev->lock);
-	*addr = dev->local;
+	*addr = dev->net.local;
 	uroce_dev_unlock(dev);
 	return 0;
 }

@@ -162,13 +162,6 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 	return (attrs & ~(req | opt)) == 0;
 }
 
-struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
-{
-	struct uroce_qp *qp = dev->qp_tbl[qpn % UROCE_MAX_QP];
-
-	return qp && uqp_ibqp(qp)->qp_num == qpn ? qp : NULL;
-}
-
 static uint32_t roundup_pow2(uint32_t v)
 {
 	uint32_t p = 1;
@@ -238,18 +231,18 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 {
 	uint32_t i, qpn;
 
-	if (dev->nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
+	if (dev->obj.nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_QP; i++) {
-		qpn = dev->qpn_base | dev->next_qpn;
-		dev->next_qpn = (dev->next_qpn + 1) & dev->qpn_mask;
-		if (dev->next_qpn < UROCE_QPN_FIRST)
-			dev->next_qpn = UROCE_QPN_FIRST;
-		if ((qpn & dev->qpn_mask) < UROCE_QPN_FIRST ||
-		    dev->qp_tbl[qpn % UROCE_MAX_QP])
+		qpn = dev->obj.qpn_base | dev->obj.next_qpn;
+		dev->obj.next_qpn = (dev->obj.next_qpn + 1) & dev->obj.qpn_mask;
+		if (dev->obj.next_qpn < UROCE_QPN_FIRST)
+			dev->obj.next_qpn = UROCE_QPN_FIRST;
+		if ((qpn & dev->obj.qpn_mask) < UROCE_QPN_FIRST ||
+		    dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
 			continue;
-		dev->qp_tbl[qpn % UROCE_MAX_QP] = qp;
-		dev->nqps++;
+		dev->obj.qp_tbl[qpn % UROCE_MAX_QP] = qp;
+		dev->obj.nqps++;
 		uroce_share_note_qpn(dev);
 		uqp_ibqp(qp)->qp_num = qpn;
 		return 0;
@@ -392,8 +385,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	qp->mtu = 1024;
 	if (qp->type == IBV_QPT_UD) {
 		/* UD messages are bounded by the port MTU (IBA 9.8.4) */
-		qp->attr.path_mtu = dev->active_mtu;
-		qp->mtu = uroce_mtu_bytes(dev->active_mtu);
+		qp->attr.path_mtu = dev->net.active_mtu;
+		qp->mtu = uroce_mtu_bytes(dev->net.active_mtu);
 	}
 
 	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -467,75 +460,6 @@ static void reset_qp(struct uroce_qp *qp)
 	qp->rq.head = qp->rq.tail = 0;
 }
 
-static void set_state(struct uroce_qp *qp, enum ibv_qp_state state)
-{
-	qp->attr.qp_state = state;
-	uqp_ibqp(qp)->state = state;
-}
-
-static void flush_sq(struct uroce_qp *qp)
-{
-	struct uroce_sq *sq = &qp->sq;
-	struct ibv_wc wc;
-
-	while (sq->tail != sq->head) {
-		struct uroce_send_wqe *wqe = &sq->wqe[sq->tail & (sq->size - 1)];
-
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = wqe->wr_id;
-		wc.status = IBV_WC_WR_FLUSH_ERR;
-		wc.opcode = uroce_wc_opcode(wqe->opcode);
-		wc.qp_num = uqp_ibqp(qp)->qp_num;
-		uroce_cq_push(qp->scq, &wc, false);
-		sq->tail++;
-	}
-	sq->next = sq->tail;
-	qp->req.cur_off = 0;
-}
-
-static void flush_rq(struct uroce_qp *qp)
-{
-	struct uroce_rq *rq = &qp->rq;
-	struct ibv_wc wc;
-
-	while (rq->tail != rq->head) {
-		struct uroce_recv_wqe *wqe = &rq->wqe[rq->tail & (rq->size - 1)];
-
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = wqe->wr_id;
-		wc.status = IBV_WC_WR_FLUSH_ERR;
-		wc.opcode = IBV_WC_RECV;
-		wc.qp_num = uqp_ibqp(qp)->qp_num;
-		uroce_cq_push(qp->rcq, &wc, false);
-		rq->tail++;
-	}
-}
-
-void uroce_qp_to_error(struct uroce_qp *qp)
-{
-	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
-
-	if (!was_err)
-		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
-	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
-	set_state(qp, IBV_QPS_ERR);
-	uroce_req_release(qp);
-	qp->req.deadline_ns = 0;
-	qp->req.rnr_deadline_ns = 0;
-	flush_sq(qp);
-	if (!qp->srq) {
-		flush_rq(qp);
-	} else if (!was_err) {
-		struct ibv_async_event ev = {
-			.element.qp = uqp_ibqp(qp),
-			.event_type = IBV_EVENT_QP_LAST_WQE_REACHED,
-		};
-
-		/* IBA 11.6.3.1: no more WQEs will be taken from the SRQ */
-		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
-	}
-}
-
 /*
  * RoCE needs a GRH: the GID is the IP address (IBA A17.4).  Without one,
  * dgid is what the DLID resolved to (the LID of a uroce device on this
@@ -548,7 +472,7 @@ static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 		return EINVAL;
 	if (!dgid || uroce_addr_from_gid(dgid, peer))
 		return EINVAL;
-	if (peer->ss_family != qp->dev->family)
+	if (peer->ss_family != qp->dev->net.family)
 		return EINVAL;
 	return 0;
 }
@@ -570,7 +494,7 @@ static int check_attr(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask,
 		return EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (attr->path_mtu < IBV_MTU_256 ||
-	     attr->path_mtu > qp->dev->active_mtu))
+	     attr->path_mtu > qp->dev->net.active_mtu))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > UROCE_QPN_MASK)
 		return EINVAL;
@@ -701,24 +625,24 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		switch (next) {
 		case IBV_QPS_RESET:
 			reset_qp(qp);
-			set_state(qp, next);
+			uroce_qp_set_state(qp, next);
 			break;
 		case IBV_QPS_ERR:
 			uroce_qp_to_error(qp);
 			break;
 		case IBV_QPS_RTS:
-			set_state(qp, next);
+			uroce_qp_set_state(qp, next);
 			qp->sqd_notify = false;
 			uroce_req_run(qp);
 			break;
 		case IBV_QPS_SQD:
-			set_state(qp, next);
+			uroce_qp_set_state(qp, next);
 			qp->sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) &&
 					 attr->en_sqd_async_notify;
 			uroce_comp_retire(qp);
 			break;
 		default:
-			set_state(qp, next);
+			uroce_qp_set_state(qp, next);
 			break;
 		}
 	}
@@ -780,8 +704,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	 */
 	uroce_ack_flush(qp);
 	uroce_req_release(qp);
-	dev->qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
-	dev->nqps--;
+	dev->obj.qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
+	dev->obj.nqps--;
 	uroce_dev_unlock(dev);
 	/* unread async events go; read ones must be acked first (as
 	 * libibverbs documents for ibv_destroy_qp) */
@@ -889,13 +813,6 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	wqe->read_done = 0;
 	wqe->status = IBV_WC_SUCCESS;
 	return 0;
-}
-
-void uroce_sq_flush_if_error(struct uroce_qp *qp)
-{
-	/* WRs posted to a QP in the error state complete at once, flushed */
-	if (qp->attr.qp_state == IBV_QPS_ERR)
-		flush_sq(qp);
 }
 
 /* Copy inline data in: it then travels as one SGE over the WQE's buffer. */
@@ -1063,7 +980,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq &&
 	    !uroce_qp_is_xrc(qp))
-		flush_rq(qp);
+		uroce_qp_flush_rq(qp);
 	uroce_dev_unlock(qp->dev);
 	return err;
 }

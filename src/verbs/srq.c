@@ -17,33 +17,23 @@ static uint32_t pow2_above(uint32_t v)
 	return p;
 }
 
-struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn)
-{
-	struct uroce_srq *srq;
-
-	if (!dev->srq_tbl)
-		return NULL;
-	srq = dev->srq_tbl[srqn % UROCE_MAX_SRQ];
-	return srq && srq->srqn == srqn ? srq : NULL;
-}
-
 /* Give srq a number and a table slot; dev->lock held.  Numbers run from
  * 1 through 24 bits, so a stale one is not reused soon. */
 static int insert_srq(struct uroce_dev *dev, struct uroce_srq *srq)
 {
 	uint32_t i, n;
 
-	if (!dev->srq_tbl) {
-		dev->srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->srq_tbl));
-		if (!dev->srq_tbl)
+	if (!dev->obj.srq_tbl) {
+		dev->obj.srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->obj.srq_tbl));
+		if (!dev->obj.srq_tbl)
 			return ENOMEM;
 	}
 	for (i = 0; i < UROCE_MAX_SRQ; i++) {
-		n = dev->next_srqn;
-		dev->next_srqn = (n + 1) & UROCE_QPN_MASK;
-		if (!n || dev->srq_tbl[n % UROCE_MAX_SRQ])
+		n = dev->obj.next_srqn;
+		dev->obj.next_srqn = (n + 1) & UROCE_QPN_MASK;
+		if (!n || dev->obj.srq_tbl[n % UROCE_MAX_SRQ])
 			continue;
-		dev->srq_tbl[n % UROCE_MAX_SRQ] = srq;
+		dev->obj.srq_tbl[n % UROCE_MAX_SRQ] = srq;
 		srq->srqn = n;
 		return 0;
 	}
@@ -208,7 +198,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		return EBUSY;
 	/* out of the table first: no XRC request can reach it after this */
 	pthread_mutex_lock(&srq->dev->lock);
-	srq->dev->srq_tbl[srq->srqn % UROCE_MAX_SRQ] = NULL;
+	srq->dev->obj.srq_tbl[srq->srqn % UROCE_MAX_SRQ] = NULL;
 	uroce_dev_unlock(srq->dev);
 	uroce_async_purge(to_uctx(ibsrq->context), ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);
@@ -237,18 +227,4 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	err = uroce_rq_post(rq, wr, bad_wr);
 	uroce_dev_unlock(srq->dev);
 	return err;
-}
-
-void uroce_srq_consumed(struct uroce_srq *srq)
-{
-	struct ibv_async_event ev;
-
-	/* IBA 10.2.9.4: the limit fires once, when fewer WQEs remain */
-	if (!srq->limit || srq->rq.head - srq->rq.tail >= srq->limit)
-		return;
-	srq->limit = 0;
-	memset(&ev, 0, sizeof(ev));
-	ev.element.srq = &srq->ibsrq;
-	ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
-	uroce_async_event(to_uctx(srq->ibsrq.context), &ev);
 }

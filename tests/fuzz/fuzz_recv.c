@@ -2,7 +2,7 @@
 /*
  * libFuzzer harness on the receive path: packet parsing, the responder
  * and the completer, with real MRs registered, driven through uroce_recv
- * with a fake packet IO (dev->io) that checks and swallows every answer.
+ * with a fake packet IO (dev->net.io) that checks and swallows every answer.
  *
  * Input: a sequence of datagrams, each [flags][len lo][len hi][len bytes].
  * flags bit 0: the bytes carry their own ICRC (else one is appended, so
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "uroce.h"
+#include "dev.h"
 #include "../lib/qp_setup.h"
 
 #define PAGE	4096
@@ -118,16 +118,8 @@ static void connect_qp(void)
 				   IBV_ACCESS_REMOTE_ATOMIC, 0x77, &gid);
 	if (failed)
 		die(failed);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 0;		/* no retransmission timer: deterministic */
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0x200;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
+	/* timeout 0: no retransmission timer, deterministic */
+	if (uroce_test_to_rts(qp, 0, 0x200, 4))
 		die("RTS");
 }
 
@@ -208,7 +200,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die("ibv_create_qp");
 	dev = uroce_dev_get();
 	pthread_mutex_lock(&dev->lock);
-	dev->io = &fake_io;
+	dev->net.io = &fake_io;
 	pthread_mutex_unlock(&dev->lock);
 	return 0;
 }

@@ -142,22 +142,12 @@ int main(int argc, char **argv)
 			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
 				 .max_send_sge = 1, .max_recv_sge = 1 },
 		};
-		struct ibv_qp_attr a;
 
 		qps[q] = ibv_create_qp(pd1, &ia);
 		if (!qps[q])
 			die("ibv_create_qp");
 		to_rtr(qps[q], full, first_qpn + (uint32_t)q, &peer);
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTS;
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.sq_psn = 0x200;
-		a.max_rd_atomic = 1;
-		if (ibv_modify_qp(qps[q], &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		if (uroce_test_to_rts(qps[q], 14, 0x200, 1))
 			die("RTS");
 	}
 

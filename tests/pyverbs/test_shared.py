@@ -26,8 +26,17 @@ import test_mcast as mc
 _x, _y = (os.getpid() // 250) % 250 + 1, os.getpid() % 250 + 1
 ADDR = f'127.93.{_x}.{_y}'          # shared by this process and children
 REMOTE = f'127.94.{_x}.{_y}'        # another "host"
-if sys.argv[1:2] != ['child']:     # (a child is told its address)
-    os.environ['UROCE_ADDR'] = ADDR # before the first device comes up
+# The library reads UROCE_ADDR once, when it is loaded (before this
+# module): run this process again with it set.  A child is told its own.
+if sys.argv[1:2] != ['child'] and \
+        not os.environ.get('UROCE_ADDR', '').startswith('127.93.'):
+    os.environ['UROCE_ADDR'] = ADDR
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
+ADDR = os.environ.get('UROCE_ADDR', ADDR)
+_x, _y = ADDR.split('.')[2:4]
+REMOTE = f'127.94.{_x}.{_y}'
 os.environ.pop('UROCE_SHARE', None)
 
 

@@ -9,7 +9,7 @@
  * Datapath lines (uroce_log_qp) share a token bucket of LIMIT_RATE lines a
  * second; what it suppresses is counted and reported on the next line
  * that gets through.  With logging off, a log call costs one load and one
- * compare (the macros in uroce.h test uroce_log_level first).
+ * compare (the macros in core/core.h test uroce_log_level first).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "dev.h"
 
 #define LIMIT_RATE	100	/* datapath lines per second, and the burst */
 
@@ -42,7 +42,7 @@ static uint64_t limit_suppressed;
 
 __attribute__((constructor)) static void log_init(void)
 {
-	const char *env = getenv("UROCE_LOG");
+	const char *env = uroce_config()->log;
 	size_t i;
 
 	if (!env || !*env)

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+/* The UROCE_* settings, read once (core/config.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+
+#define DEFAULT_UNRELIABLE_MBPS	4000
+#define DEFAULT_SPIN_US		50
+
+static struct uroce_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+/* the variable's value, or NULL if it is unset or empty */
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+static void config_read(void)
+{
+	struct uroce_config *c = &config;
+	const char *v;
+
+	c->addr = env("UROCE_ADDR");
+	c->ifname = env("UROCE_IFNAME");
+	v = getenv("UROCE_GSO");
+	c->gso = !v || strcmp(v, "0");
+	v = getenv("UROCE_SHARE");
+	c->share = !v || strcmp(v, "0");
+	v = env("UROCE_UNRELIABLE_MBPS");
+	c->unreliable_mbps = v ? strtoull(v, NULL, 0) : DEFAULT_UNRELIABLE_MBPS;
+	v = env("UROCE_SPIN_US");
+	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 :
+			 DEFAULT_SPIN_US * 1000;
+	c->fault = env("UROCE_FAULT");
+	c->log = env("UROCE_LOG");
+	c->pcap = env("UROCE_PCAP");
+	c->pcap_max = env("UROCE_PCAP_MAX");
+	v = env("UROCE_STATS");
+	c->stats = v && *v == '1';
+	c->cm_hold_ms = env("UROCE_CM_HOLD_MS");
+	c->cm_listen_file = env("UROCE_CM_LISTEN_FILE");
+}
+
+const struct uroce_config *uroce_config(void)
+{
+	pthread_once(&config_once, config_read);
+	return &config;
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core: what every layer may use.
+ *
+ * Owns and exports: the device limits and identity constants, the counter
+ * list (core/counters.h) and its name table (core/stats.c), the clock
+ * (uroce_now_ns, core/clock.c), the log (core/log.c), the process's one
+ * device (uroce_dev_get, core/dev.c; struct uroce_dev itself is in
+ * src/dev.h) and the UROCE_* settings (core/config.c).
+ *
+ * Locking: none of its own beyond the log's rate limiter; the counters
+ * are relaxed atomics, the config is written once before it is read.
+ * Includes nothing of ours but wire/.
+ */
+#ifndef UROCE_CORE_H
+#define UROCE_CORE_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include "wire/wire.h"
+
+#define UROCE_EXPORT __attribute__((visibility("default")))
+
+/*
+ * FLUSH (IBA 1.5, opcode 0x1C) came to libibverbs after the rdma-core 44
+ * headers we build against; these are the values rdma-core 45 gave it, so
+ * programs built against newer headers reach it.
+ */
+#define UROCE_WR_FLUSH			14
+#define UROCE_WC_FLUSH			8
+#define UROCE_ACCESS_FLUSH_GLOBAL	(1 << 8)
+#define UROCE_ACCESS_FLUSH_PERSISTENT	(1 << 9)
+#define UROCE_QP_EX_WITH_FLUSH		(1 << 11)
+#define UROCE_FLUSH_GLOBAL		1	/* placement type bits */
+#define UROCE_FLUSH_PERSISTENT		2
+#define UROCE_FLUSH_RANGE		0	/* selectivity level */
+#define UROCE_FLUSH_MR			1
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define UROCE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- device limits (what query_device reports, and enforces) ---- */
+#define UROCE_MAX_QP		(1u << 16)
+#define UROCE_MAX_QP_WR		16384
+#define UROCE_MAX_SGE		32
+#define UROCE_MAX_INLINE	512
+#define UROCE_MAX_CQ		(1u << 16)
+#define UROCE_MAX_CQE		(1 << 20)
+#define UROCE_MAX_MR		(1u << 16)
+#define UROCE_MAX_MR_SIZE	(1ull << 40)
+#define UROCE_MAX_PD		(1u << 16)
+#define UROCE_MAX_RD_ATOMIC	128
+#define UROCE_MAX_SRQ		(1u << 16)
+#define UROCE_MAX_MSG_SIZE	(1u << 31)
+#define UROCE_VENDOR_ID		0x0000	/* none: a software device */
+#define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
+#define UROCE_FW_VER		"0.1.0"
+#define UROCE_DEV_NAME		"uroce0"
+/* multicast (verbs/mcast.c): each group a process joins costs a socket */
+#define UROCE_MAX_MCAST_GRP	256
+#define UROCE_MAX_MCAST_QP_ATTACH 64
+#define UROCE_MAX_TOTAL_MCAST_QP_ATTACH \
+	(UROCE_MAX_MCAST_GRP * UROCE_MAX_MCAST_QP_ATTACH)
+#define UROCE_MCAST_QPN		0xffffff	/* DQPN of multicast (IBA 10.5.2.3) */
+
+/* Requester pacing: packets in flight per QP, and AckReq spacing. */
+#define UROCE_TX_WINDOW_MAX	256
+#define UROCE_TX_WINDOW_MIN	8
+#define UROCE_ACK_EVERY		16
+
+/* QPNs: 0 and 1 are special (SMI/GSI); ours start above them. */
+#define UROCE_QPN_FIRST		0x11
+
+/* ---- counters: enum uroce_counter from the one list in core/counters.h ---- */
+#include "core/counters.h"
+
+enum uroce_counter {
+#define UROCE_CNT_ENUM(id, name) UROCE_CNT_##id,
+	UROCE_COUNTERS(UROCE_CNT_ENUM)
+#undef UROCE_CNT_ENUM
+	UROCE_CNT_NUM,
+};
+
+/* Opcode classes of the per-class counters (ACK includes atomic ACK). */
+enum uroce_pkt_class {
+	UROCE_CLASS_SEND,
+	UROCE_CLASS_WRITE,
+	UROCE_CLASS_READ_REQ,
+	UROCE_CLASS_READ_RESP,
+	UROCE_CLASS_ATOMIC,
+	UROCE_CLASS_ACK,
+	UROCE_CLASS_CNP,
+	UROCE_CLASS_OTHER,
+	UROCE_CLASS_NUM,
+};
+
+#include "core/config.h"
+
+/* core/stats.c: the counters' names, generated from the same list */
+extern const char *const uroce_counter_name[UROCE_CNT_NUM];
+
+/* core/dev.c: the process's device, or NULL with errno set */
+struct uroce_dev;
+struct uroce_dev *uroce_dev_get(void);
+
+/* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
+uint64_t uroce_now_ns(void);
+/* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and
+ * pthread_timedjoin_np */
+struct timespec;
+void uroce_deadline_after(struct timespec *ts, uint64_t ns);
+
+/* core/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One
+ * line per event on stderr; uroce_log_qp lines are rate-limited, for the
+ * datapath.  psn < 0: no PSN. */
+enum uroce_log_level {
+	UROCE_LOG_OFF,
+	UROCE_LOG_ERROR,
+	UROCE_LOG_WARN,
+	UROCE_LOG_INFO,
+	UROCE_LOG_DEBUG,
+};
+extern int uroce_log_level;
+void uroce_log_emit(int level, bool limited, int64_t qpn, int64_t psn,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define uroce_log(level, ...)						\
+	do {								\
+		if (__builtin_expect(uroce_log_level >= (level), 0))	\
+			uroce_log_emit(level, false, -1, -1, __VA_ARGS__); \
+	} while (0)
+#define uroce_log_qp(level, qp, psn, ...)				\
+	do {								\
+		if (__builtin_expect(uroce_log_level >= (level), 0))	\
+			uroce_log_emit(level, true,			\
+				       (qp)->ex.qp_base.qp_num,	\
+				       (int64_t)(psn), __VA_ARGS__);	\
+	} while (0)
+
+#endif /* UROCE_CORE_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device counters, one list: X(ID, "name") gives enum uroce_counter's
+ * UROCE_CNT_<ID> (core/core.h) and the name `uroce stats` and UROCE_STATS=1
+ * print (core/stats.c, published in the stats segment, include/uroce_shm.h).
+ * The order is the enum's and the segment's: append new counters at the
+ * end of their group and keep names stable (tools read them by name).
+ */
+#ifndef UROCE_CORE_COUNTERS_H
+#define UROCE_CORE_COUNTERS_H
+
+#define UROCE_COUNTERS(X) \
+	X(TX_PKTS, "tx_pkts") \
+	X(TX_BYTES, "tx_bytes") \
+	X(RX_PKTS, "rx_pkts") \
+	X(RX_BYTES, "rx_bytes") \
+	X(TX_ACKS, "tx_acks") \
+	X(RX_ACKS, "rx_acks") \
+	X(TX_NAK_SEQ, "tx_nak_seq") \
+	X(TX_NAK_INV, "tx_nak_inv") \
+	X(TX_NAK_ACCESS, "tx_nak_access") \
+	X(TX_NAK_OP, "tx_nak_op") \
+	X(RX_NAK_SEQ, "rx_nak_seq") \
+	X(RX_NAK_OTHER, "rx_nak_other") \
+	X(RX_NAK_INV, "rx_nak_inv") \
+	X(RX_NAK_ACCESS, "rx_nak_access") \
+	X(RX_NAK_OP, "rx_nak_op") \
+	X(TX_RNR_NAK, "tx_rnr_nak") \
+	X(RX_RNR_NAK, "rx_rnr_nak") \
+	X(RETRANSMITS, "retransmits") \
+	X(TIMEOUTS, "timeouts") \
+	X(DUPLICATES, "duplicates") \
+	X(OUT_OF_SEQ, "out_of_seq") \
+	X(DROP_BAD_ICRC, "drop_bad_icrc") \
+	X(DROP_BAD_HDR, "drop_bad_hdr") \
+	X(DROP_UNKNOWN_QP, "drop_unknown_qp") \
+	X(DROP_BAD_STATE, "drop_bad_state") \
+	X(DROP_BAD_SRC, "drop_bad_src") \
+	X(DROP_TRUNCATED, "drop_truncated") \
+	X(REM_ACCESS_ERR, "rem_access_err") \
+	X(DROP_BAD_QKEY, "drop_bad_qkey") \
+	X(DROP_NO_RECV, "drop_no_recv_wqe") \
+	X(DROP_TOO_LONG, "drop_too_long") \
+	X(UC_MSG_DROPS, "uc_msg_drops") \
+	X(DUP_ATOMIC_LOST, "dup_atomic_lost") \
+	X(XRC_BAD_SRQN, "xrc_bad_srqn") \
+	X(FAULT_DROPS, "fault_drops") \
+	X(FAULT_DUPS, "fault_dups") \
+	X(FAULT_DELAYS, "fault_delays") \
+	X(TX_GSO_SENDS, "tx_gso_sends")	/* sends that carried several packets */ \
+	X(TX_GSO_OFF, "tx_gso_off")	/* the kernel refused GSO: off since */ \
+	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
+	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
+	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \
+	/* net/share.c: the shared device */ \
+	X(DROP_NO_OWNER, "drop_no_owner")	/* for a QPN no member of the address has */ \
+	X(SHARE_FWD_OUT, "share_fwd_out")	/* came here, sent on to its owner */ \
+	X(SHARE_FWD_IN, "share_fwd_in")		/* came from another member */ \
+	X(SHARE_REORDERS, "share_reorders")	/* a probe moved us in the registry */ \
+	/* what went on and came off the wire, by opcode class (net/pcap.c): \
+	 * per class a packet and a byte counter, in enum uroce_pkt_class \
+	 * order; bytes are BTH through ICRC */ \
+	X(TX_SEND_PKTS, "tx_send_pkts") \
+	X(TX_SEND_BYTES, "tx_send_bytes") \
+	X(TX_WRITE_PKTS, "tx_write_pkts") \
+	X(TX_WRITE_BYTES, "tx_write_bytes") \
+	X(TX_READ_REQ_PKTS, "tx_read_req_pkts") \
+	X(TX_READ_REQ_BYTES, "tx_read_req_bytes") \
+	X(TX_READ_RESP_PKTS, "tx_read_resp_pkts") \
+	X(TX_READ_RESP_BYTES, "tx_read_resp_bytes") \
+	X(TX_ATOMIC_PKTS, "tx_atomic_pkts") \
+	X(TX_ATOMIC_BYTES, "tx_atomic_bytes") \
+	X(TX_ACK_PKTS, "tx_ack_pkts") \
+	X(TX_ACK_BYTES, "tx_ack_bytes") \
+	X(TX_CNP_PKTS, "tx_cnp_pkts") \
+	X(TX_CNP_BYTES, "tx_cnp_bytes") \
+	X(TX_OTHER_PKTS, "tx_other_pkts") \
+	X(TX_OTHER_BYTES, "tx_other_bytes") \
+	X(RX_SEND_PKTS, "rx_send_pkts") \
+	X(RX_SEND_BYTES, "rx_send_bytes") \
+	X(RX_WRITE_PKTS, "rx_write_pkts") \
+	X(RX_WRITE_BYTES, "rx_write_bytes") \
+	X(RX_READ_REQ_PKTS, "rx_read_req_pkts") \
+	X(RX_READ_REQ_BYTES, "rx_read_req_bytes") \
+	X(RX_READ_RESP_PKTS, "rx_read_resp_pkts") \
+	X(RX_READ_RESP_BYTES, "rx_read_resp_bytes") \
+	X(RX_ATOMIC_PKTS, "rx_atomic_pkts") \
+	X(RX_ATOMIC_BYTES, "rx_atomic_bytes") \
+	X(RX_ACK_PKTS, "rx_ack_pkts") \
+	X(RX_ACK_BYTES, "rx_ack_bytes") \
+	X(RX_CNP_PKTS, "rx_cnp_pkts") \
+	X(RX_CNP_BYTES, "rx_cnp_bytes") \
+	X(RX_OTHER_PKTS, "rx_other_pkts") \
+	X(RX_OTHER_BYTES, "rx_other_bytes")
+
+#endif /* UROCE_CORE_COUNTERS_H */

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine: the transport's rules (IBA chapter 9 over RoCE v2).
+ *
+ * Owns: the requester (engine/req.c), responder (resp.c), completer
+ * (comp.c), receive demux (recv.c, mcast.c), transmit batching (xmit.c),
+ * the progress thread and timers (progress.c), QP state changes and
+ * flushing (qp_state.c), SGE walking (sge.c), XRC (xrc.c), port LIDs
+ * (lid.c) and the stats segment (shm.c); their device state is
+ * dev->tx, dev->ack, dev->prog, dev->flow and dev->port (src/dev.h).
+ *
+ * Uses: core, wire, net (to send: dev->net.io) and the object tables
+ * (obj/).  Reports upward only through uroce_cq_push and
+ * uroce_async_event (obj/cq.h).  Includes no verbs/ or rdmacm/ header.
+ *
+ * Locking: every QP's transport state and the tables are under dev->lock
+ * (the engine lock).  Packets are gathered under it and sent after it is
+ * released (uroce_dev_unlock); dev->tx.tx_lock is held while sending,
+ * dev->tx.txq_lock guards the send queue.  dev->prog.rx_lock: one receiver
+ * at a time.  Order: rx_lock, dev->lock, cq->lock.
+ */
+#ifndef UROCE_ENGINE_H
+#define UROCE_ENGINE_H
+
+#include "net/net.h"
+#include "obj/qp.h"
+
+/* engine/xmit.c: packets held for one sendmmsg */
+#define UROCE_ACK_PENDING_MAX	64
+#define UROCE_TXB_MAX_PKTS	256
+#define UROCE_TXB_MAX_RUNS	64
+#define UROCE_TXB_MAX_IOV	1024
+
+struct uroce_txbatch {
+	struct uroce_txbatch *next;	/* in the send queue or free list */
+	int npkts, nruns, niov;
+	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
+	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
+	struct iovec iov[UROCE_TXB_MAX_IOV];
+	uint8_t hdr[UROCE_TXB_MAX_PKTS][UROCE_MAX_HDR_LEN];
+	uint8_t tail[UROCE_TXB_MAX_PKTS][UROCE_ICRC_LEN];
+};
+
+/* A received packet after parsing (engine/recv.c). */
+struct uroce_pkt {
+	uint8_t *bth;			/* BTH; headers follow */
+	uint32_t len;			/* BTH .. end of payload+pad, no ICRC */
+	const struct uroce_opcode_info *info;
+	uint32_t mask;			/* info->mask */
+	uint8_t opcode;
+	uint32_t psn;
+	uint32_t qpn;			/* destination QPN */
+	uint8_t *payload;
+	uint32_t paylen;		/* payload bytes, without pad */
+	struct sockaddr_storage src;	/* who sent it */
+	const struct sockaddr_storage *dst; /* to which of our addresses */
+};
+
+/* ---- device state owned by the engine (members of struct uroce_dev) ---- */
+
+/* dev->port, engine/lid.c: set when the device comes up or moves */
+struct uroce_port {
+	uint16_t lid;			/* port LID, unique on this host */
+	int lid_fd;			/* the socket whose name claims it */
+};
+
+/* dev->tx, engine/xmit.c: packets are gathered in a batch under dev->lock,
+ * and sent after it is released, in the order batches were sealed */
+struct uroce_tx {
+	struct uroce_txbatch *txb;	/* the open batch (dev->lock) */
+	int tx_depth;			/* uroce_xmit_begin nesting (dev->lock) */
+	pthread_mutex_t tx_lock;	/* held while sending */
+	pthread_mutex_t txq_lock;	/* the lists below */
+	struct uroce_txbatch *txq_head, *txq_tail;	/* sealed, oldest first */
+	struct uroce_txbatch *txb_free;
+	int txb_count;			/* batches allocated */
+	_Atomic int txq_len;
+};
+
+/* dev->ack, engine/resp.c: while a receive burst is handled, plain ACKs
+ * wait here (QP numbers) and leave once at its end (dev->lock) */
+struct uroce_ack_hold {
+	bool ack_defer;
+	uint32_t nack_pending;
+	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
+};
+
+/* dev->prog, engine/progress.c */
+struct uroce_progress {
+	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	_Atomic uint64_t app_poll_ns;	/* when an application thread last
+					 * received for itself */
+	pthread_t thread;
+	int epfd;
+	int timerfd;
+	int wakefd;			/* eventfd: wake the progress thread */
+	bool running;			/* thread started, not yet joined */
+	_Atomic bool stopping;		/* uroce_progress_stop asked */
+	uint64_t armed_deadline_ns;	/* what timerfd is set to, 0 = none */
+};
+
+/* dev->flow, engine/req.c: packets all RC QPs have in flight, against one
+ * socket buffer, and the QPs waiting for room (a list); pacing of
+ * unacknowledged (UC, UD) traffic, which has no other defence against
+ * overrunning the peer's socket */
+struct uroce_flow {
+	uint32_t inflight;
+	struct uroce_qp *blocked_head, *blocked_tail;
+	uint64_t pace_rate;		/* bytes per second, 0 = off */
+	int64_t pace_tokens;		/* bytes */
+	uint64_t pace_last_ns;
+};
+
+/* engine/req.c: dev->lock held */
+void uroce_req_run(struct uroce_qp *qp);
+void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
+void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
+void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
+void uroce_req_loss(struct uroce_qp *qp);	/* a gap was seen */
+/* comp.psn moved by n: give the device budget back, wake waiters */
+void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
+/* the QP stops (error, reset, destroy): give back all it holds */
+void uroce_req_release(struct uroce_qp *qp);
+static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_RDMA_READ ||
+	       wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH ||
+	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+void uroce_req_timeout(struct uroce_qp *qp, uint64_t now);
+/* engine/comp.c: an ACK, NAK, READ response or atomic ACK for qp */
+void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/resp.c: a request for qp */
+void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/recv.c: the IP/UDP fields the ICRC covers, for a datagram from
+ * src to dst (port 4791); IPv4 ID and DF are left 0 */
+void uroce_icrc_ip_from(const struct sockaddr_storage *src,
+			const struct sockaddr_storage *dst,
+			struct uroce_icrc_ip *ip);
+/* engine/recv.c: parse, check and dispatch one datagram (no lock held);
+ * ip_id_hint is the IPv4 identification it most likely had (the ICRC
+ * check tries it first) */
+void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		const struct sockaddr_storage *src,
+		const struct sockaddr_storage *dst, uint16_t ip_id_hint);
+/* the receive burst net/ delivers: begin (take dev->lock, hold plain
+ * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
+ * is released and what was queued is sent); no lock held by the caller */
+void uroce_rx_burst_begin(struct uroce_dev *dev);
+void uroce_rx_burst_end(struct uroce_dev *dev);
+/* engine/progress.c */
+int uroce_progress_start(struct uroce_dev *dev);
+/* stop the progress thread (waiting for it until the CLOCK_REALTIME
+ * deadline until, NULL: as long as it takes) and close its epoll, timer
+ * and wake-up descriptors.  0, or -errno (-ETIMEDOUT) with the thread
+ * left running and everything open. */
+int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
+/* an application thread inside a verb: receive what is waiting, unless
+ * another thread is already at it (never blocks) */
+void uroce_progress_poll(struct uroce_dev *dev);
+/* stop every receiver and the engine while net/ changes the device's
+ * socket and address (takes rx_lock, then dev->lock), and start again
+ * (sends what was queued meanwhile) */
+void uroce_rx_pause(struct uroce_dev *dev);
+void uroce_rx_resume(struct uroce_dev *dev);
+void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
+/* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
+ * headers, payload iov follows, pad and ICRC are added here. */
+int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
+	       const struct iovec *payload, int npayload, uint32_t paylen);
+/* the same, to an explicit destination (UD) */
+int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
+		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
+		  int npayload, uint32_t paylen);
+/* hold the packets sent until the matching end, then queue them to be
+ * sent in as few system calls as they allow (nests; dev->lock held) */
+void uroce_xmit_begin(struct uroce_dev *dev);
+void uroce_xmit_end(struct uroce_dev *dev);
+/* send what uroce_xmit_end queued; call without dev->lock.  Returns once
+ * everything queued before the call is with the kernel (waiting for a
+ * thread that is sending, which may send ours) */
+void uroce_tx_drain(struct uroce_dev *dev);
+
+/* engine/sge.c: dev->lock held */
+/* check every SGE against its MR: valid lkey in pd, range, access */
+int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
+		    const struct ibv_sge *sge, uint32_t n, unsigned int access);
+/* scatter len bytes of data to the SGE list starting at byte off */
+void uroce_sge_scatter(const struct ibv_sge *sge, uint32_t n, uint64_t off,
+		       const uint8_t *data, uint32_t len);
+/* describe len bytes at byte off of the SGE list as iovecs; returns the
+ * number used, at most max */
+int uroce_sge_iov(const struct ibv_sge *sge, uint32_t n, uint64_t off,
+		  uint32_t len, struct iovec *iov, int max);
+
+/* engine/resp.c */
+void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
+/* hold plain ACKs until uroce_ack_burst_end (a receive burst; lock held) */
+void uroce_ack_burst_begin(struct uroce_dev *dev);
+void uroce_ack_burst_end(struct uroce_dev *dev);
+/* the device goes down: send every held ACK and what is queued; takes
+ * dev->lock, waiting until the deadline until (NULL: forever); 0 or
+ * -ETIMEDOUT */
+int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until);
+/* send the ACK qp holds back, if any, before anything else of qp */
+void uroce_ack_flush(struct uroce_qp *qp);
+/* answer the request at psn with an invalid request NAK and move the
+ * QP to the error state (IBA 9.7.5.2.2, class C) */
+void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn);
+
+/* engine/xrc.c: dev->lock held */
+/* send a packet of an XRC QP: hdr is built as RC's, this makes it XRC's
+ * (opcode | 0xa0, an XRCETH after the BTH of a request) */
+int uroce_xrc_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
+		   const struct iovec *payload, int npayload, uint32_t paylen);
+/* a packet for an XRC QP: responses to INI QPs, requests to TGT QPs */
+void uroce_xrc_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+
+/* engine/comp.c */
+/* report acknowledged WQEs at the SQ tail, in order; one that failed
+ * moves the QP to the error state */
+void uroce_comp_retire(struct uroce_qp *qp);
+enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op);
+
+/* engine/qp_state.c: QP state changes and flushing; dev->lock held */
+void uroce_qp_set_state(struct uroce_qp *qp, enum ibv_qp_state state);
+/* complete every outstanding WQE of the SQ / RQ with WR_FLUSH_ERR */
+void uroce_qp_flush_sq(struct uroce_qp *qp);
+void uroce_qp_flush_rq(struct uroce_qp *qp);
+void uroce_qp_to_error(struct uroce_qp *qp);
+void uroce_sq_flush_if_error(struct uroce_qp *qp);
+
+/* engine/mcast.c: a packet that came to a multicast group, or that has
+ * the multicast DQPN; delivered to every QP attached to the group.  No
+ * lock held; takes dev->lock. */
+void uroce_mcast_rx(struct uroce_dev *dev, struct uroce_pkt *pkt);
+
+/* engine/shm.c: the stats segment /dev/shm/uroce.<pid> (include/uroce_shm.h).
+ * uroce_shm_open, after uroce_net_open: create it and move the counters
+ * into it; failure only means nobody can look, so it returns nothing. */
+void uroce_shm_open(struct uroce_dev *dev);
+/* the device goes down (the last close; nothing else runs on it): stop the
+ * snapshot thread, move the counters back to dev->stats.cnt_private,
+ * remove and unmap the segment */
+void uroce_shm_close(struct uroce_dev *dev);
+/* after the device moved (rdma_bind_addr): publish its new address and LID */
+void uroce_shm_set_addr(struct uroce_dev *dev);
+/* the GID of the live device on this host whose port has that LID, from
+ * the other processes' segments: 0, -ENOENT, or -ENOTUNIQ if two claim it */
+int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid);
+
+/* engine/lid.c: port LIDs, unique among the uroce devices of a host, so
+ * that GRH-less addresses (ah_attr.is_global 0) work between them.
+ * uroce_lid_claim: after uroce_net_open and uroce_net_rebind, before the
+ * segment publishes it; returns 0 or a negative errno.
+ * uroce_lid_resolve: the GID a GRH-less address to dlid goes to; 0 or
+ * -EINVAL (no uroce device on this host has that LID). */
+int uroce_lid_claim(struct uroce_dev *dev);
+/* the device goes down: let the LID go (a later claim may find another) */
+void uroce_lid_release(struct uroce_dev *dev);
+int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
+		      union ibv_gid *gid);
+
+#endif /* UROCE_ENGINE_H */

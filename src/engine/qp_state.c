@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/*
+ * QP state changes the transport makes, and flushing: the error state
+ * (IBA 10.3.1, 11.6.3.1) with every outstanding WQE completed in error.
+ */
+#include <string.h>
+
+#include "dev.h"
+
+void uroce_qp_set_state(struct uroce_qp *qp, enum ibv_qp_state state)
+{
+	qp->attr.qp_state = state;
+	uqp_ibqp(qp)->state = state;
+}
+
+void uroce_qp_flush_sq(struct uroce_qp *qp)
+{
+	struct uroce_sq *sq = &qp->sq;
+	struct ibv_wc wc;
+
+	while (sq->tail != sq->head) {
+		struct uroce_send_wqe *wqe = &sq->wqe[sq->tail & (sq->size - 1)];
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = uroce_wc_opcode(wqe->opcode);
+		wc.qp_num = uqp_ibqp(qp)->qp_num;
+		uroce_cq_push(qp->scq, &wc, false);
+		sq->tail++;
+	}
+	sq->next = sq->tail;
+	qp->req.cur_off = 0;
+}
+
+void uroce_qp_flush_rq(struct uroce_qp *qp)
+{
+	struct uroce_rq *rq = &qp->rq;
+	struct ibv_wc wc;
+
+	while (rq->tail != rq->head) {
+		struct uroce_recv_wqe *wqe = &rq->wqe[rq->tail & (rq->size - 1)];
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = uqp_ibqp(qp)->qp_num;
+		uroce_cq_push(qp->rcq, &wc, false);
+		rq->tail++;
+	}
+}
+
+void uroce_qp_to_error(struct uroce_qp *qp)
+{
+	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
+
+	if (!was_err)
+		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
+	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
+	uroce_qp_set_state(qp, IBV_QPS_ERR);
+	uroce_req_release(qp);
+	qp->req.deadline_ns = 0;
+	qp->req.rnr_deadline_ns = 0;
+	uroce_qp_flush_sq(qp);
+	if (!qp->srq) {
+		uroce_qp_flush_rq(qp);
+	} else if (!was_err) {
+		struct ibv_async_event ev = {
+			.element.qp = uqp_ibqp(qp),
+			.event_type = IBV_EVENT_QP_LAST_WQE_REACHED,
+		};
+
+		/* IBA 11.6.3.1: no more WQEs will be taken from the SRQ */
+		uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
+	}
+}
+
+void uroce_sq_flush_if_error(struct uroce_qp *qp)
+{
+	/* WRs posted to a QP in the error state complete at once, flushed */
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		uroce_qp_flush_sq(qp);
+}

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net: packet IO below the engine.
+ *
+ * Owns: struct uroce_net (dev->net: the device's socket, its address and
+ * GID, MTU, the packet IO ops table and UDP GSO; fault injection), the
+ * wire tap and pcap (net/pcap.c), the multicast receive sockets
+ * (net/mcast.c).  Exports: the ops table struct uroce_pkt_io (UDP today,
+ * a fake in tests), open/close/rebind/poll of the socket, address <-> GID.
+ *
+ * Received datagrams go up only through the engine's receive-burst entry
+ * points (uroce_rx_burst_begin/uroce_recv/uroce_rx_burst_end, declared in
+ * engine/engine.h); net never takes dev->lock itself.
+ * Locking: dev->net.sock and the address are changed by uroce_net_rebind
+ * inside uroce_rx_pause/uroce_rx_resume (the engine takes rx_lock and
+ * dev->lock for it), so either lock suffices to read them.
+ */
+#ifndef UROCE_NET_H
+#define UROCE_NET_H
+
+#include "core/core.h"
+
+/* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
+struct uroce_dev;
+struct uroce_txrun;
+struct uroce_pkt_io {
+	/* Send one RoCE datagram (BTH..ICRC) to dst.  Returns 0 or -errno. */
+	int (*send)(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int iovcnt);
+	/* Send runs of datagrams in one go (sendmmsg): run r is iov
+	 * [iov0, iov0 + niov) and, if it has several datagrams, they are of
+	 * seg bytes each (the last may be shorter), back to back (UDP GSO);
+	 * the k-th of a run leaves with IPv4 identification k.  Only called
+	 * when dev->net.gso is set.  Returns how many runs went, or -errno. */
+	int (*send_runs)(struct uroce_dev *dev, const struct uroce_txrun *run,
+			 int nruns, const struct iovec *iov);
+};
+
+struct uroce_txrun {
+	struct sockaddr_storage dst;
+	uint16_t seg;			/* the first datagram's size */
+	uint16_t npkts;
+	uint16_t pkt0;			/* its first packet in the batch */
+	bool closed;			/* a shorter one ended the run */
+	uint32_t bytes;
+	int iov0, niov;
+};
+
+struct uroce_share;
+
+/* ---- dev->net: owned by net/udp.c ---- */
+struct uroce_net {
+	int sock;
+	int family;			/* AF_INET or AF_INET6 */
+	struct sockaddr_storage local;	/* bound address, port 4791 */
+	union ibv_gid gid;		/* RoCE v2 GID of that address */
+	uint32_t netdev_mtu;		/* bytes, of the interface carrying it */
+	uint32_t rcvbuf;		/* bytes the socket may queue */
+	enum ibv_mtu active_mtu;
+	const struct uroce_pkt_io *io;
+	_Atomic bool gso;		/* io->send_runs works on this socket */
+	struct uroce_share *share;	/* net/share.c: the address's group,
+					 * NULL when the socket is alone */
+
+	/* fault injection (UROCE_FAULT), off unless set */
+	struct uroce_fault {
+		bool on;
+		uint64_t rng;			/* xorshift state, from seed */
+		uint32_t drop, dup, delay;	/* probability * 2^32 */
+		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
+		_Atomic int access_left;	/* responder: fail this many rkey checks */
+		uint8_t *held;			/* a delayed datagram */
+		size_t held_len;
+		struct sockaddr_storage held_dst;
+	} fault;
+};
+
+/* the length of the IPv4 or IPv6 address in ss (sendmsg, bind) */
+static inline socklen_t uroce_sa_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					  sizeof(struct sockaddr_in6);
+}
+
+/* whether ss is a multicast IP address (every received packet asks) */
+static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr)
+			>> 28) == 0xe;
+	return ss->ss_family == AF_INET6 &&
+	       ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[0] == 0xff;
+}
+
+/* net/pcap.c: the wire tap, called for every datagram sent (after fault
+ * injection: what really leaves) and received (before any check).  It
+ * counts by opcode class and, with UROCE_PCAP=file, writes the packet
+ * with Ethernet/IP/UDP headers to a pcap file. */
+void uroce_pcap_open(struct uroce_dev *dev);	/* from uroce_net_open */
+void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		  const struct iovec *iov, int iovcnt, uint16_t ip_id);
+void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		  const struct sockaddr_storage *src,
+		  const struct sockaddr_storage *dst, uint16_t ip_id);
+const char *uroce_pcap_path(void);		/* "" when not capturing */
+/* the IPv4 (20 bytes, DF, ID 0, TTL 64, checksum) or IPv6 (40 bytes)
+ * header of a UDP datagram of udp_len bytes from src to dst, as the
+ * kernel sends ours; returns its length (pcap frames, UD GRHs) */
+size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
+		    const struct sockaddr_storage *dst, uint16_t udp_len);
+
+
+/* net/mcast.c: the sockets that receive multicast groups */
+struct uroce_mcast_grp;
+/* a socket bound to grp->addr that joined the group on the interface of
+ * the device's address, watched by the progress thread; sets grp->fd */
+int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
+void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
+/* the progress thread saw fd readable: if it is a group's, receive and
+ * dispatch what waits there (takes rx_lock); returns false if it is not */
+bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
+/* the device's socket sends multicast out of the interface that holds
+ * its address and loops it back to this host (from open_bound) */
+void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
+
+
+/* net/share.c: one address shared by many processes */
+/* bind sock to ss in the address's group (join: or only if there is no
+ * group yet); sets *out */
+int uroce_share_bind(struct uroce_dev *dev, int sock,
+		     const struct sockaddr_storage *ss, bool join,
+		     struct uroce_share **out);
+/* leave the group; closes sock */
+void uroce_share_release(struct uroce_share *sh, int sock);
+/* the progress thread's epoll exists: watch the group's descriptors */
+void uroce_share_watch(struct uroce_dev *dev);
+/* a received datagram: true if it was another member's (forwarded or
+ * counted as dropped) or the group's own; rx_lock held */
+bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		       const struct sockaddr_storage *src,
+		       const struct sockaddr_storage *dst, uint16_t ip_id);
+/* the progress thread saw fd readable: true if it was the group's */
+bool uroce_share_poll(struct uroce_dev *dev, int fd);
+uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
+uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
+void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
+int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
+
+/* net/udp.c */
+int uroce_net_open(struct uroce_dev *dev);
+void uroce_net_close(struct uroce_dev *dev);
+int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);
+/* receive and dispatch what is waiting on the socket, without blocking;
+ * returns the number of datagrams received (each of a GRO train) */
+int uroce_net_poll(struct uroce_dev *dev);
+int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss);
+void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);
+
+#endif /* UROCE_NET_H */

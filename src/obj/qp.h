@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * obj/qp.h: queue pairs, their work queues, SRQs, XRC domains and
+ * multicast groups: the objects the engine is handed.
+ *
+ * Owns: struct uroce_qp and its queues (struct uroce_sq, struct uroce_rq,
+ * the WQEs), struct uroce_srq, struct uroce_xrcd, struct uroce_mcast_grp,
+ * and the QP/SRQ/group tables (dev->obj).  The transport state inside a
+ * QP (qp->req, qp->comp, qp->resp) is defined here but written only by
+ * engine/.  Exports: uroce_qp_lookup (obj/qp.c), uroce_srq_lookup and
+ * uroce_srq_consumed (obj/srq.c), uroce_mcast_grp_find (obj/mcast.c).
+ * Locking: everything here is under dev->lock; the multicast group list
+ * is changed with dev->prog.rx_lock and dev->lock held, so either
+ * suffices to read it.  refs fields are atomics.
+ */
+#ifndef UROCE_OBJ_QP_H
+#define UROCE_OBJ_QP_H
+
+#include "obj/cq.h"
+#include "obj/mr.h"
+
+/* ---- multicast group (verbs/mcast.c, net/mcast.c) ---- */
+struct uroce_mcast_grp {
+	struct uroce_mcast_grp *next;
+	union ibv_gid gid;
+	struct sockaddr_storage addr;	/* the group's IP address, port 4791 */
+	int fd;				/* bound to addr, member of the group */
+	uint32_t nqps;
+	struct uroce_qp *qps[UROCE_MAX_MCAST_QP_ATTACH];
+};
+
+/* ---- QP ---- */
+
+/* A posted send work request, as the requester walks it. */
+struct uroce_send_wqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm;			/* big-endian as posted (imm or inv rkey) */
+	uint64_t length;		/* total bytes */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	struct ibv_mw *bind_mw;		/* BIND_MW: the window, rkey = new key */
+	struct ibv_mw_bind_info bind_info;
+	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
+	uint32_t ud_qpn, ud_qkey;
+	uint32_t xrc_srqn;		/* XRC INI: the SRQ it is sent to */
+	uint32_t num_sge;
+	struct ibv_sge *sge;		/* sq->sge + idx * max_sge */
+	uint8_t *inline_data;		/* sq->inline_buf + idx * max_inline; NULL if not inline */
+
+	/* requester progress */
+	uint32_t first_psn;
+	uint32_t last_psn;
+	uint32_t npkts;
+	bool started;
+	bool acked;			/* done on the wire (ack or response seen) */
+	uint64_t read_done;		/* READ: bytes of response placed */
+	uint64_t atomic_orig;
+	enum ibv_wc_status status;
+};
+
+struct uroce_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge *sge;		/* rq->sge + idx * max_sge */
+	uint64_t length;		/* sum of sge lengths */
+};
+
+struct uroce_sq {
+	struct uroce_send_wqe *wqe;
+	struct ibv_sge *sge;
+	uint8_t *inline_buf;
+	uint32_t size;			/* power of two */
+	uint32_t max_wr, max_sge, max_inline;
+	uint32_t head;			/* next slot to post into */
+	uint32_t next;			/* next WQE the requester starts */
+	uint32_t tail;			/* oldest WQE not yet completed */
+	uint32_t ex_start;		/* ibv_wr_start: head when started */
+	int ex_err;			/* first error seen inside wr_start/complete */
+};
+
+struct uroce_rq {
+	struct uroce_recv_wqe *wqe;
+	struct ibv_sge *sge;
+	uint32_t size;
+	uint32_t max_wr, max_sge;
+	uint32_t head;			/* next slot to post into */
+	uint32_t tail;			/* oldest posted, not consumed */
+};
+
+/* ---- XRC domain (verbs/xrc.c) ---- */
+struct uroce_xrcd_dom;		/* shared by handles on one file */
+
+struct uroce_xrcd {
+	struct ibv_xrcd ibxrcd;
+	struct uroce_xrcd_dom *dom;
+	_Atomic int refs;		/* XRC SRQs and TGT QPs made on it */
+};
+
+static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *xrcd)
+{
+	return container_of(xrcd, struct uroce_xrcd, ibxrcd);
+}
+
+/* ---- SRQ ---- */
+struct uroce_srq {
+	struct ibv_srq ibsrq;
+	struct uroce_dev *dev;
+	struct uroce_pd *pd;
+	struct uroce_rq rq;
+	uint32_t srqn;			/* ibv_get_srq_num */
+	struct uroce_xrcd *xrcd;	/* XRC SRQ: its domain, else NULL */
+	struct uroce_cq *cq;		/* XRC SRQ: its receives' CQ */
+	uint32_t limit;			/* armed SRQ limit, 0 = not armed */
+	_Atomic int refs;		/* QPs attached */
+	uint32_t async_events_reported;
+};
+
+static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
+{
+	return container_of(srq, struct uroce_srq, ibsrq);
+}
+
+/* A saved atomic result, to answer a duplicate without executing it
+ * again (duplicate READs are simply served again: no side effects). */
+struct uroce_resp_res {
+	bool valid;
+	uint32_t psn;			/* of the atomic request */
+	uint64_t orig;			/* the value it returned */
+};
+
+struct uroce_req_state {
+	uint32_t psn;			/* next PSN to send */
+	uint32_t psn_max;		/* one past the highest PSN ever sent */
+	uint32_t cur_off;		/* byte offset in the WQE at sq.next */
+	uint32_t cur_psn_idx;		/* packet index in that WQE */
+	uint64_t deadline_ns;		/* retransmit timer, 0 = off */
+	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
+	uint64_t pace_deadline_ns;	/* UC/UD pacing wait, 0 = none */
+	unsigned int retry_left;
+	unsigned int rnr_retry_left;
+	uint32_t cwnd;			/* packets; shrinks on timeout */
+	uint32_t backoff;		/* consecutive timeouts, for the timer */
+	bool need_retry;
+};
+
+struct uroce_comp_state {
+	uint32_t psn;			/* oldest unacknowledged PSN */
+	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
+	bool rewound;
+};
+
+struct uroce_resp_state {
+	uint32_t epsn;			/* expected PSN */
+	uint32_t msn;
+	bool nak_sent;			/* a PSN sequence NAK is outstanding */
+	/* an ACK held until the end of the receive burst (engine/resp.c),
+	 * so that several AckReq packets of one burst get one ACK */
+	bool ack_pending;
+	uint32_t ack_psn, ack_msn;
+	/* the message being received */
+	bool in_send;
+	uint64_t send_off;
+	bool in_write;
+	struct uroce_mr *write_mr;
+	uint64_t write_va;
+	uint64_t write_remaining;
+	uint64_t write_len;		/* RETH length of the current write */
+	uint32_t write_rkey;
+	uint32_t xrc_srqn;		/* XRC TGT: SRQ of the open message */
+	struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
+	uint32_t nres;
+	uint32_t res_next;
+};
+
+typedef void (*uroce_wr_flush_fn)(struct ibv_qp_ex *qp, uint32_t rkey,
+				  uint64_t remote_addr, size_t len,
+				  uint8_t type, uint8_t level);
+
+struct uroce_qp {
+	struct ibv_qp_ex ex;		/* ibv_qp is its head */
+	uroce_wr_flush_fn wr_flush;	/* ibv_qp_ex.wr_flush in rdma-core 45+ */
+	struct uroce_dev *dev;
+	struct uroce_pd *pd;
+	struct uroce_cq *scq, *rcq;
+	struct uroce_srq *srq;		/* receives come from here if set */
+	struct uroce_xrcd *xrcd;	/* XRC TGT: its domain */
+	enum ibv_qp_type type;
+	bool sq_sig_all;
+	bool is_ex;			/* created with send_ops_flags */
+	bool blocked;			/* on dev's list, waiting for room */
+	struct uroce_qp *blocked_next;
+	bool comm_est;			/* COMM_EST raised */
+	bool sqd_notify;		/* raise SQ_DRAINED when drained */
+	bool block_self_mcast;		/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB */
+	uint32_t nmcast;		/* groups attached (verbs/mcast.c) */
+	uint64_t send_ops_flags;
+
+	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
+	struct sockaddr_storage peer;	/* from ah_attr.grh.dgid at RTR */
+	uint32_t mtu;			/* path MTU, bytes */
+
+	struct uroce_sq sq;
+	struct uroce_rq rq;
+	struct uroce_req_state req;
+	struct uroce_comp_state comp;
+	struct uroce_resp_state resp;
+
+	uint64_t cnt_tx_pkts, cnt_rx_pkts, cnt_retrans;
+
+	/* bumped by ibv_get_async_event (under the context's async_lock);
+	 * destroy_qp waits for ibv_qp.events_completed to reach it */
+	uint32_t async_events_reported;
+};
+
+_Static_assert(offsetof(struct uroce_qp, wr_flush) == 352,
+	       "wr_flush sits where rdma-core 45 put it in ibv_qp_ex");
+
+static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
+{
+	return container_of((struct ibv_qp_ex *)qp, struct uroce_qp, ex);
+}
+
+static inline struct ibv_qp *uqp_ibqp(struct uroce_qp *qp)
+{
+	return &qp->ex.qp_base;
+}
+
+static inline bool uroce_qp_is_xrc(const struct uroce_qp *qp)
+{
+	return qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV;
+}
+
+/* acknowledged (RC rules): RC and both XRC halves */
+static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
+{
+	return qp->type == IBV_QPT_RC || uroce_qp_is_xrc(qp);
+}
+
+/* obj/qp.c: the QP numbered qpn, or NULL; dev->lock held */
+struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn);
+
+/* obj/srq.c */
+/* the receive queue a QP takes receives from */
+static inline struct uroce_rq *uroce_qp_rq(struct uroce_qp *qp)
+{
+	return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+/* a receive WQE was consumed from the SRQ: raise the limit event */
+void uroce_srq_consumed(struct uroce_srq *srq);
+/* the SRQ numbered srqn, or NULL; dev->lock held */
+struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn);
+static inline bool uroce_xrcd_same(const struct uroce_xrcd *a,
+				   const struct uroce_xrcd *b)
+{
+	return a && b && a->dom == b->dom;
+}
+
+/* obj/mcast.c: the group of gid, or NULL; dev->lock (or rx_lock) held */
+struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
+					     const union ibv_gid *gid);
+
+/* ---- dev->obj: the object tables ---- */
+struct uroce_objs {
+	/* QP table (filled by verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
+	struct uroce_qp **qp_tbl;
+	uint32_t next_qpn;
+	uint32_t qpn_base, qpn_mask;	/* QPN = base | (n & mask), net/udp.c */
+	uint32_t nqps;
+
+	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */
+	struct uroce_mr **mr_tbl;
+	uint32_t *mr_last_key;		/* per slot: the key it last had */
+	uint32_t next_mr_index;
+	uint32_t nmrs;
+
+	/* verbs/mcast.c: the multicast groups QPs are attached to (a
+	 * list); changed with rx_lock and lock held, so either suffices
+	 * to read it */
+	struct uroce_mcast_grp *mcast;
+	uint32_t nmcast;
+	/* SRQ table (filled by verbs/srq.c), indexed by srqn % UROCE_MAX_SRQ; made
+	 * at the first SRQ, so that XRC requests can name one */
+	struct uroce_srq **srq_tbl;
+	uint32_t next_srqn;
+
+	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
+	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
+};
+
+#endif /* UROCE_OBJ_QP_H */
