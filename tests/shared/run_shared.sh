@@ -110,7 +110,8 @@ ip -n "$nsA" link set lo up && ip -n "$nsB" link set lo up &&
 ip -n "$nsA" link set vA up && ip -n "$nsB" link set vB up ||
 	fail "cannot configure the veth pair"
 
-lib_env=(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+lib_env=(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	 UROCE_STATS=1)
 # a sanitized library: its runtime first in the uninstrumented programs,
 # and no leak check of those (their leaks are not ours: tests/lib)
 [ -n "${UROCE_PRELOAD:-}" ] && lib_env+=(LD_PRELOAD="$UROCE_PRELOAD"
@@ -192,6 +193,21 @@ perftest() {	# perftest [-R]
 		[ $rc -eq 0 ] || errs+=("server on port $p exit status $rc")
 		i=$((i + 1))
 	done
+	# steered by the reuseport program, not forwarded: every member on
+	# A's side gets its packets with one 4-tuple (B:4791 -> A:4791), so
+	# the kernel's hash alone would hand them all to one member
+	local fwd=0 rx=0 f v
+	for f in "$work"/server.*.out "$work"/client.*.out; do
+		v=$(grep -o ' share_fwd_out=[0-9]*' "$f" | tail -n 1 | cut -d= -f2)
+		fwd=$((fwd + ${v:-0}))
+		v=$(grep -o 'uroce-stats: tx_pkts=[0-9]* tx_bytes=[0-9]* rx_pkts=[0-9]*' "$f" |
+		    tail -n 1 | sed 's/.*rx_pkts=//')
+		rx=$((rx + ${v:-0}))
+	done
+	[ "$rx" -gt 10000 ] || errs+=("the devices received only $rx packets")
+	[ $((fwd * 100)) -lt "$rx" ] ||
+		errs+=("$fwd of $rx packets were forwarded between members")
+	echo "run_shared[$name]: $rx packets received, $fwd forwarded"
 	# one QP-number space: no two servers on the address share a QPN
 	qpns=$(cat "$work"/server.*.out | sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p')
 	[ "$(echo "$qpns" | wc -l)" -ge 4 ] || errs+=("found $(echo "$qpns" | wc -l) server QPNs")
