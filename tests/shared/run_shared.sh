@@ -6,7 +6,7 @@
 # and several processes use each address at the same time.
 #
 #   run_shared.sh --scenario S --libdir DIR --tool PATH
-#                 [--traffic PATH] [--timeout SEC]
+#                 [--traffic PATH] [--mpi PATH] [--timeout SEC]
 #
 # Scenarios:
 #   perftest     four ib_write_bw servers on A's address (-p distinct) and
@@ -18,6 +18,8 @@
 #                server is killed with SIGKILL mid-transfer: the other
 #                three pairs finish with every byte verified, the victim's
 #                client gets an error completion
+#   mpi-ofi      six Open MPI ranks on A's address, all-to-all, every byte
+#                checked, through libfabric (--mca mtl ofi, verbs;ofi_rxm)
 #   rdmacm       rping servers on three ports and ucmatose servers on two
 #                ports of A's address, their clients on B's, at once; a
 #                connect to a port nobody on A listens on is rejected
@@ -27,7 +29,7 @@
 
 set -u
 
-scenario= libdir= tool= traffic= tmo=120
+scenario= libdir= tool= traffic= mpi= tmo=120
 
 die() {
 	echo "run_shared: $*" >&2
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--libdir) libdir=$2; shift 2 ;;
 	--tool) tool=$2; shift 2 ;;
 	--traffic) traffic=$2; shift 2 ;;
+	--mpi) mpi=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	*) die "unknown option $1" ;;
 	esac
@@ -321,8 +324,32 @@ rdmacm() {
 	done
 }
 
+# six Open MPI ranks on A's one address, all-to-all through libfabric
+# (verbs;ofi_rxm under the ofi MTL: Open MPI binds every rank's endpoint to
+# the interface's address); no shared-memory or TCP transport is allowed
+mpi_ofi() {
+	local rc n root=()
+	command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+	[ -x "$mpi" ] || { echo "SKIP: no MPI program (libopenmpi-dev)"; exit 77; }
+	[ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
+	ip netns exec "$nsA" timeout -k 5 "$tmo" mpirun "${root[@]}" \
+		--oversubscribe --host $addrA:6 -np 6 \
+		--mca oob_tcp_if_include lo --mca pml cm --mca mtl ofi \
+		--mca btl self -x FI_PROVIDER="verbs;ofi_rxm" \
+		-x LD_LIBRARY_PATH="$libdir" -x UROCE_IFNAME=vA -x UROCE_STATS=1 \
+		"$mpi" 65536 10 >"$work/mpirun.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("mpirun exit status $rc")
+	n=$(grep -Ec '^rank [0-5] of 6: 50 exchanges of 65536 bytes, 0 bad$' "$work/mpirun.out")
+	[ "$n" -eq 6 ] || errs+=("$n of 6 ranks report 50 good exchanges")
+	n=$(grep -Eo 'rx_send_bytes=[0-9]+' "$work/mpirun.out" |
+	    awk -F= '$2 >= 50 * 65536 { n++ } END { print n + 0 }')
+	[ "$n" -eq 6 ] || errs+=("$n of 6 devices received 50 x 64 KiB")
+}
+
 case $scenario in
 perftest) perftest ;;
+mpi-ofi) mpi_ofi ;;
 perftest-cm) perftest -R ;;
 kill) kill_one ;;
 rdmacm) rdmacm ;;
