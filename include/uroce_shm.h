@@ -206,7 +206,7 @@ static inline uint64_t uroce_proc_start_time(int pid)
  *
  * Slot s (1 .. UROCE_SHARE_SLOTS-1) is one member: its QPNs are
  * s << 16 | n, its CM comm IDs s << 24 | random, its forwarding socket
- * the abstract name "\0uroce/fwd/<address>/<s>".  order[] mirrors the
+ * the abstract name "\0uroce/fwd/<address>/<nonce>/<s>".  order[] mirrors the
  * kernel's SO_REUSEPORT socket array (order[i] is the slot at index i).
  */
 #define UROCE_SHARE_PREFIX	"uroce-addr."

@@ -206,15 +206,20 @@ static int attach_prog(struct uroce_share_seg *seg, int sock)
 	return 0;
 }
 
-static void fwd_name(const char *addr, uint32_t slot, struct sockaddr_un *un,
-		     socklen_t *len)
+/* The member's forwarding socket.  The registry's nonce is in the name:
+ * only processes that can read the registry (its user's, mode 0600) can
+ * find it, so no other user's process can take a free slot's name and
+ * receive what is forwarded there, nor send us datagrams. */
+static void fwd_name(const struct uroce_share *sh, uint32_t slot,
+		     struct sockaddr_un *un, socklen_t *len)
 {
 	int n;
 
 	memset(un, 0, sizeof(*un));
 	un->sun_family = AF_UNIX;
 	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
-		     "uroce/fwd/%s/%u", addr, slot);
+		     "uroce/fwd/%s/%016llx/%u", sh->addr,
+		     (unsigned long long)sh->seg->nonce, slot);
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -224,7 +229,7 @@ static void send_ctl(struct uroce_share *sh, uint32_t slot, uint32_t kind)
 	struct sockaddr_un un;
 	socklen_t len;
 
-	fwd_name(sh->addr, slot, &un, &len);
+	fwd_name(sh, slot, &un, &len);
 	sendto(sh->fwd_fd, &h, sizeof(h), MSG_DONTWAIT,
 	       (struct sockaddr *)&un, len);
 }
@@ -351,7 +356,7 @@ static int take_slot(struct uroce_share *sh)
 		s = (seg->next_slot + k) % UROCE_SHARE_SLOTS;
 		if (!s || seg->slot[s].pid)
 			continue;
-		fwd_name(sh->addr, s, &un, &len);
+		fwd_name(sh, s, &un, &len);
 		if (bind(sh->fwd_fd, (struct sockaddr *)&un, len))
 			continue;
 		seg->next_slot = s;
@@ -398,14 +403,14 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		err = -errno;
 		goto unlock;
 	}
+	if (!sh->seg->nonce &&
+	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
+		sh->seg->nonce = (uint64_t)uroce_now_ns();
 	err = take_slot(sh);
 	if (err)
 		goto unlock;
 	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
 	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
-	if (!sh->seg->nonce &&
-	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
-		sh->seg->nonce = (uint64_t)uroce_now_ns();
 	m = &sh->seg->slot[sh->slot];
 	m->start_time = uroce_proc_start_time(getpid());
 	m->index = sh->seg->nmembers;
@@ -694,7 +699,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	iov[0].iov_len = sizeof(h);
 	iov[1].iov_base = (void *)buf;
 	iov[1].iov_len = len;
-	fwd_name(sh->addr, s, &un, &msg.msg_namelen);
+	fwd_name(sh, s, &un, &msg.msg_namelen);
 	msg.msg_name = &un;
 	if (sendmsg(sh->fwd_fd, &msg, MSG_DONTWAIT) < 0) {
 		uroce_count(dev, UROCE_CNT_DROP_NO_OWNER, 1);
