@@ -21,7 +21,8 @@
 #   mpi-ofi      six Open MPI ranks on A's address, all-to-all, every byte
 #                checked, through libfabric (--mca mtl ofi, verbs;ofi_rxm)
 #   rdmacm       rping servers on three ports and ucmatose servers on two
-#                ports of A's address, their clients on B's, at once; a
+#                ports of A's address, their clients on B's, at once (the
+#                rping servers reach the address by rdma_bind_addr); a
 #                connect to a port nobody on A listens on is rejected
 #
 # Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24), deleted on exit.
@@ -275,8 +276,10 @@ kill_one() {
 rdmacm() {
 	local p i rc
 	cpids=() spids=()
+	# the rping servers are not told the address: their rdma_bind_addr
+	# moves each device there (the first makes the group, the others join)
 	for p in 7171 7172 7173; do
-		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
+		on_A env -u UROCE_ADDR UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
 			timeout -k 5 "$tmo" rping -s -a $addrA -p $p -C 20 -v \
 			>"$work/rping_s.$p" 2>&1 &
 		spids+=($!)
@@ -295,6 +298,8 @@ rdmacm() {
 			fail "CM server on port $p did not listen"
 		i=$((i + 1))
 	done
+	[ "$(members $addrA)" -eq 5 ] ||
+		errs+=("uroce devices shows $(members $addrA) shared processes on $addrA, not 5")
 	# a port nobody on the address listens on: REJ, as from one process
 	on_B rping -c -a $addrA -p 7199 -C 1 -v >"$work/rping_c.7199" 2>&1 &
 	status_of $! && errs+=("rping to a port nobody listens on exited 0")
