@@ -374,7 +374,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 {
 	struct uroce_share *sh = calloc(1, sizeof(*sh));
 	struct uroce_share_slot *m;
-	int one = 1, err, bufsz = 8 << 20;
+	int one = 1, err, bufsz = 8 << 20, dead;
 	uint32_t s;
 
 	if (!sh)
@@ -391,7 +391,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 			err = -EADDRINUSE;
 		goto free;
 	}
-	reap(sh->seg, 0);
+	dead = reap(sh->seg, 0);
 	/* the zero-configuration default takes an address nobody uses */
 	err = -EADDRINUSE;
 	if (!join && sh->seg->nmembers)
@@ -427,6 +427,9 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
 		if (s != sh->slot && sh->seg->slot[s].pid)
 			send_ctl(sh, s, FWD_HELLO);
+	/* several gone unnoticed: the order of their closes is unknown */
+	if (dead > 1)
+		send_probes(sh, sock, ss);
 	rescan(sh);
 	unlock_seg(sh);
 	sh->sock = sock;
