@@ -33,4 +33,17 @@ int uroce_dev_set_addr(struct ibv_context *ctx, const struct sockaddr *addr);
 /* The address the device owns now (port 4791). */
 int uroce_dev_get_addr(struct ibv_context *ctx, struct sockaddr_storage *addr);
 
+/*
+ * A device that shares its address with other processes (docs/decisions.md,
+ * "The shared device") demultiplexes QP1 by content: the top byte of every
+ * comm ID and SIDR request ID this process chooses must be
+ * uroce_dev_id_prefix() >> 24 (0 on a device alone: any ID), and a
+ * listener's service ID must be registered with uroce_dev_listen (on 1)
+ * so that REQs for it reach this process.  uroce_dev_listen returns 0,
+ * EADDRINUSE if another live process on the address listens on sid, or
+ * another positive errno.
+ */
+uint32_t uroce_dev_id_prefix(struct ibv_context *ctx);
+int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid, int on);
+
 #endif /* UROCE_PRIVATE_H */

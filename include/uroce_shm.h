@@ -91,7 +91,23 @@ struct uroce_shm_hdr {
 	uint32_t addr_seq;
 	uint16_t lid;
 	uint16_t reserved2;
+
+	/*
+	 * The shared device (src/net/share.c): the slot this process holds
+	 * in its address's group, 0 if its socket is alone on the address
+	 * (UROCE_SHARE=0).  Under addr_seq with the address.  Readers of an
+	 * older segment (hdr_size too small) see 0.
+	 */
+	uint32_t share_slot;
+	uint32_t reserved3;
 };
+
+/* Whether a segment whose header is hdr_size bytes long has share_slot. */
+static inline int uroce_shm_has_share(uint32_t hdr_size)
+{
+	return hdr_size >= offsetof(struct uroce_shm_hdr, share_slot) +
+			   sizeof(uint32_t);
+}
 
 /* One QP as the snapshot saw it. */
 struct uroce_shm_qp {
@@ -191,5 +207,53 @@ static inline uint64_t uroce_proc_start_time(int pid)
 		st = strtoull(p, NULL, 10);
 	return st;
 }
+
+/*
+ * The shared-address registry (src/net/share.c, docs/decisions.md "The
+ * shared device"): one file per (network namespace, IP address),
+ * /dev/shm/uroce-addr.<netns inode>.<address>, mode 0600, shared by every
+ * process whose device uses that address.  Changed only under an OFD
+ * write lock on its first byte; the datapath never reads it.
+ *
+ * Slot s (1 .. UROCE_SHARE_SLOTS-1) is one member: its QPNs are
+ * s << 16 | n, its CM comm IDs s << 24 | random, its forwarding socket
+ * the abstract name "\0uroce/fwd/<address>/<nonce>/<s>".  order[] mirrors the
+ * kernel's SO_REUSEPORT socket array (order[i] is the slot at index i).
+ */
+#define UROCE_SHARE_PREFIX	"uroce-addr."
+#define UROCE_SHARE_MAGIC	0x4552414853435255ull	/* "URCSHARE" */
+#define UROCE_SHARE_VERSION	1
+#define UROCE_SHARE_SLOTS	256
+#define UROCE_SHARE_LISTENS	1024
+
+struct uroce_share_slot {
+	int32_t pid;			/* 0: free */
+	uint32_t index;			/* in the reuseport array */
+	uint64_t start_time;		/* /proc/<pid>/stat field 22 */
+	uint32_t next_qpn;		/* low 16 bits: kept across owners */
+	uint32_t reserved;
+};
+
+struct uroce_share_listen {
+	uint64_t sid;			/* CM service ID, 0: free */
+	uint32_t slot;
+	uint32_t reserved;
+};
+
+struct uroce_share_seg {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;
+	char addr[48];
+	uint64_t nonce;			/* authenticates index probes */
+	uint32_t epoch;			/* bumped at every change */
+	uint32_t nmembers;
+	uint32_t next_slot;		/* allocation cursor */
+	uint32_t reserved;
+	uint64_t fwd_drops;		/* packets for a slot nobody holds */
+	uint8_t order[UROCE_SHARE_SLOTS];
+	struct uroce_share_slot slot[UROCE_SHARE_SLOTS];
+	struct uroce_share_listen listen[UROCE_SHARE_LISTENS];
+};
 
 #endif /* UROCE_SHM_H */

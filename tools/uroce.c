@@ -59,7 +59,8 @@ static const char usage_text[] =
 "\n"
 "Commands:\n"
 "  devices              list the processes that have a uroce device, with\n"
-"                       the device's address, GID, port LID and MTU\n"
+"                       the device's address, GID, port LID and MTU,\n"
+"                       and which processes share an address\n"
 "  stats [PID]          the device counters of process PID (of every uroce\n"
 "                       process if PID is left out): packets and bytes by\n"
 "                       opcode class, ACKs, NAKs by syndrome, retransmits,\n"
@@ -460,6 +461,28 @@ static void json_ident(const struct seg *s)
 
 /* ---- devices ---- */
 
+/* The slot of a process in its address's group, 0 if alone. */
+static uint32_t seg_share_slot(const struct seg *s)
+{
+	if (!uroce_shm_has_share(s->h->hdr_size))
+		return 0;
+	return __atomic_load_n(&s->h->share_slot, __ATOMIC_RELAXED);
+}
+
+/* How many of the n processes share s's address with it (s included). */
+static int share_count(const struct seg *segs, int n, const struct seg *s)
+{
+	int i, count = 0;
+
+	if (!seg_share_slot(s))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (seg_share_slot(&segs[i]) &&
+		    !strncmp(segs[i].h->addr, s->h->addr, sizeof(s->h->addr)))
+			count++;
+	return count;
+}
+
 /* The port LID, 0 if the segment is from a library without LIDs. */
 static uint16_t seg_lid(const struct seg *s)
 {
@@ -493,6 +516,9 @@ static int cmd_devices(int argc, char **argv)
 			printf("%s{", i ? "," : "");
 			json_ident(s);
 			json_kv_u64("lid", seg_lid(s), true);
+			json_kv_u64("share_slot", seg_share_slot(s), true);
+			json_kv_u64("sharing", (uint64_t)share_count(segs, n, s),
+				    true);
 			json_kv_u64("node_guid", be64toh(s->h->node_guid), true);
 			json_kv_u64("active_mtu", s->h->active_mtu, true);
 			json_kv_u64("netdev_mtu", s->h->netdev_mtu, true);
@@ -526,6 +552,9 @@ static int cmd_devices(int argc, char **argv)
 			printf("%-8d %-16s %-8s %-16s %-24s %-6s %5s ", s->pid,
 			       comm, dev, addr, gid, lid,
 			       mtu_text(s->h->active_mtu, mtu, sizeof(mtu)));
+			if (seg_share_slot(s))
+				printf(" shared(slot %u, %d processes)",
+				       seg_share_slot(s), share_count(segs, n, s));
 			if (pcap[0])
 				printf(" capture=%s", pcap);
 			if (fault[0])

@@ -19,6 +19,8 @@ struct uroce_config {
 	const char *addr;		/* UROCE_ADDR: an IP address */
 	const char *ifname;		/* UROCE_IFNAME: the interface's first */
 	bool gso;			/* UROCE_GSO: not "0" (UDP GSO/GRO) */
+	bool share;			/* UROCE_SHARE: not "0" (net/share.c:
+					 * an address may be shared) */
 	uint64_t unreliable_mbps;	/* UROCE_UNRELIABLE_MBPS: UC/UD pacing,
 					 * Mbit/s, 0 = off (default 4000) */
 	uint64_t spin_ns;		/* UROCE_SPIN_US: how long the progress

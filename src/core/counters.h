@@ -59,6 +59,11 @@
 	X(TIMEOUT_RETRIES, "timeout_retries")	/* ACK timeouts that consumed a retry */ \
 	X(TX_RESENT_BYTES, "tx_resent_bytes")	/* payload sent again (READ: asked again) */ \
 	X(TX_DELIVERED_BYTES, "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
+	/* net/share.c: the shared device */ \
+	X(DROP_NO_OWNER, "drop_no_owner")	/* for a QPN no member of the address has */ \
+	X(SHARE_FWD_OUT, "share_fwd_out")	/* came here, sent on to its owner */ \
+	X(SHARE_FWD_IN, "share_fwd_in")		/* came from another member */ \
+	X(SHARE_REORDERS, "share_reorders")	/* a probe moved us in the registry */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dev.h"
 
@@ -20,8 +21,8 @@ const char *const uroce_counter_name[UROCE_CNT_NUM] = {
 __attribute__((destructor)) static void print_stats(void)
 {
 	struct uroce_dev *dev;
-	char line[8192];
-	size_t n;
+	char line[4096];
+	size_t len;
 	int i;
 
 	if (!uroce_config()->stats)
@@ -29,12 +30,16 @@ __attribute__((destructor)) static void print_stats(void)
 	dev = uroce_dev_get();
 	if (!dev || !dev->been_up)
 		return;
-	n = (size_t)snprintf(line, sizeof(line), "uroce-stats:");
-	for (i = 0; i < UROCE_CNT_NUM && n < sizeof(line); i++)
-		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%" PRIu64,
-				      uroce_counter_name[i],
-				      atomic_load(&dev->stats.cnt[i]));
-	if (n < sizeof(line) - 1)
-		n += (size_t)snprintf(line + n, sizeof(line) - n, "\n");
-	fwrite(line, 1, n < sizeof(line) ? n : sizeof(line) - 1, stderr);
+	/* one write (within PIPE_BUF): processes that exit together, as MPI
+	 * ranks do, share one stderr pipe and must not interleave */
+	len = (size_t)snprintf(line, sizeof(line), "uroce-stats:");
+	for (i = 0; i < UROCE_CNT_NUM && len < sizeof(line); i++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len,
+					" %s=%" PRIu64, uroce_counter_name[i],
+					atomic_load(&dev->stats.cnt[i]));
+	if (len >= sizeof(line) - 1)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	if (write(STDERR_FILENO, line, len) < 0)
+		return;
 }

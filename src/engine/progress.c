@@ -205,7 +205,7 @@ static void *progress_main(void *arg)
 			} else if (fd == dev->prog.wakefd) {
 				if (read(dev->prog.wakefd, &v, sizeof(v)) < 0)
 					continue;
-			} else {
+			} else if (!uroce_share_poll(dev, fd)) {
 				uroce_mcast_poll(dev, fd);
 			}
 		}
@@ -250,6 +250,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	if (watch(dev, dev->net.sock) || watch(dev, dev->prog.timerfd) ||
 	    watch(dev, dev->prog.wakefd))
 		return -errno;
+	uroce_share_watch(dev);
 
 	/* the application's signals are for the application's threads */
 	sigfillset(&all);

@@ -259,6 +259,7 @@ static void put_addr(struct uroce_dev *dev)
 		  (const void *)&((struct sockaddr_in6 *)&dev->net.local)->sin6_addr,
 		  shm->addr, sizeof(shm->addr));
 	shm->lid = dev->port.lid;
+	shm->share_slot = uroce_share_slot(dev);
 	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->net.active_mtu);
 	shm->netdev_mtu = dev->net.netdev_mtu;
 	__atomic_store_n(&shm->addr_seq, seq + 2, __ATOMIC_RELEASE);

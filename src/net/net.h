@@ -46,6 +46,8 @@ struct uroce_txrun {
 	int iov0, niov;
 };
 
+struct uroce_share;
+
 /* ---- dev->net: owned by net/udp.c ---- */
 struct uroce_net {
 	int sock;
@@ -57,6 +59,8 @@ struct uroce_net {
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
 	_Atomic bool gso;		/* io->send_runs works on this socket */
+	struct uroce_share *share;	/* net/share.c: the address's group,
+					 * NULL when the socket is alone */
 
 	/* fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
@@ -120,6 +124,28 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
  * its address and loops it back to this host (from open_bound) */
 void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
 
+
+/* net/share.c: one address shared by many processes */
+/* bind sock to ss in the address's group (join: or only if there is no
+ * group yet); sets *out */
+int uroce_share_bind(struct uroce_dev *dev, int sock,
+		     const struct sockaddr_storage *ss, bool join,
+		     struct uroce_share **out);
+/* leave the group; closes sock */
+void uroce_share_release(struct uroce_share *sh, int sock);
+/* the progress thread's epoll exists: watch the group's descriptors */
+void uroce_share_watch(struct uroce_dev *dev);
+/* a received datagram: true if it was another member's (forwarded or
+ * counted as dropped) or the group's own; rx_lock held */
+bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		       const struct sockaddr_storage *src,
+		       const struct sockaddr_storage *dst, uint16_t ip_id);
+/* the progress thread saw fd readable: true if it was the group's */
+bool uroce_share_poll(struct uroce_dev *dev, int fd);
+uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
+uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
+void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
+int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

@@ -373,9 +373,29 @@ static enum ibv_mtu ib_mtu_for(uint32_t netdev_mtu, int family)
 	return (enum ibv_mtu)m;
 }
 
-static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
+/*
+ * How a socket takes its address: UROCE_SHARE=0 binds it alone, as
+ * before the shared device (nothing can join it); otherwise it joins the
+ * address's group (net/share.c), or, choosing an address by itself, takes
+ * one only where no group exists yet.
+ */
+enum bind_mode {
+	BIND_ALONE,
+	BIND_NEW,
+	BIND_JOIN,
+};
+
+static enum bind_mode share_mode(bool join)
 {
-	int fam = addr->ss_family, one = 1, fd;
+	if (!uroce_config()->share)
+		return BIND_ALONE;
+	return join ? BIND_JOIN : BIND_NEW;
+}
+
+static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
+		      enum bind_mode mode, struct uroce_share **sh)
+{
+	int fam = addr->ss_family, one = 1, fd, err;
 	int pmtu = IP_PMTUDISC_DO, buf = UROCE_SOCK_BUF_BYTES;
 	socklen_t len = uroce_sa_len(addr);
 
@@ -395,9 +415,12 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	}
-	if (bind(fd, (struct sockaddr *)addr, len)) {
-		int err = -errno;
-
+	*sh = NULL;
+	if (mode == BIND_ALONE)
+		err = bind(fd, (struct sockaddr *)addr, len) ? -errno : 0;
+	else
+		err = uroce_share_bind(dev, fd, addr, mode == BIND_JOIN, sh);
+	if (err) {
 		close(fd);
 		return err;
 	}
@@ -408,6 +431,17 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr)
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	return fd;
+}
+
+/* The device's group, and the QPNs it hands out: slot << 16 | n in a
+ * group (n from the slot's counter, which outlives its owners), any
+ * 24-bit number alone. */
+static void set_share(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	dev->net.share = sh;
+	dev->obj.qpn_base = uroce_share_slot(dev) << 16;
+	dev->obj.qpn_mask = sh ? 0xffff : UROCE_QPN_MASK;
+	dev->obj.next_qpn = uroce_share_first_qpn(dev);
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
@@ -450,6 +484,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	const char *addr_env = uroce_config()->addr;
 	const char *if_env = uroce_config()->ifname;
 	struct sockaddr_storage ss;
+	struct uroce_share *sh = NULL;
 	socklen_t optlen;
 	int fd = -EADDRINUSE, rcv = 0, i, err;
 
@@ -460,7 +495,7 @@ int uroce_net_open(struct uroce_dev *dev)
 				addr_env);
 			return err;
 		}
-		fd = open_bound(dev, &ss);
+		fd = open_bound(dev, &ss, share_mode(true), &sh);
 	} else if (if_env && *if_env) {
 		err = find_ifaddr(if_env, &ss);
 		if (err) {
@@ -468,7 +503,7 @@ int uroce_net_open(struct uroce_dev *dev)
 				if_env);
 			return err;
 		}
-		fd = open_bound(dev, &ss);
+		fd = open_bound(dev, &ss, share_mode(true), &sh);
 	} else {
 		for (i = 1; i < 255 && fd == -EADDRINUSE; i++) {
 			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
@@ -477,7 +512,7 @@ int uroce_net_open(struct uroce_dev *dev)
 			in->sin_family = AF_INET;
 			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
 			if (!addr_reserved(&ss))
-				fd = open_bound(dev, &ss);
+				fd = open_bound(dev, &ss, share_mode(false), &sh);
 		}
 	}
 	if (fd < 0) {
@@ -497,6 +532,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->net.sock = fd;
 	dev->net.family = ss.ss_family;
 	dev->net.local = ss;
+	set_share(dev, sh);
 	uroce_gid_from_addr(&ss, &dev->net.gid);
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
@@ -513,6 +549,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 {
 	struct sockaddr_storage ss;
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct uroce_share *sh, *old_sh;
 	int fd, old;
 
 	memset(&ss, 0, sizeof(ss));
@@ -522,15 +559,18 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 		memcpy(&ss, sa, sizeof(struct sockaddr_in6));
 	else
 		return -EAFNOSUPPORT;
-	fd = open_bound(dev, &ss);
+	fd = open_bound(dev, &ss, share_mode(true), &sh);
 	if (fd < 0)
 		return fd;
 	uroce_rx_pause(dev);
 	old = dev->net.sock;
+	old_sh = dev->net.share;
 	ev.data.fd = fd;
 	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, old, NULL);
 	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
 	dev->net.sock = fd;
+	set_share(dev, sh);
+	uroce_share_watch(dev);
 	dev->net.gso = gso_setup(fd);
 	dev->net.family = ss.ss_family;
 	dev->net.local = ss;
@@ -538,14 +578,20 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
 	uroce_rx_resume(dev);
-	close(old);
+	if (old_sh)
+		uroce_share_release(old_sh, old);	/* closes old */
+	else
+		close(old);
 	return 0;
 }
 
 void uroce_net_close(struct uroce_dev *dev)
 {
-	if (dev->net.sock >= 0)
+	if (dev->net.share)
+		uroce_share_release(dev->net.share, dev->net.sock);
+	else if (dev->net.sock >= 0)
 		close(dev->net.sock);
+	dev->net.share = NULL;
 	dev->net.sock = -1;
 }
 
@@ -642,6 +688,10 @@ int uroce_net_poll(struct uroce_dev *dev)
 		for (off = 0; off < len; off += seg, k++) {
 			size_t l = len - off < seg ? len - off : seg;
 
+			/* another member's, or a probe (net/share.c) */
+			if (uroce_share_steer(dev, rx_buf[i] + off, l, &src[i],
+					      &dst, k))
+				continue;
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
 			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
 			pkts++;

@@ -295,6 +295,7 @@ struct uroce_objs {
 	/* QP table (filled by verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
 	struct uroce_qp **qp_tbl;
 	uint32_t next_qpn;
+	uint32_t qpn_base, qpn_mask;	/* QPN = base | (n & mask), net/udp.c */
 	uint32_t nqps;
 
 	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */

@@ -918,6 +918,14 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 	if (!err)
 		err = -cm_ensure_gsi();
+	/* other processes on the address: REQs for this port come here,
+	 * for as long as this process lives (not only while this id does:
+	 * a REQ that comes between two listens, or for a connection
+	 * accepted on the port, must reach this process, whose CM holds or
+	 * rejects it as before, docs/rdmacm.md "Early requests") */
+	if (!err && ci->state != CM_LISTEN)
+		err = uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
+				       (uint64_t)id->ps << 16 | ci->port, 1);
 	if (!err) {
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
 			      backlog : CM_DEFAULT_BACKLOG;

@@ -15,6 +15,7 @@
 #include <sys/random.h>
 
 #include "cm.h"
+#include "uroce_private.h"
 
 /* Our CM response timeout: 4.096 us * 2^18 = 1.07 s (IBA 12.7.39), and
  * how often we retry a request before giving up on the peer. */
@@ -60,7 +61,11 @@ static uint32_t new_comm_id(void)
 again:
 	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
 		v = (uint32_t)cm_now_ns();
-	if (!v)
+	/* on a shared address the top byte says which process is ours
+	 * (net/share.c demultiplexes QP1 by it) */
+	if (cm.ctx && uroce_dev_id_prefix(cm.ctx))
+		v = uroce_dev_id_prefix(cm.ctx) | (v & 0xffffff);
+	if (!v || !(v & 0xffffff))
 		goto again;
 	for (id = cm.ids; id; id = id->next)
 		if (id->local_id == v)

@@ -103,3 +103,14 @@ UROCE_EXPORT int uroce_dev_get_addr(struct ibv_context *ctx,
 	uroce_dev_unlock(dev);
 	return 0;
 }
+
+UROCE_EXPORT uint32_t uroce_dev_id_prefix(struct ibv_context *ctx)
+{
+	return uroce_share_slot(ctx_dev(ctx)) << 24;
+}
+
+UROCE_EXPORT int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid,
+				  int on)
+{
+	return -uroce_share_listen(ctx_dev(ctx), sid, on != 0);
+}

@@ -235,14 +235,16 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 	if (dev->obj.nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_QP; i++) {
-		qpn = dev->obj.next_qpn;
-		dev->obj.next_qpn = (dev->obj.next_qpn + 1) & UROCE_QPN_MASK;
+		qpn = dev->obj.qpn_base | dev->obj.next_qpn;
+		dev->obj.next_qpn = (dev->obj.next_qpn + 1) & dev->obj.qpn_mask;
 		if (dev->obj.next_qpn < UROCE_QPN_FIRST)
 			dev->obj.next_qpn = UROCE_QPN_FIRST;
-		if (qpn < UROCE_QPN_FIRST || dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
+		if ((qpn & dev->obj.qpn_mask) < UROCE_QPN_FIRST ||
+		    dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
 			continue;
 		dev->obj.qp_tbl[qpn % UROCE_MAX_QP] = qp;
 		dev->obj.nqps++;
+		uroce_share_note_qpn(dev);
 		uqp_ibqp(qp)->qp_num = qpn;
 		return 0;
 	}

@@ -435,7 +435,10 @@ int main(int argc, char **argv)
 		c.pkey = 0x1234;
 		drop_case("P_Key 0x1234", c, s_me, a_me, NULL, false);
 		c.pkey = 0;
-		c.qpn = 0xabcdef;
+		/* (in the target's own owner slot, bits 23..16: another
+		 * slot's QPN would be counted as drop_no_owner, see
+		 * docs/decisions.md "The shared device") */
+		c.qpn = (qpn_of(0) & 0xff0000) | 0xcdef;
 		drop_case("unknown destination QP", c, s_me, a_me, NULL, true);
 		/* duplicate region: far behind, no side effect, re-ACKed */
 		c = write_only(inf.w_addr, inf.w_rkey, 16);

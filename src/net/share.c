@@ -1,0 +1,797 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared device: any number of processes of one user use one IP
+ * address (UDP 4791) at once, as processes share a RoCE NIC.
+ * docs/decisions.md, "The shared device", has the why; in short:
+ *
+ * - every member binds its own UDP socket to (address, 4791) with
+ *   SO_REUSEPORT; the group's classic-BPF program (no capability needed)
+ *   reads the owner slot from the BTH destination QPN (bits 23..16) and
+ *   returns the index of that member's socket in the kernel's reuseport
+ *   array, so a datagram reaches its QP's process directly;
+ * - the registry file (include/uroce_shm.h) hands out slots, keeps each
+ *   slot's QPN counter across owners, mirrors the kernel's array order
+ *   (append at bind; at close the last socket moves into the hole) and
+ *   holds the CM listen table;
+ * - what reaches the wrong member (QP1 MADs, which are steered by
+ *   content; datagrams during a membership change) is forwarded to the
+ *   owner over its abstract AF_UNIX datagram socket, or dropped and
+ *   counted if no member owns it;
+ * - members watch each other with pidfds: a dead member is taken out of
+ *   the registry and the program by the first survivor that wakes, and
+ *   probes (a private opcode the program answers with the index the
+ *   probe names) let every member check where the kernel put it.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "uroce_shm.h"
+
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
+
+/* a manufacturer-specific opcode (IBA 9.2: 0xC0..0xFF), never valid on
+ * the wire for us: BTH, then the index asked for at byte 8, nonce at 12 */
+#define PROBE_OPCODE	0xfe
+#define PROBE_LEN	20
+
+#define FWD_PKT		1
+#define FWD_HELLO	2	/* a member joined: watch it */
+#define FWD_BATCH	8
+#define FWD_BUF		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+
+/* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are */
+#define CM_CLASS	0x07
+#define CM_REQ		0x0010
+#define CM_SIDR_REQ	0x0017
+#define CM_SIDR_REP	0x0018
+#define MAD_OFF		(UROCE_BTH_LEN + 8)	/* BTH, DETH */
+#define MAD_DATA	24
+#define GSI_QPN		1	/* IBA 3.9.6: QP1, the general services */
+
+struct fwd_hdr {
+	uint32_t kind;
+	uint32_t ip_id;
+	struct sockaddr_storage src, dst;
+};
+
+struct uroce_share {
+	pthread_mutex_t mu;		/* this process's users of the file */
+	int fd;				/* the registry file */
+	struct uroce_share_seg *seg;
+	uint32_t slot;
+	int fwd_fd;			/* abstract AF_UNIX datagram socket */
+	int epfd;			/* where fwd_fd and pidfds are watched */
+	char addr[48];
+	char path[128];			/* of the registry file */
+	int sock;			/* our member of the group */
+	bool left;			/* out of the registry already */
+	int pidfd[UROCE_SHARE_SLOTS];	/* the other members, watched */
+};
+
+/* the group the device is in now, for the exit below */
+static struct uroce_share *current;
+
+/* ---- the registry ---- */
+
+static int lock_seg(struct uroce_share *sh)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_len = 1 };
+
+	pthread_mutex_lock(&sh->mu);
+	while (fcntl(sh->fd, F_OFD_SETLKW, &fl))
+		if (errno != EINTR) {
+			pthread_mutex_unlock(&sh->mu);
+			return -errno;
+		}
+	return 0;
+}
+
+static void unlock_seg(struct uroce_share *sh)
+{
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET,
+			    .l_len = 1 };
+
+	fcntl(sh->fd, F_OFD_SETLK, &fl);
+	pthread_mutex_unlock(&sh->mu);
+}
+
+static int pidfd_of(int pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* whether the member in slot s is still running (a zombie is not: its
+ * sockets are closed before its pidfd turns readable) */
+static bool member_alive(const struct uroce_share_slot *m)
+{
+	struct pollfd p = { .events = POLLIN };
+	bool alive;
+
+	if (m->pid <= 0 || uroce_proc_start_time(m->pid) != m->start_time)
+		return false;
+	p.fd = pidfd_of(m->pid);
+	if (p.fd < 0)
+		return errno != ESRCH;
+	alive = poll(&p, 1, 0) == 0;
+	close(p.fd);
+	return alive;
+}
+
+/* the kernel's rule for a closed socket: the last one moves into its
+ * place (net/core/sock_reuseport.c, __reuseport_detach_sock) */
+static void remove_member(struct uroce_share_seg *seg, uint32_t s)
+{
+	uint32_t i = seg->slot[s].index, last = seg->nmembers - 1, k;
+
+	if (seg->nmembers && i <= last && seg->order[i] == s) {
+		seg->order[i] = seg->order[last];
+		seg->slot[seg->order[i]].index = i;
+		seg->nmembers--;
+	}
+	__atomic_store_n(&seg->slot[s].pid, 0, __ATOMIC_RELEASE);
+	for (k = 0; k < UROCE_SHARE_LISTENS; k++)
+		if (seg->listen[k].sid && seg->listen[k].slot == s)
+			seg->listen[k].sid = 0;
+	seg->epoch++;
+}
+
+/* takes dead members out; returns how many. Locked. */
+static int reap(struct uroce_share_seg *seg, uint32_t self)
+{
+	uint32_t s;
+	int n = 0;
+
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
+		if (s == self || !seg->slot[s].pid ||
+		    member_alive(&seg->slot[s]))
+			continue;
+		remove_member(seg, s);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The group's program, for the order the registry holds. Locked.
+ *   probe:  return the index the probe names
+ *   else:   A = destination QPN bits 23..16 (the owner slot); the index
+ *           of that slot's socket; none (QP1, a free slot): an index out
+ *           of range, which makes the kernel pick one by flow hash
+ * For UDP the kernel runs the program on the datagram past the UDP
+ * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
+ * are from the BTH.
+ */
+static int attach_prog(struct uroce_share_seg *seg, int sock)
+{
+	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
+	struct sock_fprog prog = { .filter = f };
+	unsigned short k = 0;
+	uint32_t i;
+
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
+	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+					      PROBE_OPCODE, 0, 2);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 8);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5);
+	for (i = 0; i < seg->nmembers; i++) {
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+						      seg->order[i], 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, i);
+	}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+	prog.len = k;
+	if (setsockopt(sock, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
+		       sizeof(prog)))
+		return -errno;
+	return 0;
+}
+
+/* The member's forwarding socket.  The registry's nonce is in the name:
+ * only processes that can read the registry (its user's, mode 0600) can
+ * find it, so no other user's process can take a free slot's name and
+ * receive what is forwarded there, nor send us datagrams. */
+static void fwd_name(const struct uroce_share *sh, uint32_t slot,
+		     struct sockaddr_un *un, socklen_t *len)
+{
+	int n;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		     "uroce/fwd/%s/%016llx/%u", sh->addr,
+		     (unsigned long long)sh->seg->nonce, slot);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static void send_ctl(struct uroce_share *sh, uint32_t slot, uint32_t kind)
+{
+	struct fwd_hdr h = { .kind = kind };
+	struct sockaddr_un un;
+	socklen_t len;
+
+	fwd_name(sh, slot, &un, &len);
+	sendto(sh->fwd_fd, &h, sizeof(h), MSG_DONTWAIT,
+	       (struct sockaddr *)&un, len);
+}
+
+/* Probes for every index: each member learns where the kernel has it. */
+static void send_probes(struct uroce_share *sh, int sock,
+			const struct sockaddr_storage *addr)
+{
+	uint8_t p[PROBE_LEN] = { PROBE_OPCODE };
+	uint32_t i, n = sh->seg->nmembers, be;
+
+	memcpy(p + 12, &sh->seg->nonce, 8);
+	for (i = 0; i < n; i++) {
+		be = htonl(i);
+		memcpy(p + 8, &be, 4);
+		sendto(sock, p, sizeof(p), MSG_DONTWAIT,
+		       (const struct sockaddr *)addr, uroce_sa_len(addr));
+	}
+}
+
+/* Watch every other live member's pidfd, forget the gone. */
+static void rescan(struct uroce_share *sh)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	uint32_t s;
+
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
+		bool live = s != sh->slot &&
+			    __atomic_load_n(&sh->seg->slot[s].pid,
+					    __ATOMIC_ACQUIRE);
+
+		if (live && sh->pidfd[s] < 0) {
+			sh->pidfd[s] = pidfd_of(sh->seg->slot[s].pid);
+			if (sh->pidfd[s] >= 0 && sh->epfd >= 0) {
+				ev.data.fd = sh->pidfd[s];
+				epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->pidfd[s],
+					  &ev);
+			}
+		} else if (!live && sh->pidfd[s] >= 0) {
+			if (sh->epfd >= 0)
+				epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s],
+					  NULL);
+			close(sh->pidfd[s]);
+			sh->pidfd[s] = -1;
+		}
+	}
+}
+
+static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
+{
+	struct stat st;
+	void *p;
+	int err;
+
+	if (stat("/proc/self/ns/net", &st))
+		st.st_ino = 0;
+	inet_ntop(ss->ss_family, ss->ss_family == AF_INET ?
+		  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+		  (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
+		  sh->addr, sizeof(sh->addr));
+	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s", UROCE_SHM_DIR,
+		 UROCE_SHARE_PREFIX, (unsigned long)st.st_ino, sh->addr);
+again:
+	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		      0600);
+	if (sh->fd < 0)
+		return -errno;
+	err = lock_seg(sh);
+	if (err)
+		goto fail;
+	if (fstat(sh->fd, &st)) {
+		err = -errno;
+		goto unlock;
+	}
+	if (!st.st_nlink) {
+		/* the last member left and removed it while we opened it */
+		unlock_seg(sh);
+		close(sh->fd);
+		goto again;
+	}
+	if (st.st_size < (off_t)sizeof(*sh->seg) &&
+	    ftruncate(sh->fd, sizeof(*sh->seg))) {
+		err = -errno;
+		goto unlock;
+	}
+	p = mmap(NULL, sizeof(*sh->seg), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 sh->fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto unlock;
+	}
+	sh->seg = p;
+	if (sh->seg->magic != UROCE_SHARE_MAGIC ||
+	    sh->seg->version != UROCE_SHARE_VERSION) {
+		memset(sh->seg, 0, sizeof(*sh->seg));
+		sh->seg->magic = UROCE_SHARE_MAGIC;
+		sh->seg->version = UROCE_SHARE_VERSION;
+		sh->seg->size = sizeof(*sh->seg);
+		snprintf(sh->seg->addr, sizeof(sh->seg->addr), "%s", sh->addr);
+	}
+	return 0;	/* locked */
+unlock:
+	unlock_seg(sh);
+fail:
+	close(sh->fd);
+	return err;
+}
+
+/* A slot nobody holds whose forwarding name we can bind. Locked. */
+static int take_slot(struct uroce_share *sh)
+{
+	struct uroce_share_seg *seg = sh->seg;
+	struct sockaddr_un un;
+	socklen_t len;
+	uint32_t k, s;
+
+	sh->fwd_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    0);
+	if (sh->fwd_fd < 0)
+		return -errno;
+	/* round robin from the last one handed out: a slot (and so its
+	 * QPNs) is reused as late as possible */
+	for (k = 1; k < UROCE_SHARE_SLOTS; k++) {
+		s = (seg->next_slot + k) % UROCE_SHARE_SLOTS;
+		if (!s || seg->slot[s].pid)
+			continue;
+		fwd_name(sh, s, &un, &len);
+		if (bind(sh->fwd_fd, (struct sockaddr *)&un, len))
+			continue;
+		seg->next_slot = s;
+		sh->slot = s;
+		return 0;
+	}
+	close(sh->fwd_fd);
+	sh->fwd_fd = -1;
+	return -EADDRINUSE;
+}
+
+int uroce_share_bind(struct uroce_dev *dev, int sock,
+		     const struct sockaddr_storage *ss, bool join,
+		     struct uroce_share **out)
+{
+	struct uroce_share *sh = calloc(1, sizeof(*sh));
+	struct uroce_share_slot *m;
+	int one = 1, err, bufsz = 8 << 20, dead;
+	uint32_t s;
+
+	if (!sh)
+		return -ENOMEM;
+	pthread_mutex_init(&sh->mu, NULL);
+	sh->epfd = dev->prog.epfd;
+	sh->fwd_fd = -1;
+	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
+		sh->pidfd[s] = -1;
+	err = open_seg(sh, ss);
+	if (err) {
+		/* (another user's file: their address, for choosing) */
+		if (!join)
+			err = -EADDRINUSE;
+		goto free;
+	}
+	dead = reap(sh->seg, 0);
+	/* the zero-configuration default takes an address nobody uses */
+	err = -EADDRINUSE;
+	if (!join && sh->seg->nmembers)
+		goto unlock;
+	if (sh->seg->nmembers >= UROCE_SHARE_SLOTS - 1)
+		goto unlock;
+	if (setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+	    bind(sock, (const struct sockaddr *)ss, uroce_sa_len(ss))) {
+		err = -errno;
+		goto unlock;
+	}
+	if (!sh->seg->nonce &&
+	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
+		sh->seg->nonce = (uint64_t)uroce_now_ns();
+	err = take_slot(sh);
+	if (err)
+		goto unlock;
+	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
+	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+	m = &sh->seg->slot[sh->slot];
+	m->start_time = uroce_proc_start_time(getpid());
+	m->index = sh->seg->nmembers;
+	sh->seg->order[sh->seg->nmembers++] = (uint8_t)sh->slot;
+	__atomic_store_n(&m->pid, getpid(), __ATOMIC_RELEASE);
+	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
+		m->next_qpn = UROCE_QPN_FIRST;
+	sh->seg->epoch++;
+	err = attach_prog(sh->seg, sock);
+	if (err) {
+		remove_member(sh->seg, sh->slot);
+		goto unlock;
+	}
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
+		if (s != sh->slot && sh->seg->slot[s].pid)
+			send_ctl(sh, s, FWD_HELLO);
+	/* several gone unnoticed: the order of their closes is unknown */
+	if (dead > 1)
+		send_probes(sh, sock, ss);
+	rescan(sh);
+	unlock_seg(sh);
+	sh->sock = sock;
+	current = sh;
+	*out = sh;
+	return 0;
+unlock:
+	unlock_seg(sh);
+	if (sh->fwd_fd >= 0)
+		close(sh->fwd_fd);
+	munmap(sh->seg, sizeof(*sh->seg));
+	close(sh->fd);
+free:
+	free(sh);
+	return err;
+}
+
+/* Leave the group: the program is set for the group without us before
+ * our socket goes, which the kernel fills with its last one. */
+static void leave(struct uroce_share *sh, int sock, bool do_close)
+{
+	if (sh->left || lock_seg(sh)) {
+		if (do_close)
+			close(sock);
+		return;
+	}
+	/* once: at exit, and when the device goes down (a second time the
+	 * slot may already be someone else's) */
+	sh->left = true;
+	remove_member(sh->seg, sh->slot);
+	attach_prog(sh->seg, sock);
+	if (do_close)
+		close(sock);
+	/* the last one out removes the file (open_seg checks for that) */
+	if (!sh->seg->nmembers && !reap(sh->seg, 0))
+		unlink(sh->path);
+	unlock_seg(sh);
+}
+
+/* At exit the group is left at once, rather than when a survivor's
+ * pidfd says so; the progress thread may still run, so nothing is freed
+ * and the socket stays open until the process is gone. */
+__attribute__((destructor)) static void share_leave_at_exit(void)
+{
+	if (current)
+		leave(current, current->sock, false);
+	current = NULL;
+}
+
+void uroce_share_release(struct uroce_share *sh, int sock)
+{
+	uint32_t s;
+
+	if (!sh)
+		return;
+	if (current == sh)
+		current = NULL;
+	leave(sh, sock, true);
+	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
+		if (sh->pidfd[s] >= 0) {
+			if (sh->epfd >= 0)
+				epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s],
+					  NULL);
+			close(sh->pidfd[s]);
+		}
+	if (sh->epfd >= 0)
+		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->fwd_fd, NULL);
+	close(sh->fwd_fd);
+	munmap(sh->seg, sizeof(*sh->seg));
+	close(sh->fd);
+	free(sh);
+}
+
+void uroce_share_watch(struct uroce_dev *dev)
+{
+	struct uroce_share *sh = dev->net.share;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!sh)
+		return;
+	pthread_mutex_lock(&sh->mu);
+	sh->epfd = dev->prog.epfd;
+	ev.data.fd = sh->fwd_fd;
+	epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->fwd_fd, &ev);
+	for (uint32_t s = 0; s < UROCE_SHARE_SLOTS; s++)
+		if (sh->pidfd[s] >= 0) {
+			ev.data.fd = sh->pidfd[s];
+			epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->pidfd[s], &ev);
+		}
+	pthread_mutex_unlock(&sh->mu);
+}
+
+uint32_t uroce_share_slot(const struct uroce_dev *dev)
+{
+	return dev->net.share ? dev->net.share->slot : 0;
+}
+
+void uroce_share_note_qpn(struct uroce_dev *dev)
+{
+	if (dev->net.share)
+		__atomic_store_n(&dev->net.share->seg->slot[dev->net.share->slot].next_qpn,
+				 dev->obj.next_qpn, __ATOMIC_RELAXED);
+}
+
+uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
+{
+	return dev->net.share ?
+	       dev->net.share->seg->slot[dev->net.share->slot].next_qpn :
+	       UROCE_QPN_FIRST;
+}
+
+/* The CM listen table: sid taken by this member, or EADDRINUSE if a live
+ * other member has it; on == false gives it back. */
+int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
+{
+	struct uroce_share *sh = dev->net.share;
+	struct uroce_share_listen *free_e = NULL, *e;
+	int err, k;
+
+	if (!sh || !sid)
+		return 0;
+	err = lock_seg(sh);
+	if (err)
+		return err;
+	for (k = 0; k < UROCE_SHARE_LISTENS; k++) {
+		e = &sh->seg->listen[k];
+		if (e->sid == sid) {
+			if (e->slot != sh->slot &&
+			    member_alive(&sh->seg->slot[e->slot])) {
+				err = on ? -EADDRINUSE : 0;
+				goto out;
+			}
+			e->sid = 0;
+		}
+		if (!e->sid && !free_e)
+			free_e = e;
+	}
+	if (on) {
+		if (!free_e) {
+			err = -ENOSPC;
+			goto out;
+		}
+		free_e->slot = sh->slot;
+		free_e->sid = sid;
+	}
+	sh->seg->epoch++;
+out:
+	unlock_seg(sh);
+	return err;
+}
+
+/* ---- the datapath ---- */
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+/* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
+ * service ID it asks for, every later MAD by the comm or request ID our
+ * side chose, whose top byte is its slot (rdmacm/proto.c). */
+static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
+			  const uint8_t *buf, size_t len)
+{
+	const uint8_t *mad = buf + MAD_OFF;
+	uint32_t k, s = 0;
+	uint16_t attr;
+	uint64_t sid;
+
+	if (len < MAD_OFF + MAD_DATA + 16 || mad[1] != CM_CLASS)
+		return 0;
+	attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	switch (attr) {
+	case CM_REQ:
+	case CM_SIDR_REQ:
+		sid = get_be64(mad + MAD_DATA + 8);
+		for (k = 0; k < UROCE_SHARE_LISTENS; k++)
+			if (__atomic_load_n(&sh->seg->listen[k].sid,
+					    __ATOMIC_RELAXED) == sid) {
+				s = sh->seg->listen[k].slot;
+				break;
+			}
+		/* nobody listens: a member with a CM answers with the REJ
+		 * (every listener has one), if we have none */
+		for (k = 0; !s && !dev->obj.qp_tbl[GSI_QPN] &&
+		     k < UROCE_SHARE_LISTENS; k++)
+			if (__atomic_load_n(&sh->seg->listen[k].sid,
+					    __ATOMIC_RELAXED))
+				s = sh->seg->listen[k].slot;
+		break;
+	case CM_SIDR_REP:
+		s = get_be32(mad + MAD_DATA) >> 24;
+		break;
+	default:
+		s = get_be32(mad + MAD_DATA + 4) >> 24;
+		break;
+	}
+	return s == sh->slot ? 0 : s;
+}
+
+/* A probe told us our index in the kernel's array: set the registry
+ * (and the program) right if it thought otherwise. */
+static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
+		     const uint8_t *buf)
+{
+	struct uroce_share_seg *seg = sh->seg;
+	uint32_t i = get_be32(buf + 8), mine, other;
+	uint64_t nonce;
+
+	memcpy(&nonce, buf + 12, 8);
+	if (nonce != seg->nonce || seg->slot[sh->slot].index == i)
+		return;
+	if (lock_seg(sh))
+		return;
+	mine = seg->slot[sh->slot].index;
+	if (i < seg->nmembers && mine < seg->nmembers && mine != i) {
+		other = seg->order[i];
+		seg->order[i] = (uint8_t)sh->slot;
+		seg->order[mine] = (uint8_t)other;
+		seg->slot[sh->slot].index = i;
+		seg->slot[other].index = mine;
+		seg->epoch++;
+		attach_prog(seg, dev->net.sock);
+		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
+	}
+	unlock_seg(sh);
+}
+
+bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		       const struct sockaddr_storage *src,
+		       const struct sockaddr_storage *dst, uint16_t ip_id)
+{
+	struct uroce_share *sh = dev->net.share;
+	struct fwd_hdr h;
+	struct iovec iov[2];
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct sockaddr_un un;
+	uint32_t qpn, s;
+
+	if (!sh || len < UROCE_BTH_LEN)
+		return false;
+	if (buf[0] == PROBE_OPCODE && len == PROBE_LEN) {
+		probe_rx(dev, sh, buf);
+		return true;
+	}
+	qpn = bth_qpn(buf);
+	if (qpn == GSI_QPN)
+		s = gsi_owner(dev, sh, buf, len);
+	else if (qpn == UROCE_MCAST_QPN)
+		return false;
+	else
+		s = qpn >> 16;
+	if (!s || s == sh->slot)
+		return false;
+	/* not ours: to its owner, if there is one */
+	memset(&h, 0, sizeof(h));
+	h.kind = FWD_PKT;
+	h.ip_id = ip_id;
+	h.src = *src;
+	h.dst = *dst;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = (void *)buf;
+	iov[1].iov_len = len;
+	fwd_name(sh, s, &un, &msg.msg_namelen);
+	msg.msg_name = &un;
+	if (sendmsg(sh->fwd_fd, &msg, MSG_DONTWAIT) < 0) {
+		uroce_count(dev, UROCE_CNT_DROP_NO_OWNER, 1);
+		__atomic_add_fetch(&sh->seg->fwd_drops, 1, __ATOMIC_RELAXED);
+	} else {
+		uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
+	}
+	return true;
+}
+
+static uint8_t fwd_buf[FWD_BATCH][sizeof(struct fwd_hdr) + FWD_BUF];
+
+/* What other members forwarded to us. rx_lock held. */
+static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	struct mmsghdr msgs[FWD_BATCH];
+	struct iovec iov[FWD_BATCH];
+	bool hello = false;
+	int i, n;
+
+	do {
+		memset(msgs, 0, sizeof(msgs));
+		for (i = 0; i < FWD_BATCH; i++) {
+			iov[i].iov_base = fwd_buf[i];
+			iov[i].iov_len = sizeof(fwd_buf[i]);
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(sh->fwd_fd, msgs, FWD_BATCH, MSG_DONTWAIT, NULL);
+		for (i = 0; i < n; i++) {
+			struct fwd_hdr h;
+			size_t len = msgs[i].msg_len;
+
+			if (len < sizeof(h))
+				continue;
+			memcpy(&h, fwd_buf[i], sizeof(h));
+			if (h.kind == FWD_HELLO) {
+				hello = true;
+				continue;
+			}
+			if (h.kind != FWD_PKT ||
+			    (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+				continue;
+			uroce_count(dev, UROCE_CNT_SHARE_FWD_IN, 1);
+			len -= sizeof(h);
+			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
+				     &h.dst, (uint16_t)h.ip_id);
+			uroce_recv(dev, fwd_buf[i] + sizeof(h), len, &h.src,
+				   &h.dst, (uint16_t)h.ip_id);
+		}
+	} while (n == FWD_BATCH);
+	if (hello) {
+		pthread_mutex_lock(&sh->mu);
+		rescan(sh);
+		pthread_mutex_unlock(&sh->mu);
+	}
+}
+
+/* A member died: take it out, fix the program, and probe. */
+static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	if (lock_seg(sh))
+		return;
+	/* (it may have left at exit already: probe all the same, its
+	 * socket went only now) */
+	if (reap(sh->seg, sh->slot))
+		attach_prog(sh->seg, dev->net.sock);
+	send_probes(sh, dev->net.sock, &dev->net.local);
+	rescan(sh);
+	unlock_seg(sh);
+}
+
+bool uroce_share_poll(struct uroce_dev *dev, int fd)
+{
+	struct uroce_share *sh = dev->net.share;
+	uint32_t s;
+
+	if (!sh)
+		return false;
+	if (fd == sh->fwd_fd) {
+		pthread_mutex_lock(&dev->prog.rx_lock);
+		fwd_rx(dev, sh);
+		pthread_mutex_unlock(&dev->prog.rx_lock);
+		return true;
+	}
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
+		if (sh->pidfd[s] == fd) {
+			member_gone(dev, sh);
+			return true;
+		}
+	return false;
+}

@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The shared device (docs/decisions.md "The shared device"): two network
+# namespaces joined by a veth pair act as two hosts with one address each,
+# and several processes use each address at the same time.
+#
+#   run_shared.sh --scenario S --libdir DIR --tool PATH
+#                 [--traffic PATH] [--mpi PATH] [--timeout SEC]
+#
+# Scenarios:
+#   perftest     four ib_write_bw servers on A's address (-p distinct) and
+#                four clients on B's address at once, each completes; the
+#                servers' QPNs are distinct and `uroce devices` lists the
+#                four processes on one address
+#   perftest-cm  the same with -R (rdma_cm: REQs steered by service ID)
+#   kill         four uroce_traffic servers on A, four clients on B; one
+#                server is killed with SIGKILL mid-transfer: the other
+#                three pairs finish with every byte verified, the victim's
+#                client gets an error completion
+#   mpi-ofi      six Open MPI ranks on A's address, all-to-all, every byte
+#                checked, through libfabric (--mca mtl ofi, verbs;ofi_rxm)
+#   rdmacm       rping servers on three ports and ucmatose servers on two
+#                ports of A's address, their clients on B's, at once (the
+#                rping servers reach the address by rdma_bind_addr); a
+#                connect to a port nobody on A listens on is rejected
+#
+# Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24), deleted on exit.
+# Needs root; exits 77 (skip) if namespaces cannot be made.
+
+set -u
+
+scenario= libdir= tool= traffic= mpi= tmo=120
+
+die() {
+	echo "run_shared: $*" >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--scenario) scenario=$2; shift 2 ;;
+	--libdir) libdir=$2; shift 2 ;;
+	--tool) tool=$2; shift 2 ;;
+	--traffic) traffic=$2; shift 2 ;;
+	--mpi) mpi=$2; shift 2 ;;
+	--timeout) tmo=$2; shift 2 ;;
+	*) die "unknown option $1" ;;
+	esac
+done
+[ -n "$scenario" ] || die "--scenario is required"
+[ -x "$tool" ] || die "--tool: '$tool' is not executable"
+
+name=$scenario
+nsA=uroce-s-$name-a
+nsB=uroce-s-$name-b
+addrA=10.79.0.1
+addrB=10.79.0.2
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce_shared_${name}.XXXXXX") ||
+	die "mktemp failed"
+pids=()
+
+del_ns() {
+	local ns p
+	for ns in "$nsA" "$nsB"; do
+		[ -e "/run/netns/$ns" ] || continue
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	del_ns
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+	local f
+	echo "run_shared[$name]: FAIL: $*"
+	for f in "$work"/*; do
+		[ -f "$f" ] || continue
+		echo "---- $(basename "$f") ----"
+		tail -n 30 "$f"
+	done
+	echo "---- logs kept in $work ----"
+	exit 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run_shared[$name]: SKIP: network namespaces need root"
+	exit 77
+fi
+del_ns
+if ! err=$(ip netns add "$nsA" 2>&1); then
+	echo "run_shared[$name]: SKIP: cannot create network namespaces: $err"
+	exit 77
+fi
+ip netns add "$nsB" || fail "ip netns add $nsB"
+ip link add vA netns "$nsA" type veth peer name vB netns "$nsB" ||
+	fail "cannot create the veth pair"
+ip -n "$nsA" addr add $addrA/24 dev vA &&
+ip -n "$nsB" addr add $addrB/24 dev vB &&
+ip -n "$nsA" link set lo up && ip -n "$nsB" link set lo up &&
+ip -n "$nsA" link set vA up && ip -n "$nsB" link set vB up ||
+	fail "cannot configure the veth pair"
+
+lib_env=(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	 UROCE_STATS=1)
+# a sanitized library: its runtime first in the uninstrumented programs,
+# and no leak check of those (their leaks are not ours: tests/lib)
+[ -n "${UROCE_PRELOAD:-}" ] && lib_env+=(LD_PRELOAD="$UROCE_PRELOAD"
+	ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+
+# on A (servers) and B (clients, under timeout); only ever started with
+# &: the exec makes $! the pid of the program (on A) or of timeout (on B)
+on_A() { exec ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR=$addrA "$@"; }
+on_B() { exec ip netns exec "$nsB" env "${lib_env[@]}" UROCE_ADDR=$addrB \
+	 timeout -k 5 "$tmo" "$@"; }
+
+# wait_until SECONDS PID CMD...: bounded poll until CMD succeeds
+wait_until() {
+	local n=$(($1 * 20)) pid=$2 i
+	shift 2
+	for ((i = 0; i < n; i++)); do
+		"$@" && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+tcp_listening() { ip netns exec "$nsA" ss -ltnH "sport = :$1" | grep -q .; }
+cm_listening() { grep -qx "listen $1" "$work/cm_listen.$1" 2>/dev/null; }
+
+# members ADDR: how many processes `uroce devices` shows on ADDR, shared
+members() {
+	"$tool" devices | awk -v a="$1" '$4 == a && /shared/' | wc -l
+}
+
+errs=()
+status_of() {	# status_of PID: wait for our child, its exit status
+	wait "$1"
+}
+
+start_servers() {	# start_servers PROG ARGS...: one per port in $ports
+	local p
+	spids=()
+	for p in $ports; do
+		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
+			timeout -k 5 "$tmo" "$@" -p "$p" \
+			>"$work/server.$p.out" 2>&1 &
+		spids+=($!)
+		pids+=($!)
+	done
+}
+
+perftest() {	# perftest [-R]
+	local p i pid rc qpns
+	ports="18601 18602 18603 18604"
+	start_servers ib_write_bw "$@"
+	i=0
+	for p in $ports; do
+		if [ "${1:-}" = -R ]; then
+			wait_until 30 "${spids[$i]}" cm_listening "$p"
+		else
+			wait_until 30 "${spids[$i]}" tcp_listening "$p"
+		fi || fail "server on port $p did not start"
+		i=$((i + 1))
+	done
+	[ "$(members $addrA)" -eq 4 ] ||
+		errs+=("uroce devices shows $(members $addrA) shared processes on $addrA, not 4")
+	cpids=()
+	for p in $ports; do
+		on_B ib_write_bw "$@" -p "$p" $addrA >"$work/client.$p.out" 2>&1 &
+		cpids+=($!)
+		pids+=($!)
+	done
+	i=0
+	for p in $ports; do
+		status_of "${cpids[$i]}"
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("client on port $p exit status $rc")
+		grep -Eq '^ *65536 +[0-9]+ ' "$work/client.$p.out" ||
+			errs+=("client on port $p printed no result")
+		status_of "${spids[$i]}"
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("server on port $p exit status $rc")
+		i=$((i + 1))
+	done
+	# steered by the reuseport program, not forwarded: every member on
+	# A's side gets its packets with one 4-tuple (B:4791 -> A:4791), so
+	# the kernel's hash alone would hand them all to one member
+	local fwd=0 rx=0 f v
+	for f in "$work"/server.*.out "$work"/client.*.out; do
+		v=$(grep -o ' share_fwd_out=[0-9]*' "$f" | tail -n 1 | cut -d= -f2)
+		fwd=$((fwd + ${v:-0}))
+		v=$(grep -o 'uroce-stats: tx_pkts=[0-9]* tx_bytes=[0-9]* rx_pkts=[0-9]*' "$f" |
+		    tail -n 1 | sed 's/.*rx_pkts=//')
+		rx=$((rx + ${v:-0}))
+	done
+	[ "$rx" -gt 10000 ] || errs+=("the devices received only $rx packets")
+	[ $((fwd * 100)) -lt "$rx" ] ||
+		errs+=("$fwd of $rx packets were forwarded between members")
+	echo "run_shared[$name]: $rx packets received, $fwd forwarded"
+	# one QP-number space: no two servers on the address share a QPN
+	qpns=$(cat "$work"/server.*.out | sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p')
+	[ "$(echo "$qpns" | wc -l)" -ge 4 ] || errs+=("found $(echo "$qpns" | wc -l) server QPNs")
+	[ "$(echo "$qpns" | sort | uniq -d | wc -l)" -eq 0 ] ||
+		errs+=("servers on one address share a QPN: $qpns")
+}
+
+traffic_ok() {	# traffic_ok FILE: an OK summary with errors=0
+	grep -Eq '^uroce_traffic: OK bytes_moved=[0-9]+ bytes_verified=[0-9]+ completions=[0-9]+ errors=0$' "$1"
+}
+
+rx_bytes() {	# rx_bytes PID: the device's rx_bytes counter
+	"$tool" --json stats "$1" 2>/dev/null |
+		grep -o '"rx_bytes": *[0-9]*' | head -n 1 | grep -o '[0-9]*$'
+}
+busy() { local b; b=$(rx_bytes "$1"); [ "${b:-0}" -gt $((8 << 20)) ]; }
+
+kill_one() {
+	local i rc victim=1 port
+	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
+	spids=() cpids=()
+	for i in 0 1 2 3; do
+		on_A "$traffic" -p 0 --port-file "$work/port.$i" \
+			>"$work/server.$i.out" 2>&1 &
+		spids+=($!)
+		pids+=($!)
+	done
+	for i in 0 1 2 3; do
+		wait_until 30 "${spids[$i]}" test -s "$work/port.$i" ||
+			fail "server $i did not start"
+	done
+	[ "$(members $addrA)" -eq 4 ] ||
+		errs+=("uroce devices shows $(members $addrA) shared processes on $addrA, not 4")
+	for i in 0 1 2 3; do
+		port=$(<"$work/port.$i")
+		on_B "$traffic" -s $addrA -p "$port" -q 4 -o write,read,send \
+			-S 1M-8M -n 3 -m 1024 -r $((i + 1)) -t 30 \
+			>"$work/client.$i.out" 2>&1 &
+		cpids+=($!)
+		pids+=($!)
+	done
+	# mid-transfer: once the victim has taken in 8 MiB
+	wait_until 60 "${spids[$victim]}" busy "${spids[$victim]}" ||
+		fail "server $victim never got busy"
+	kill -KILL "${spids[$victim]}"
+	for i in 0 1 2 3; do
+		status_of "${cpids[$i]}"
+		rc=$?
+		if [ $i -eq $victim ]; then
+			[ $rc -ne 0 ] || errs+=("the killed server's client exited 0")
+			continue
+		fi
+		[ $rc -eq 0 ] || errs+=("client $i exit status $rc")
+		traffic_ok "$work/client.$i.out" || errs+=("no OK summary from client $i")
+		status_of "${spids[$i]}"
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("server $i exit status $rc")
+		traffic_ok "$work/server.$i.out" || errs+=("no OK summary from server $i")
+	done
+}
+
+rdmacm() {
+	local p i rc
+	cpids=() spids=()
+	# the rping servers are not told the address: their rdma_bind_addr
+	# moves each device there (the first makes the group, the others join)
+	for p in 7171 7172 7173; do
+		on_A env -u UROCE_ADDR UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
+			timeout -k 5 "$tmo" rping -s -a $addrA -p $p -C 20 -v \
+			>"$work/rping_s.$p" 2>&1 &
+		spids+=($!)
+		pids+=($!)
+	done
+	for p in 7181 7182; do
+		on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.$p" \
+			timeout -k 5 "$tmo" ucmatose -b $addrA -p $p -c 2 -C 20 \
+			>"$work/ucma_s.$p" 2>&1 &
+		spids+=($!)
+		pids+=($!)
+	done
+	i=0
+	for p in 7171 7172 7173 7181 7182; do
+		wait_until 30 "${spids[$i]}" cm_listening $p ||
+			fail "CM server on port $p did not listen"
+		i=$((i + 1))
+	done
+	[ "$(members $addrA)" -eq 5 ] ||
+		errs+=("uroce devices shows $(members $addrA) shared processes on $addrA, not 5")
+	# a port nobody on the address listens on: REJ, as from one process
+	on_B rping -c -a $addrA -p 7199 -C 1 -v >"$work/rping_c.7199" 2>&1 &
+	status_of $! && errs+=("rping to a port nobody listens on exited 0")
+	grep -q REJECTED "$work/rping_c.7199" ||
+		errs+=("rping to a port nobody listens on was not rejected")
+	for p in 7171 7172 7173; do
+		on_B rping -c -a $addrA -p $p -C 20 -v >"$work/rping_c.$p" 2>&1 &
+		cpids+=($!)
+		pids+=($!)
+	done
+	for p in 7181 7182; do
+		on_B ucmatose -s $addrA -p $p -c 2 -C 20 >"$work/ucma_c.$p" 2>&1 &
+		cpids+=($!)
+		pids+=($!)
+	done
+	for i in 0 1 2 3 4; do
+		status_of "${cpids[$i]}"
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("client $i exit status $rc")
+		status_of "${spids[$i]}"
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("server $i exit status $rc")
+	done
+	for p in 7171 7172 7173; do
+		[ "$(grep -c '^ping data' "$work/rping_c.$p")" -eq 20 ] ||
+			errs+=("rping on port $p: not 20 pings")
+	done
+}
+
+# six Open MPI ranks on A's one address, all-to-all through libfabric
+# (verbs;ofi_rxm under the ofi MTL: Open MPI binds every rank's endpoint to
+# the interface's address); no shared-memory or TCP transport is allowed
+mpi_ofi() {
+	local rc n root=()
+	command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+	[ -x "$mpi" ] || { echo "SKIP: no MPI program (libopenmpi-dev)"; exit 77; }
+	# (as tests/mpi: Open MPI's plugins under a preloaded sanitizer
+	# runtime are not ours to debug)
+	[ -z "${UROCE_PRELOAD:-}" ] || { echo "SKIP: MPI under a sanitizer runtime"; exit 77; }
+	[ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
+	ip netns exec "$nsA" timeout -k 5 "$tmo" mpirun "${root[@]}" \
+		--oversubscribe --host $addrA:6 -np 6 \
+		--mca oob_tcp_if_include lo --mca pml cm --mca mtl ofi \
+		--mca btl self -x FI_PROVIDER="verbs;ofi_rxm" \
+		-x LD_LIBRARY_PATH="$libdir" -x UROCE_IFNAME=vA -x UROCE_STATS=1 \
+		"$mpi" 65536 10 >"$work/mpirun.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("mpirun exit status $rc")
+	n=$(grep -Ec '^rank [0-5] of 6: 50 exchanges of 65536 bytes, 0 bad$' "$work/mpirun.out")
+	[ "$n" -eq 6 ] || errs+=("$n of 6 ranks report 50 good exchanges")
+	n=$(grep -Eo 'rx_send_bytes=[0-9]+' "$work/mpirun.out" |
+	    awk -F= '$2 >= 50 * 65536 { n++ } END { print n + 0 }')
+	[ "$n" -eq 6 ] || errs+=("$n of 6 devices received 50 x 64 KiB")
+}
+
+case $scenario in
+perftest) perftest ;;
+mpi-ofi) mpi_ofi ;;
+perftest-cm) perftest -R ;;
+kill) kill_one ;;
+rdmacm) rdmacm ;;
+*) die "unknown scenario '$scenario'" ;;
+esac
+
+if [ ${#errs[@]} -gt 0 ]; then
+	fail "$(printf '%s; ' "${errs[@]}")"
+fi
+echo "run_shared[$name]: PASS"
