@@ -75,6 +75,8 @@ static void dev_init(void)
 	dev->port.lid_fd = -1;
 	dev->net.active_mtu = IBV_MTU_1024;
 	dev->obj.next_qpn = UROCE_QPN_FIRST;
+	/* a device alone on its address; net/udp.c narrows it when shared */
+	dev->obj.qpn_mask = UROCE_QPN_MASK;
 	dev->stats.cnt = dev->stats.cnt_private;
 	dev->guid = htobe64(make_guid());
 
