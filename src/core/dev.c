@@ -81,9 +81,13 @@ static void dev_init(void)
 	dev->guid = htobe64(make_guid());
 
 	dev->obj.qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_tbl));
+	dev->obj.live = calloc(UROCE_MAX_QP, sizeof(*dev->obj.live));
 	dev->obj.mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_tbl));
 	dev->obj.mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_last_key));
-	if (!dev->obj.qp_tbl || !dev->obj.mr_tbl || !dev->obj.mr_last_key) {
+	if (!dev->obj.qp_tbl || !dev->obj.live || !dev->obj.mr_tbl ||
+	    !dev->obj.mr_last_key) {
+		free(dev->obj.live);
+		dev->obj.live = NULL;
 		free(dev->obj.mr_last_key);
 		dev->obj.mr_last_key = NULL;
 		free(dev->obj.qp_tbl);

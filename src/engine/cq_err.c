@@ -25,12 +25,12 @@ void uroce_cq_overrun_sweep(struct uroce_dev *dev)
 	uint32_t i;
 
 	dev->prog.cq_overrun_pending = false;
-	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
-		struct uroce_qp *qp = dev->obj.qp_tbl[i];
+	for (i = 0; i < dev->obj.nqps; i++) {
+		struct uroce_qp *qp = dev->obj.live[i];
 		enum ibv_qp_state st;
 		struct ibv_async_event ev;
 
-		if (!qp || !on_overrun_cq(qp))
+		if (!on_overrun_cq(qp))
 			continue;
 		st = qp->attr.qp_state;
 		if (st == IBV_QPS_RESET || st == IBV_QPS_ERR)

@@ -53,12 +53,10 @@ void uroce_timers_run(struct uroce_dev *dev)
 	dev->prog.armed_deadline_ns = 0;
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
-	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
-		struct uroce_qp *qp = dev->obj.qp_tbl[i];
+	for (i = 0; i < dev->obj.nqps; i++) {
+		struct uroce_qp *qp = dev->obj.live[i];
 		uint64_t d;
 
-		if (!qp)
-			continue;
 		uroce_req_timeout(qp, now);
 		d = uroce_req_next_deadline(qp);
 		if (d && (!next || d < next))

@@ -55,7 +55,7 @@ static uint64_t timeout_ns(const struct uroce_qp *qp)
  * its first transmission to the ACK or response that covers it; a PSN
  * sent again is never timed (Karn's rule).
  */
-#define PROBE_MIN_NS	100000ull	/* 100 us: a loaded host's jitter */
+#define PROBE_MIN_NS	1000000ull	/* 1 ms: see "Loss recovery" (timer wake-ups) */
 #define PROBE_INIT_NS	2000000ull	/* before the first RTT sample */
 #define PROBE_MAX_SHIFT	6
 #define REGAP_MIN_NS	20000ull

@@ -162,12 +162,10 @@ static void snapshot(struct uroce_dev *dev)
 	uint32_t n = 0, over = 0, i;
 	struct timespec ts;
 
-	for (i = 0; i < UROCE_MAX_QP && dev->obj.nqps; i++) {
-		const struct uroce_qp *qp = dev->obj.qp_tbl[i];
+	for (i = 0; i < dev->obj.nqps; i++) {
+		const struct uroce_qp *qp = dev->obj.live[i];
 		struct uroce_shm_qp *e;
 
-		if (!qp)
-			continue;
 		if (n == shm->qp_slots) {
 			over++;
 			continue;

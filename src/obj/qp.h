@@ -214,6 +214,7 @@ struct uroce_qp {
 	struct uroce_cq *scq, *rcq;
 	struct uroce_srq *srq;		/* receives come from here if set */
 	struct uroce_xrcd *xrcd;	/* XRC TGT: its domain */
+	uint32_t live_idx;		/* in dev->obj.live */
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;			/* created with send_ops_flags */
@@ -269,6 +270,11 @@ static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
 
 /* obj/qp.c: the QP numbered qpn, or NULL; dev->lock held */
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn);
+/* obj/qp.c: put qp in the table as qpn (its slot is free) / take it out;
+ * dev->lock held */
+void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
+			uint32_t qpn);
+void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp);
 
 /* obj/srq.c */
 /* the receive queue a QP takes receives from */
@@ -292,11 +298,14 @@ struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
 
 /* ---- dev->obj: the object tables ---- */
 struct uroce_objs {
-	/* QP table (filled by verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
+	/* QP table (obj/qp.c, for verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
 	struct uroce_qp **qp_tbl;
 	uint32_t next_qpn;
 	uint32_t qpn_base, qpn_mask;	/* QPN = base | (n & mask), net/udp.c */
 	uint32_t nqps;
+	/* the same nqps QPs, packed in no order: what walks every QP (timers,
+	 * the stats snapshot) visits, instead of UROCE_MAX_QP slots */
+	struct uroce_qp **live;
 
 	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */
 	struct uroce_mr **mr_tbl;

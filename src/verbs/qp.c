@@ -242,10 +242,8 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 		if ((qpn & dev->obj.qpn_mask) < UROCE_QPN_FIRST ||
 		    dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
 			continue;
-		dev->obj.qp_tbl[qpn % UROCE_MAX_QP] = qp;
-		dev->obj.nqps++;
+		uroce_qp_table_add(dev, qp, qpn);
 		uroce_share_note_qpn(dev);
-		uqp_ibqp(qp)->qp_num = qpn;
 		return 0;
 	}
 	return ENOMEM;
@@ -787,8 +785,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	 */
 	uroce_resp_farewell(qp);
 	uroce_req_release(qp);
-	dev->obj.qp_tbl[ibqp->qp_num % UROCE_MAX_QP] = NULL;
-	dev->obj.nqps--;
+	uroce_qp_table_del(dev, qp);
 	uroce_dev_unlock(dev);
 	/* unread async events go; read ones must be acked first (as
 	 * libibverbs documents for ibv_destroy_qp) */
