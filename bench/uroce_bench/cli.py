@@ -12,6 +12,8 @@ back to back with its baselines (for each size: baselines, then uroce; for
 each path in turn), so drift of the machine hits both alike.  CPU time
 (user + system, of both processes, from wait4) is recorded for every
 bandwidth run, and the memory and CPU of idle QPs are read from /proc.
+With loopback, the single-pair figures are also taken on one address
+shared by server, client and two idle processes, next to dedicated ones.
 
 Writes DIR/report.md, DIR/results.json and PNG plots (default DIR:
 bench/report).  Paths: loopback (each process on its own 127.0.0.x), and

@@ -13,6 +13,19 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 VETH_NET = "10.213.0"            # the only link we configure: a private /24
 KIB, MIB = 1024, 1024 * 1024
 
+# The runs of the shared-address case, each on dedicated addresses and on
+# one shared address: (perftest program, size, QPs, result field, unit).
+SHARED_RUNS = (
+    ("ib_write_bw", 64 * KIB, 1, "gbps", "Gb/s"),
+    ("ib_send_lat", 2, 1, "t_typical", "µs typical"),
+    ("ib_write_bw", 64 * KIB, 1024, "gbps", "Gb/s"),
+)
+
+
+def shared_key(mode, test, size, qps):
+    """Where a run of the shared-address case is kept, in results["runs"]["shared"]."""
+    return f"{mode}/{test}/{size}/{qps}"
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -110,7 +123,8 @@ class Path:
     """Where a server and a client run, and how the client reaches it."""
 
     def __init__(self, name, server_ns=None, client_ns=None, server_addr="127.0.0.1",
-                 uroce_server_addr=None, uroce_client_addr=None, seg=4128, mtu=4096):
+                 uroce_server_addr=None, uroce_client_addr=None, seg=4128, mtu=4096,
+                 env=None):
         self.name = name
         self.server_ns, self.client_ns = server_ns, client_ns
         self.server_addr = server_addr          # what clients dial (TCP, UDP)
@@ -118,6 +132,7 @@ class Path:
         self.uroce_client_addr = uroce_client_addr
         self.seg = seg                          # UDP payload of one uroce data packet
         self.mtu = mtu                          # uroce's IB MTU on this path
+        self.env = dict(env or {})              # set for uroce on both sides
 
     def wrap(self, argv, side):
         ns = self.server_ns if side == "server" else self.client_ns
@@ -142,8 +157,11 @@ def fmt(x, nd=2):
 
 
 def get(R, key, field):
-    v = R.get(key)
-    return v.get(field) if isinstance(v, dict) else None
+    """R[key][field], None where either is absent; a tuple key descends
+    through nested results (("shared", "dedicated/ib_send_lat/2/1"))."""
+    for k in key if isinstance(key, tuple) else (key,):
+        R = R.get(k) if isinstance(R, dict) else None
+    return R.get(field) if isinstance(R, dict) else None
 
 
 def ratio(a, b):

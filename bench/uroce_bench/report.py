@@ -3,7 +3,7 @@
 
 import os
 
-from .common import KIB, VETH_NET, fmt, get, size_name
+from .common import KIB, SHARED_RUNS, VETH_NET, fmt, get, ratio, shared_key, size_name
 from .targets import targets
 
 def plots(res, outdir):
@@ -127,6 +127,25 @@ def plots(res, outdir):
     return made
 
 
+def shared_section(S):
+    """The lines of "One address shared by several processes", from the
+    shared-address runs S (results["runs"]["shared"])."""
+    L = ["## One address shared by several processes\n",
+         "Loopback. dedicated: server and client each alone on an address "
+         f"(UROCE_SHARE=0); shared: server, client and {S.get('idle_members', '?')} "
+         "idle processes on one address, steered by the reuseport program. "
+         "Target: within 10 % (latency: at most 10 % above).\n",
+         "| run | dedicated | shared | shared / dedicated |",
+         "|---|---|---|---|"]
+    for t, size, qps, field, unit in SHARED_RUNS:
+        d = get(S, shared_key("dedicated", t, size, qps), field)
+        h = get(S, shared_key("shared", t, size, qps), field)
+        L.append(f"| {t} {size_name(size)} -q {qps} ({unit}) | {fmt(d)} | {fmt(h)} | "
+                 f"{fmt(ratio(h, d), 3)} |")
+    L.append("")
+    return L
+
+
 def report(res, outdir, pngs, analysis_md=None):
     R = res["runs"]
     meta = res["meta"]
@@ -167,6 +186,8 @@ def report(res, outdir, pngs, analysis_md=None):
         w(analysis_md)
     for png in pngs:
         w(f"![{png}]({png})\n")
+    if R.get("shared"):
+        L += shared_section(R["shared"])
 
     sizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 3
                     and "_bw/" in k and k.endswith("/1") and "/qp/" not in k})

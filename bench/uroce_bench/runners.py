@@ -14,7 +14,8 @@ import tempfile
 import time
 
 from . import parsers
-from .common import KIB, MIB, ROOT, VETH_NET, Path, Run, cpu_total, log, size_name
+from .common import (KIB, MIB, ROOT, SHARED_RUNS, VETH_NET, Path, Run, cpu_total, log,
+                     shared_key, size_name)
 
 class Bench:
     def __init__(self, args):
@@ -56,6 +57,8 @@ class Bench:
         else:
             env.pop("UROCE_ADDR", None)
         env.pop("UROCE_IFNAME", None)
+        env.pop("UROCE_SHARE", None)
+        env.update(path.env)
         if extra:
             env.update(extra)
         return env
@@ -382,6 +385,40 @@ class Bench:
         res["iters"] = self.prof_iters
         return res
 
+    # ------------------------------------------------------------ shared address
+
+    def shared(self, nidle=2):
+        """The single-pair figures on one address shared by server, client
+        and nidle idle processes (every packet steered by the reuseport
+        program, docs/decisions.md "The shared device"), next to the same
+        runs on dedicated addresses (UROCE_SHARE=0: each socket alone)."""
+        ded = Path("dedicated", server_addr="127.0.0.201", uroce_server_addr="127.0.0.201",
+                   uroce_client_addr="127.0.0.202", env={"UROCE_SHARE": "0"})
+        sha = Path("shared", server_addr="127.0.0.200", uroce_server_addr="127.0.0.200",
+                   uroce_client_addr="127.0.0.200")
+        out = {}
+        idle = []
+        try:
+            # an idle perftest server has joined the address once it listens
+            for i in range(nidle):
+                port = self.next_port()
+                r = Run(sha.wrap(["ib_write_bw", "-p", str(port)], "server"),
+                        self.uroce_env(sha, "server"), self.logpath(f"shared-idle{i}"))
+                idle.append(r)
+                if not self.wait_tcp(sha, port, r):
+                    self.fail(f"shared-idle{i}", "idle server did not listen", r)
+            for t, size, qps, _, _ in SHARED_RUNS:
+                n = self.lat_iters(size) if t.endswith("_lat") else self.bw_iters(size, qps)
+                for p in (ded, sha):
+                    out[shared_key(p.name, t, size, qps)] = self.perftest(
+                        p, t, size, n, qps, timeout=240 if qps > 1 else 90)
+            # those that stayed through every run (one that died cannot rejoin)
+            out["idle_members"] = sum(r.alive() for r in idle)
+        finally:
+            for r in idle:
+                r.kill()
+        return out
+
     # ------------------------------------------------------------ veth
 
     def make_veth(self):
@@ -533,6 +570,11 @@ class Bench:
         if not args.no_profile and not self.quick and paths:
             log("callgrind profile of ib_write_bw 64K (loopback)")
             R["profile"] = self.profile(paths[0])
+
+        # 7. one address shared by several processes
+        if "loopback" in meta["paths"]:
+            log("shared address vs dedicated addresses")
+            R["shared"] = self.shared()
 
         meta["loadavg_end"] = os.getloadavg()
         meta["duration_s"] = time.monotonic() - t_start

@@ -5,13 +5,19 @@ Each row: what is measured, the target as written, the value (a result
 field, divided by another for a ratio, both keyed by path where {p}
 stands), the comparison and its limit, and how the figures behind the
 value read.  PATH_TARGETS are evaluated for every path of the run, in
-order, then GLOBAL_TARGETS once."""
+order, then GLOBAL_TARGETS once.  A key may be a tuple: the path down
+nested results (the shared-address runs, under "shared")."""
 
 from collections import namedtuple
 
-from .common import KIB, fmt, get, ratio
+from .common import KIB, fmt, get, ratio, shared_key
 
 S64K = 64 * KIB
+
+
+def shared_ref(mode, test, size, qps, field):
+    return (("shared", shared_key(mode, test, size, qps)), field)
+
 
 # num, den: (results key, field); den None: the value is num * scale,
 # shown with nd decimals; also: (key, field, text) a figure added after it
@@ -54,6 +60,16 @@ GLOBAL_TARGETS = (
     Target("CPU of 16 connected idle QPs (% of a core)", "< 1 %",
            ("idle", "idle16_core_pct"), None, "lt", 1.0, "%", 1, 3,
            ("idle", "idle16_window_s", "over {} s")),
+    Target("ib_write_bw 64K 1 QP, shared ÷ dedicated address", "0.9–1.1",
+           shared_ref("shared", "ib_write_bw", S64K, 1, "gbps"),
+           shared_ref("dedicated", "ib_write_bw", S64K, 1, "gbps"), "in", (0.9, 1.1), "Gb/s"),
+    Target("ib_send_lat 2 B, shared ÷ dedicated address", "≤ 1.1",
+           shared_ref("shared", "ib_send_lat", 2, 1, "t_typical"),
+           shared_ref("dedicated", "ib_send_lat", 2, 1, "t_typical"), "le", 1.1, "µs"),
+    Target("ib_write_bw 64K 1024 QPs, shared ÷ dedicated address", "0.9–1.1",
+           shared_ref("shared", "ib_write_bw", S64K, 1024, "gbps"),
+           shared_ref("dedicated", "ib_write_bw", S64K, 1024, "gbps"), "in", (0.9, 1.1),
+           "Gb/s"),
 )
 
 VERDICT = {
@@ -68,7 +84,7 @@ def evaluate(t, R, p=None):
     """(value, figures) of target t on results R for path p."""
     def field(ref):
         key, name = ref
-        return get(R, key.format(p=p), name)
+        return get(R, key.format(p=p) if isinstance(key, str) else key, name)
 
     num = field(t.num)
     if t.den is not None:

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""report.md written from made-up results: the section of the
+shared-address runs and their targets.  Run by ctest (bench.parsers) or
+`python3 -m unittest discover bench/tests`."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from uroce_bench import report, targets  # noqa: E402
+
+S64K = 64 * 1024
+SECTION = "## One address shared by several processes"
+
+
+def meta():
+    return {"command": "bench/run --quick", "started": "2026-12-01T10:00:00+00:00",
+            "duration_s": 90.0, "quick": True, "commit": "abc1234", "nproc": 2,
+            "cpu": "test CPU", "kernel": "6.1", "perftest": "6.x", "iperf3": "3.12",
+            "loadavg_start": (1.0, 1.0, 1.0), "loadavg_end": (2.0, 2.0, 2.0),
+            "paths": ["loopback"], "qperf": "n/a", "failures": []}
+
+
+def shared_runs():
+    """Dedicated and shared figures: bandwidth 5 % lower shared, latency
+    20 % higher, and the shared 1024-QP run failed."""
+    return {
+        "idle_members": 2,
+        f"dedicated/ib_write_bw/{S64K}/1": {"gbps": 20.0},
+        f"shared/ib_write_bw/{S64K}/1": {"gbps": 19.0},
+        "dedicated/ib_send_lat/2/1": {"t_typical": 6.0},
+        "shared/ib_send_lat/2/1": {"t_typical": 7.2},
+        f"dedicated/ib_write_bw/{S64K}/1024": {"gbps": 16.0},
+        f"shared/ib_write_bw/{S64K}/1024": None,
+    }
+
+
+def render(runs):
+    with tempfile.TemporaryDirectory() as d:
+        report.report({"runs": runs, "meta": meta()}, d, [])
+        with open(os.path.join(d, "report.md")) as f:
+            return f.read()
+
+
+class SharedSectionTest(unittest.TestCase):
+    def test_section(self):
+        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0},
+                       "shared": shared_runs()})
+        self.assertEqual(text.count(SECTION), 1)
+        body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+        self.assertIn("server, client and 2 idle processes on one address", body)
+        rows = [line for line in body.splitlines() if line.startswith("| ib_")]
+        self.assertEqual(rows, [
+            "| ib_write_bw 64K -q 1 (Gb/s) | 20.0 | 19.0 | 0.950 |",
+            "| ib_send_lat 2 -q 1 (µs typical) | 6.00 | 7.20 | 1.200 |",
+            "| ib_write_bw 64K -q 1024 (Gb/s) | 16.0 | — | — |",
+        ])
+        # the nested runs are no path's: the loopback table has its one size
+        bw = text.split("## Bandwidth vs size — loopback", 1)[1].split("\n## ", 1)[0]
+        self.assertEqual([line.split(" |")[0] for line in bw.splitlines()
+                          if line.startswith("| ") and line[2].isdigit()], ["| 64K"])
+
+    def test_targets(self):
+        text = render({"shared": shared_runs()})
+        tab = text.split("## Targets", 1)[1].split("\n## ", 1)[0]
+        cells = (line.strip("| ").split(" | ") for line in tab.splitlines()
+                 if "shared ÷" in line)
+        # path | measure | target | measured | verdict | figures
+        rows = {c[1]: (c[2], c[4], c[5]) for c in cells}
+        self.assertEqual(rows, {
+            "ib_write_bw 64K 1 QP, shared ÷ dedicated address":
+                ("0.9–1.1", "met", "19.0 / 20.0 Gb/s"),
+            "ib_send_lat 2 B, shared ÷ dedicated address":
+                ("≤ 1.1", "missed", "7.20 / 6.00 µs"),
+            "ib_write_bw 64K 1024 QPs, shared ÷ dedicated address":
+                ("0.9–1.1", "n/a", "— / 16.0 Gb/s"),
+        })
+
+    def test_boundaries(self):
+        # within 10 % either way for bandwidth; latency only bounded above
+        S = shared_runs()
+        S[f"shared/ib_write_bw/{S64K}/1"] = {"gbps": 17.0}
+        S["shared/ib_send_lat/2/1"] = {"t_typical": 3.0}
+        S[f"shared/ib_write_bw/{S64K}/1024"] = {"gbps": 17.6}
+        v = {what: (round(val, 3), verdict) for _, what, _, val, verdict, _ in
+             targets.targets({"runs": {"shared": S}, "meta": meta()}) if "shared ÷" in what}
+        self.assertEqual(v, {
+            "ib_write_bw 64K 1 QP, shared ÷ dedicated address": (0.85, "missed"),
+            "ib_send_lat 2 B, shared ÷ dedicated address": (0.5, "met"),
+            "ib_write_bw 64K 1024 QPs, shared ÷ dedicated address": (1.1, "met"),
+        })
+
+    def test_no_shared_runs(self):
+        # a run without loopback has no such section, and its targets are n/a
+        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0}})
+        self.assertNotIn(SECTION, text)
+        self.assertEqual({line.split(" | ")[4] for line in text.splitlines()
+                          if "shared ÷" in line}, {"n/a"})
+
+
+if __name__ == "__main__":
+    unittest.main()
