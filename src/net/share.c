@@ -437,6 +437,11 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	*out = sh;
 	return 0;
 unlock:
+	/* a file this attempt made, or one nobody holds any more, goes (the
+	 * zero-configuration scan and an unbindable UROCE_ADDR try
+	 * addresses they may not get) */
+	if (!sh->seg->nmembers)
+		unlink(sh->path);
 	unlock_seg(sh);
 	if (sh->fwd_fd >= 0)
 		close(sh->fwd_fd);
