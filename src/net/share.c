@@ -437,10 +437,9 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	*out = sh;
 	return 0;
 unlock:
-	/* a file this attempt made, or one nobody holds any more, goes (the
-	 * zero-configuration scan and an unbindable UROCE_ADDR try
-	 * addresses they may not get) */
-	if (!sh->seg->nmembers)
+	/* an address this host does not have (a UROCE_ADDR of another
+	 * host): nobody can ever join it, so its file goes */
+	if (err == -EADDRNOTAVAIL && !sh->seg->nmembers)
 		unlink(sh->path);
 	unlock_seg(sh);
 	if (sh->fwd_fd >= 0)
