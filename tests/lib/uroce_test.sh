@@ -57,6 +57,27 @@ uroce_preflight() {
 		uroce_die "$prog would load libibverbs.so.1 from '$got', not $ours"
 }
 
+# The options of a test that runs one program, its messages as WHO:
+#	uroce_one_opts WHO TIMEOUT "$@"
+# where "$@" is [--timeout S] [--expect ERE]... -- PROGRAM [ARGS...].  Sets
+# tmo (S, or TIMEOUT), expects (the EREs) and cmd (PROGRAM ARGS...).
+uroce_one_opts() {
+	local who=$1
+	# shellcheck disable=SC2034  # used by the scripts that source this
+	tmo=$2 expects=()
+	shift 2
+	while (($#)); do
+		case $1 in
+		--timeout) tmo=$2; shift 2 ;;
+		--expect) expects+=("$2"); shift 2 ;;
+		--) shift; break ;;
+		*) uroce_die "$who: unknown option $1" ;;
+		esac
+	done
+	(($#)) || uroce_die "$who: no program given"
+	cmd=("$@")
+}
+
 uroce_port_listening() {
 	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
 }
