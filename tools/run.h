@@ -53,6 +53,7 @@ int run_ns_seal(char *why, size_t len);
 
 /* run_sysfs.c */
 int run_sysfs_write(const struct run_dev *d, char *why, size_t len);
+int run_write_file(const char *path, int flags, const char *text);
 
 /* doctor.c, run.c: subcommands of uroce */
 int uroce_cmd_run(int argc, char **argv);

@@ -60,37 +60,23 @@ static const struct {
 	{ CLONE_NEWUSER | CLONE_NEWNS, false, "user and mount namespaces" },
 };
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-	int err;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	err = n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
-	close(fd);
-	return err;
-}
-
 /* Keep our own uid and gid inside the user namespace. */
 static int map_ids(char *why, size_t len)
 {
 	char map[64];
 	int err;
 
-	err = write_file("/proc/self/setgroups", "deny");
+	err = run_write_file("/proc/self/setgroups", 0, "deny");
 	if (err && err != -ENOENT)
 		goto fail;
 	snprintf(map, sizeof(map), "%u %u 1", (unsigned int)geteuid(),
 		 (unsigned int)geteuid());
-	err = write_file("/proc/self/uid_map", map);
+	err = run_write_file("/proc/self/uid_map", 0, map);
 	if (err)
 		goto fail;
 	snprintf(map, sizeof(map), "%u %u 1", (unsigned int)getegid(),
 		 (unsigned int)getegid());
-	err = write_file("/proc/self/gid_map", map);
+	err = run_write_file("/proc/self/gid_map", 0, map);
 	if (!err)
 		return 0;
 fail:

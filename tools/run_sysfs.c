@@ -246,12 +246,26 @@ static const struct attr dev_attrs[] = {
 	{ "device/local_cpulist", fmt_cpulist, ONCE },
 };
 
+/* Write all of text to path, opened O_WRONLY with flags (O_CREAT: a new
+ * file is read-only): 0 or -errno. */
+int run_write_file(const char *path, int flags, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC | flags, 0444);
+	ssize_t n;
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, strlen(text));
+	err = n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
+	close(fd);
+	return err;
+}
+
 /* Write text to path, making its directories. */
 static int put(const char *path, const char *text)
 {
 	char dir[PATH_MAX], *s;
-	ssize_t n;
-	int fd, err;
 
 	snprintf(dir, sizeof(dir), "%s", path);
 	for (s = strchr(dir + 1, '/'); s; s = strchr(s + 1, '/')) {
@@ -260,13 +274,7 @@ static int put(const char *path, const char *text)
 			return -errno;
 		*s = '/';
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	err = n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
-	close(fd);
-	return err;
+	return run_write_file(path, O_CREAT | O_TRUNC, text);
 }
 
 static int put_attr(const struct run_dev *d, const struct attr *a, int i)

@@ -21,6 +21,7 @@ def plots(res, outdir):
     sizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 3
                     and "_bw/" in k and k.endswith("/1") and "/qp/" not in k})
     lsizes = sorted({int(k.split("/")[2]) for k in R if k.count("/") == 2 and "_lat/" in k})
+    qps = sorted({int(k.split("/")[3]) for k in R if k.count("/") == 3 and "/qp/" in k})
 
     def series(keyf, field, xs):
         pts = [(x, get(R, keyf(x), field)) for x in xs]
@@ -32,53 +33,47 @@ def plots(res, outdir):
         ax.set_xticks(xs)
         ax.set_xticklabels([size_name(x) for x in xs], rotation=45)
 
-    # bandwidth vs size
-    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
-    for ax, p in zip(axes[0], paths):
-        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
-            ax.plot(*series(lambda x: f"{p}/{t}/{x}/1", "gbps", sizes), st, label=f"uroce {t}")
-        ax.plot(*series(lambda x: f"{p}/iperf3/{x}", "gbps", sizes), "k--", label="iperf3 TCP")
-        ax.plot(*series(lambda x: f"{p}/udp_gso/{x}", "gbps", sizes), "k:",
+    def qpaxis(ax):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(qps)
+        ax.set_xticklabels([str(q) for q in qps])
+
+    def figure(name, draw, xaxis, xlabel, ylabel, title):
+        """name: a panel a path, draw(ax, p) its lines, on a log y axis."""
+        fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
+        for ax, p in zip(axes[0], paths):
+            draw(ax, p)
+            ax.set_yscale("log")
+            xaxis(ax)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{title} — {p}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, name), dpi=110)
+        plt.close(fig)
+        made.append(name)
+
+    BW = (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-"))
+
+    def streams(ax, p, field):
+        """uroce's three bandwidth tests, TCP and UDP, by size"""
+        for t, st in BW:
+            ax.plot(*series(lambda x: f"{p}/{t}/{x}/1", field, sizes), st, label=f"uroce {t}")
+        ax.plot(*series(lambda x: f"{p}/iperf3/{x}", field, sizes), "k--", label="iperf3 TCP")
+        ax.plot(*series(lambda x: f"{p}/udp_gso/{x}", field, sizes), "k:",
                 label="UDP GSO/GRO stream")
+
+    def bw(ax, p):
+        streams(ax, p, "gbps")
         ax.plot(*series(lambda x: f"memcpy/{x}", "gbps", sizes), "-", color="0.7",
                 label="memcpy (1 core)")
-        ax.set_yscale("log")
-        sizeaxis(ax, sizes)
-        ax.set_xlabel("message size")
-        ax.set_ylabel("Gb/s")
-        ax.set_title(f"bandwidth vs size — {p}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "bw_vs_size.png"), dpi=110)
-    plt.close(fig)
-    made.append("bw_vs_size.png")
 
-    # CPU seconds per GB vs size
-    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
-    for ax, p in zip(axes[0], paths):
-        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
-            ax.plot(*series(lambda x: f"{p}/{t}/{x}/1", "cpu_s_per_gb", sizes), st,
-                    label=f"uroce {t}")
-        ax.plot(*series(lambda x: f"{p}/iperf3/{x}", "cpu_s_per_gb", sizes), "k--",
-                label="iperf3 TCP")
-        ax.plot(*series(lambda x: f"{p}/udp_gso/{x}", "cpu_s_per_gb", sizes), "k:",
-                label="UDP GSO/GRO stream")
-        ax.set_yscale("log")
-        sizeaxis(ax, sizes)
-        ax.set_xlabel("message size")
-        ax.set_ylabel("CPU seconds per GB (both processes)")
-        ax.set_title(f"CPU cost vs size — {p}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "cpu_per_gb.png"), dpi=110)
-    plt.close(fig)
-    made.append("cpu_per_gb.png")
+    def cpu(ax, p):
+        streams(ax, p, "cpu_s_per_gb")
 
-    # latency vs size
-    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
-    for ax, p in zip(axes[0], paths):
+    def lat(ax, p):
         for t, st in (("ib_write_lat", "o-"), ("ib_read_lat", "s-"), ("ib_send_lat", "^-")):
             ax.plot(*series(lambda x: f"{p}/{t}/{x}", "t_typical", lsizes), st,
                     label=f"uroce {t} (median)")
@@ -86,23 +81,9 @@ def plots(res, outdir):
                 label="UDP ping-pong ½ RTT, spinning")
         ax.plot(*series(lambda x: f"{p}/udp_pp_block/{x}", "half_rtt_median", lsizes), "k:",
                 label="UDP ping-pong ½ RTT, blocking")
-        ax.set_yscale("log")
-        sizeaxis(ax, lsizes)
-        ax.set_xlabel("message size")
-        ax.set_ylabel("µs")
-        ax.set_title(f"latency vs size — {p}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "lat_vs_size.png"), dpi=110)
-    plt.close(fig)
-    made.append("lat_vs_size.png")
 
-    # bandwidth vs QP count
-    qps = sorted({int(k.split("/")[3]) for k in R if k.count("/") == 3 and "/qp/" in k})
-    fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
-    for ax, p in zip(axes[0], paths):
-        for t, st in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
+    def by_qps(ax, p):
+        for t, st in BW:
             xs, ys = series(lambda q: f"{p}/qp/{t}/{q}", "gbps", qps)
             if len(xs) > 1:
                 ax.plot(xs, ys, st, label=f"uroce {t} 64K")
@@ -111,19 +92,15 @@ def plots(res, outdir):
             v = get(R, key, "gbps")
             if v:
                 ax.axhline(v, linestyle=st[1:], color="k", label=lab)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(qps)
-        ax.set_xticklabels([str(q) for q in qps])
-        ax.set_xlabel("QPs (perftest -q)")
-        ax.set_ylabel("aggregate Gb/s")
-        ax.set_title(f"bandwidth vs QP count — {p}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "bw_vs_qps.png"), dpi=110)
-    plt.close(fig)
-    made.append("bw_vs_qps.png")
+
+    figure("bw_vs_size.png", bw, lambda ax: sizeaxis(ax, sizes), "message size", "Gb/s",
+           "bandwidth vs size")
+    figure("cpu_per_gb.png", cpu, lambda ax: sizeaxis(ax, sizes), "message size",
+           "CPU seconds per GB (both processes)", "CPU cost vs size")
+    figure("lat_vs_size.png", lat, lambda ax: sizeaxis(ax, lsizes), "message size", "µs",
+           "latency vs size")
+    figure("bw_vs_qps.png", by_qps, qpaxis, "QPs (perftest -q)", "aggregate Gb/s",
+           "bandwidth vs QP count")
     return made
 
 

@@ -14,24 +14,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-tmo=30
-expects=()
-while (($#)); do
-	case $1 in
-	--timeout) tmo=$2; shift 2 ;;
-	--expect) expects+=("$2"); shift 2 ;;
-	--) shift; break ;;
-	*) uroce_die "single.sh: unknown option $1" ;;
-	esac
-done
-(($# >= 1)) || uroce_die "single.sh: no program given"
-
-cmd=("$@")
-uroce_preflight "$1"
+uroce_one_opts single.sh 30 "$@"
+uroce_preflight "${cmd[0]}"
 mapfile -t penv < <(uroce_prog_env)
 
-uroce_say "run: ${penv[*]} $*"
-out=$(timeout -k 5 "$tmo" env "${penv[@]}" "$@" 2>&1)
+uroce_say "run: ${penv[*]} ${cmd[*]}"
+out=$(timeout -k 5 "$tmo" env "${penv[@]}" "${cmd[@]}" 2>&1)
 rc=$?
 
 fail() {
@@ -48,6 +36,6 @@ for re in "${expects[@]}"; do
 	grep -Eq -- "$re" <<<"$out" || fail "no line matches: $re"
 done
 
-uroce_say "PASS: $*"
+uroce_say "PASS: ${cmd[*]}"
 printf '%s\n' "$out"
 exit 0

@@ -51,6 +51,36 @@ static void expect_rtt_scale(void)
 		  "took %.3f ms: not at RTT scale", ms);
 }
 
+/* WR 1 completes, ok, without a timeout and at RTT scale */
+static void complete_at_rtt_scale(void)
+{
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	/* first of all: no ACK timeout, and quickly */
+	expect_rtt_scale();
+}
+
+/* a WRITE of len bytes from A's buffer to B's, through filter */
+static void write_case(eng_filter_fn filter, uint32_t len)
+{
+	start(NULL, filter);
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, len, rva(0),
+		      E->mr_b->rkey);
+	complete_at_rtt_scale();
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, len), "data");
+}
+
+/* a 16 KiB READ of B's buffer at 64 KiB, through filter */
+static void read_case(eng_filter_fn filter)
+{
+	start(NULL, filter);
+	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 16384, rva(65536),
+		      E->mr_b->rkey);
+	complete_at_rtt_scale();
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 16384), "data");
+}
+
 static bool req_psn(const struct eng_pkt *p, uint32_t off, unsigned int times)
 {
 	return p->is_req && p->psn == PSN0 + off && eng_times_sent(p) < times;
@@ -122,17 +152,9 @@ static bool drop_tail(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_tail(void)
 {
-	start(NULL, drop_tail);
 	/* nothing after the loss reaches B, so B cannot NAK: only the
 	 * requester can notice, from the missing ACK */
-	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 16384, rva(0),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 16384), "data");
+	write_case(drop_tail, 16384);
 	/* a probe of the last packet (PSN 16) drew a NAK for PSN 14, and
 	 * A went back there */
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) >= 1, "no probe");
@@ -151,17 +173,9 @@ static bool drop_psn10_and_nak(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_nak(void)
 {
-	start(NULL, drop_psn10_and_nak);
 	/* 64 packets; PSN 10 is lost, and so is B's NAK for it.  B stays
 	 * quiet for the rest of the flight (one NAK per gap) */
-	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(0),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 65536), "data");
+	write_case(drop_psn10_and_nak, 65536);
 	/* A's probe of its last packet came at or below the highest PSN B
 	 * had seen since its NAK: a new pass without PSN 10, so B sent the
 	 * NAK again */
@@ -179,16 +193,8 @@ static bool drop_psn10_twice(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_retransmission(void)
 {
-	start(NULL, drop_psn10_twice);
 	/* PSN 10 is lost, NAKed, resent by go-back-N, and lost again */
-	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(0),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 65536), "data");
+	write_case(drop_psn10_twice, 65536);
 	/* the resent PSNs 11.. showed B a second pass without 10: B NAKed
 	 * again and A, half an RTT after its first go-back, went back
 	 * again (a third trip for PSN 10) */
@@ -208,17 +214,9 @@ static bool drop_last_read_resp(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_read_response(void)
 {
-	start(NULL, drop_last_read_resp);
 	/* a 16 KiB READ whose last response is lost: nothing after it
 	 * shows the gap */
-	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 16384, rva(65536),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 16384), "data");
+	read_case(drop_last_read_resp);
 	/* the probe asked for the last PSN again: a duplicate READ, which
 	 * B served again */
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) >= 1, "no probe");
@@ -233,15 +231,7 @@ static bool drop_read_request(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_read_request(void)
 {
-	start(NULL, drop_read_request);
-	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 16384, rva(65536),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 16384), "data");
+	read_case(drop_read_request);
 	/* the probe (a request for the last PSN) was a gap to B: its NAK
 	 * sent A back to the start of the READ */
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) >= 1, "no probe");
@@ -256,17 +246,9 @@ static bool drop_resp5_twice(struct eng *e, const struct eng_pkt *p)
 
 static void t_lost_read_retransmission(void)
 {
-	start(NULL, drop_resp5_twice);
 	/* the response at PSN 6 is lost, the READ resumed from it, and its
 	 * response lost again */
-	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 16384, rva(65536),
-		      E->mr_b->rkey);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
-	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 16384), "data");
+	read_case(drop_resp5_twice);
 	ENG_CHECK(eng_cnt(UROCE_CNT_EARLY_RETRANSMITS) >= 2, "one go-back");
 }
 
@@ -292,11 +274,7 @@ static void atomic_case(eng_filter_fn filter)
 	memcpy(E->buf_b + 64, &v, 8);
 	eng_post_atomic(E->a, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, rva(64),
 			E->mr_b->rkey, 5, 0);
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "not completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	/* first of all: no ACK timeout, and quickly */
-	expect_rtt_scale();
+	complete_at_rtt_scale();
 	/* the add ran exactly once, whichever packet was lost: a resent
 	 * request B had executed is answered from the saved result */
 	memcpy(&v, E->buf_b + 64, 8);

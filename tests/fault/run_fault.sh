@@ -29,6 +29,10 @@
 
 set -u
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/netns.sh
+source "$here/../lib/netns.sh"
+
 scenario= mtu=1024 traffic= bindir= libdir= name= report= tmo=120
 
 die() {
@@ -70,30 +74,7 @@ pids=()
 
 # ---- set-up and tear-down ----
 
-# del_ns: end whatever still runs inside our two namespaces (only ours:
-# a previous run of this very test that was killed), then delete them
-del_ns() {
-	local ns p
-	for ns in "$nsA" "$nsB"; do
-		[ -e "/run/netns/$ns" ] || continue
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -KILL "$p" 2>/dev/null
-		done
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null
-	done
-	del_ns
-}
-trap cleanup EXIT
+trap netns_cleanup EXIT
 trap 'exit 130' INT TERM
 
 show_logs() {
@@ -112,24 +93,7 @@ fail() {
 	exit 1
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "run_fault[$name]: SKIP: network namespaces need root (uid $(id -u))"
-	exit 77
-fi
-command -v ip >/dev/null || fail "ip (iproute2) is not installed"
-del_ns
-if ! err=$(ip netns add "$nsA" 2>&1); then
-	echo "run_fault[$name]: SKIP: cannot create network namespaces: $err"
-	exit 77
-fi
-ip netns add "$nsB" || fail "ip netns add $nsB"
-ip link add vA netns "$nsA" mtu "$link_mtu" type veth \
-	peer name vB netns "$nsB" mtu "$link_mtu" || fail "cannot create the veth pair"
-ip -n "$nsA" addr add $addrA/24 dev vA &&
-ip -n "$nsB" addr add $addrB/24 dev vB &&
-ip -n "$nsA" link set lo up && ip -n "$nsB" link set lo up &&
-ip -n "$nsA" link set vA up && ip -n "$nsB" link set vB up ||
-	fail "cannot configure the veth pair"
+netns_up "run_fault[$name]" "$link_mtu"
 
 ns_of() { [ "$1" = A ] && echo "$nsA" || echo "$nsB"; }
 # in_ns A|B CMD...: run a command in namespace A or B.  Never put a call of

@@ -57,6 +57,27 @@ uroce_preflight() {
 		uroce_die "$prog would load libibverbs.so.1 from '$got', not $ours"
 }
 
+# The options of a test that runs one program, its messages as WHO:
+#	uroce_one_opts WHO TIMEOUT "$@"
+# where "$@" is [--timeout S] [--expect ERE]... -- PROGRAM [ARGS...].  Sets
+# tmo (S, or TIMEOUT), expects (the EREs) and cmd (PROGRAM ARGS...).
+uroce_one_opts() {
+	local who=$1
+	# shellcheck disable=SC2034  # used by the scripts that source this
+	tmo=$2 expects=()
+	shift 2
+	while (($#)); do
+		case $1 in
+		--timeout) tmo=$2; shift 2 ;;
+		--expect) expects+=("$2"); shift 2 ;;
+		--) shift; break ;;
+		*) uroce_die "$who: unknown option $1" ;;
+		esac
+	done
+	(($#)) || uroce_die "$who: no program given"
+	cmd=("$@")
+}
+
 uroce_port_listening() {
 	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
 }
@@ -90,6 +111,16 @@ uroce_rc_text() {
 	esac
 }
 
+# The words that run a command as UROCE_TEST_USER when that is set and
+# this is root, one a line; none otherwise:
+#	mapfile -t as < <(uroce_as_test_user)
+#	"${as[@]}" prog ...
+uroce_as_test_user() {
+	[[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]] || return 0
+	printf '%s\n' setpriv "--reuid=$UROCE_TEST_USER" \
+		"--regid=$(id -g "$UROCE_TEST_USER")" --clear-groups
+}
+
 # Programs can be started on uroce two ways.  With UROCE_TOOL set (the
 # build's bin/uroce) through `uroce run`, which also gives them the
 # /dev/infiniband and /sys/class/infiniband entries of their device (UCX
@@ -107,10 +138,7 @@ uroce_launch() {
 		(($# == 0)) || printf '%s\n' "$@"
 		return
 	fi
-	if [[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]]; then
-		printf '%s\n' setpriv "--reuid=$UROCE_TEST_USER" \
-			"--regid=$(id -g "$UROCE_TEST_USER")" --clear-groups
-	fi
+	uroce_as_test_user
 	printf '%s\n' env
 	uroce_prog_env | grep -v '^LD_LIBRARY_PATH='
 	(($# == 0)) || printf '%s\n' "$@"
@@ -124,12 +152,13 @@ uroce_launch() {
 # even that copy is out of the user's reach.
 uroce_run_preflight() {
 	local f
+	local -a as
 	[[ -n ${UROCE_TOOL:-} ]] || uroce_die "UROCE_TOOL (bin/uroce, for uroce run) is not set"
 	[[ -x $UROCE_TOOL ]] || uroce_die "$UROCE_TOOL is not built"
-	[[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]] || return 0
+	mapfile -t as < <(uroce_as_test_user)
+	((${#as[@]})) || return 0
 	for f in "$UROCE_TOOL" "$UROCE_LIBDIR/libibverbs.so.1" "$@"; do
-		if ! setpriv "--reuid=$UROCE_TEST_USER" "--regid=$(id -g "$UROCE_TEST_USER")" \
-		     --clear-groups test -r "$f"; then
+		if ! "${as[@]}" test -r "$f"; then
 			echo "SKIP: $UROCE_TEST_USER cannot read $f (a directory on its path is closed to others)"
 			exit 77
 		fi

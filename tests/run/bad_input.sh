@@ -16,10 +16,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/uroce_test.sh"
 
 uroce_run_preflight
-as=()
-if [[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]]; then
-	as=(setpriv "--reuid=$UROCE_TEST_USER" "--regid=$(id -g "$UROCE_TEST_USER")" --clear-groups)
-fi
+mapfile -t as < <(uroce_as_test_user)
 uroce() { timeout -k 2 20 "${as[@]}" "$UROCE_TOOL" "$@"; }
 held=127.0.16.9
 fails=0

@@ -13,10 +13,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/uroce_test.sh"
 
 uroce_run_preflight
-as=()
-if [[ -n ${UROCE_TEST_USER:-} && $(id -u) -eq 0 ]]; then
-	as=(setpriv "--reuid=$UROCE_TEST_USER" "--regid=$(id -g "$UROCE_TEST_USER")" --clear-groups)
-fi
+mapfile -t as < <(uroce_as_test_user)
 taken=127.0.16.11
 fails=0
 

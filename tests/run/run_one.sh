@@ -11,23 +11,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-tmo=60 expects=()
-while (($#)); do
-	case $1 in
-	--timeout) tmo=$2; shift 2 ;;
-	--expect) expects+=("$2"); shift 2 ;;
-	--) shift; break ;;
-	*) uroce_die "run_one.sh: unknown option $1" ;;
-	esac
-done
-(($#)) || uroce_die "run_one.sh: no program given"
-uroce_run_preflight "$1"
+uroce_one_opts run_one.sh 60 "$@"
+uroce_run_preflight "${cmd[0]}"
 mapfile -t launch < <(uroce_launch)
-out=$(timeout -k 5 "$tmo" "${launch[@]}" "$@" 2>&1)
+out=$(timeout -k 5 "$tmo" "${launch[@]}" "${cmd[@]}" 2>&1)
 rc=$?
 printf '%s\n' "$out"
-((rc == 0)) || uroce_die "$*: $(uroce_rc_text $rc)"
+((rc == 0)) || uroce_die "${cmd[*]}: $(uroce_rc_text $rc)"
 for re in "${expects[@]}"; do
 	grep -Eq -- "$re" <<<"$out" || uroce_die "no line matches '$re'"
 done
-uroce_say "PASS: $*"
+uroce_say "PASS: ${cmd[*]}"

@@ -30,6 +30,10 @@
 
 set -u
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/netns.sh
+source "$here/../lib/netns.sh"
+
 scenario= libdir= tool= traffic= mpi= tmo=120
 
 die() {
@@ -60,28 +64,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/uroce_shared_${name}.XXXXXX") ||
 	die "mktemp failed"
 pids=()
 
-del_ns() {
-	local ns p
-	for ns in "$nsA" "$nsB"; do
-		[ -e "/run/netns/$ns" ] || continue
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -KILL "$p" 2>/dev/null
-		done
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null
-	done
-	del_ns
-}
-trap cleanup EXIT
+trap netns_cleanup EXIT
 trap 'exit 130' INT TERM
 
 fail() {
@@ -96,23 +79,7 @@ fail() {
 	exit 1
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "run_shared[$name]: SKIP: network namespaces need root"
-	exit 77
-fi
-del_ns
-if ! err=$(ip netns add "$nsA" 2>&1); then
-	echo "run_shared[$name]: SKIP: cannot create network namespaces: $err"
-	exit 77
-fi
-ip netns add "$nsB" || fail "ip netns add $nsB"
-ip link add vA netns "$nsA" type veth peer name vB netns "$nsB" ||
-	fail "cannot create the veth pair"
-ip -n "$nsA" addr add $addrA/24 dev vA &&
-ip -n "$nsB" addr add $addrB/24 dev vB &&
-ip -n "$nsA" link set lo up && ip -n "$nsB" link set lo up &&
-ip -n "$nsA" link set vA up && ip -n "$nsB" link set vB up ||
-	fail "cannot configure the veth pair"
+netns_up "run_shared[$name]"
 
 lib_env=(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	 UROCE_STATS=1)
