@@ -57,6 +57,7 @@
 	X(EARLY_RETRANSMITS, "early_retransmits") /* go-back rounds a NAK or the PSNs started */ \
 	X(TX_NAK_SEQ_RESENT, "tx_nak_seq_resent")	/* sequence NAKs sent again */ \
 	X(TIMEOUT_RETRIES, "timeout_retries")	/* ACK timeouts that consumed a retry */ \
+	X(TX_FAREWELL_ACKS, "tx_farewell_acks")	/* last ACKs again, from a QP being destroyed */ \
 	X(TX_RESENT_BYTES, "tx_resent_bytes")	/* payload sent again (READ: asked again) */ \
 	X(TX_DELIVERED_BYTES, "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
 	/* net/share.c: the shared device */ \

@@ -123,6 +123,7 @@ void uroce_resp_farewell(struct uroce_qp *qp)
 	if (!uroce_qp_reliable(qp) || !qp->resp.msn ||
 	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
+	uroce_count(qp->dev, UROCE_CNT_TX_FAREWELL_ACKS, FAREWELL_ACKS);
 	for (i = 0; i < FAREWELL_ACKS; i++)
 		ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
 			uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK),
