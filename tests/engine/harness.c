@@ -197,7 +197,10 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dqpn)
 {
 	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	struct ibv_qp_attr a;
+	struct uroce_test_rc rts = {
+		.timeout = E->o.timeout, .retry_cnt = E->o.retry_cnt,
+		.rnr_retry = E->o.rnr_retry, .sq_psn = PSN0, .max_rd_atomic = 4,
+	};
 	union ibv_gid gid;
 	const char *failed;
 
@@ -205,16 +208,7 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dqpn)
 	failed = uroce_test_to_rtr(qp, access, dqpn, &gid);
 	if (failed)
 		die(failed);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = E->o.timeout;
-	a.retry_cnt = E->o.retry_cnt;
-	a.rnr_retry = E->o.rnr_retry;
-	a.sq_psn = PSN0;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
+	if (uroce_test_rc_rts(qp, &rts))
 		die("RTS");
 }
 

@@ -88,27 +88,20 @@ class OneAccessMaskTest(u.VerbsTestCase):
 class ReregTest(u.VerbsTestCase):
     """3: ibv_rereg_mr keeps lkey and rkey, as rxe and mlx5 do."""
 
-    def write(self, a, rkey, raddr, data, wr_id=1):
-        a.mr.write(data, len(data))
-        self.post_send(a.qp, a.mr, 0, len(data), wr_id=wr_id,
-                       opcode=e.IBV_WR_RDMA_WRITE, rkey=rkey, raddr=raddr)
-        wc, = u.poll_cq(a.scq)
-        return wc
-
     def test_change_access(self):
         a, b = self.pair()
         mr = self.mr(access=e.IBV_ACCESS_LOCAL_WRITE)
         keys = (mr.lkey, mr.rkey)
         mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0, REMOTE)
         self.assertEqual((mr.lkey, mr.rkey), keys, 'rereg changed the keys')
-        wc = self.write(a, keys[1], mr.buf + 64, b'new access', 2)
+        wc = self.rdma_write(a, keys[1], mr.buf + 64, b'new access', 2)
         self.assertWC(wc, wr_id=2)
         self.assertEqual(self.read(mr, 10, 64), b'new access')
         # and back: the same rkey no longer grants remote write
         mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0,
                  e.IBV_ACCESS_LOCAL_WRITE)
         self.assertEqual((mr.lkey, mr.rkey), keys)
-        self.assertWC(self.write(a, keys[1], mr.buf, b'x' * 8, 3),
+        self.assertWC(self.rdma_write(a, keys[1], mr.buf, b'x' * 8, 3),
                       e.IBV_WC_REM_ACCESS_ERR, wr_id=3)
 
     def test_change_translation(self):
@@ -119,7 +112,7 @@ class ReregTest(u.VerbsTestCase):
         addr = ctypes.addressof(buf)
         mr.rereg(e.IBV_REREG_MR_CHANGE_TRANSLATION, None, addr, 8192, 0)
         self.assertEqual((mr.lkey, mr.rkey), keys, 'rereg changed the keys')
-        wc = self.write(a, keys[1], addr + 5000, b'moved', 1)
+        wc = self.rdma_write(a, keys[1], addr + 5000, b'moved', 1)
         self.assertWC(wc, wr_id=1)
         self.assertEqual(buf.raw[5000:5005], b'moved')
         # the lkey serves the new range locally too: a READ lands in it
@@ -140,7 +133,7 @@ class ReregTest(u.VerbsTestCase):
         mr.rereg(e.IBV_REREG_MR_CHANGE_PD, pd2, 0, 0, 0)
         self.assertEqual((mr.lkey, mr.rkey), keys, 'rereg changed the keys')
         # b's QP is in the old PD: the MR is no longer its to serve
-        wc = self.write(a, keys[1], mr.buf, b'wrong pd', 1)
+        wc = self.rdma_write(a, keys[1], mr.buf, b'wrong pd', 1)
         self.assertWC(wc, e.IBV_WC_REM_ACCESS_ERR, wr_id=1)
         # locally too: the lkey in a WR of a QP of the old PD
         c, d = self.pair()
@@ -150,7 +143,7 @@ class ReregTest(u.VerbsTestCase):
         mr.rereg(e.IBV_REREG_MR_CHANGE_PD, self.pd, 0, 0, 0)
         self.assertEqual((mr.lkey, mr.rkey), keys)
         f, g = self.pair()
-        self.assertWC(self.write(f, keys[1], mr.buf, b'right pd', 3),
+        self.assertWC(self.rdma_write(f, keys[1], mr.buf, b'right pd', 3),
                       wr_id=3)
         self.assertEqual(self.read(mr, 8), b'right pd')
 
@@ -165,12 +158,7 @@ class WindowTest(u.VerbsTestCase):
                                    conn_b=dict(access=ONE_MASK))
 
     def write(self, rkey, off, data, wr_id=1):
-        self.a.mr.write(data, len(data))
-        self.post_send(self.a.qp, self.a.mr, 0, len(data), wr_id=wr_id,
-                       opcode=e.IBV_WR_RDMA_WRITE, rkey=rkey,
-                       raddr=self.b.mr.buf + off)
-        wc, = u.poll_cq(self.a.scq)
-        return wc
+        return self.rdma_write(self.a, rkey, self.b.mr.buf + off, data, wr_id)
 
     def test_type1_one_mask(self):
         # the window's access given as the MR's whole mask: its local and

@@ -58,12 +58,7 @@ class MWTest(u.VerbsTestCase):
         return wr.rkey
 
     def write(self, rkey, off, data, wr_id=1):
-        self.a.mr.write(data, len(data))
-        self.post_send(self.a.qp, self.a.mr, 0, len(data), wr_id=wr_id,
-                       opcode=e.IBV_WR_RDMA_WRITE, rkey=rkey,
-                       raddr=self.b.mr.buf + off)
-        wc, = u.poll_cq(self.a.scq)
-        return wc
+        return self.rdma_write(self.a, rkey, self.b.mr.buf + off, data, wr_id)
 
     def read_remote(self, rkey, off, n, wr_id=2):
         self.post_send(self.a.qp, self.a.mr, 2048, n, wr_id=wr_id,

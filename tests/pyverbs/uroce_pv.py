@@ -445,6 +445,15 @@ class VerbsTestCase(unittest.TestCase):
         qp.post_send(wr)
         return wr
 
+    def rdma_write(self, side, rkey, raddr, data, wr_id=1):
+        """WRITE data, from the start of side's MR, to raddr under rkey;
+        returns its completion."""
+        side.mr.write(data, len(data))
+        self.post_send(side.qp, side.mr, 0, len(data), wr_id=wr_id,
+                       opcode=e.IBV_WR_RDMA_WRITE, rkey=rkey, raddr=raddr)
+        wc, = poll_cq(side.scq)
+        return wc
+
     def assertWC(self, wc, status=e.IBV_WC_SUCCESS, wr_id=None, opcode=None,
                  byte_len=None):
         self.assertEqual(wc.status, status,
