@@ -14,6 +14,41 @@ static struct uroce_send_wqe *sq_at(struct uroce_qp *qp, uint32_t i)
 	return &qp->sq.wqe[i & (qp->sq.size - 1)];
 }
 
+#define S(x) (1u << UROCE_WQE_##x)
+/* the states each may move to (obj/qp.h draws them) */
+static const unsigned int wqe_may[UROCE_WQE_NSTATES] = {
+	[UROCE_WQE_POSTED]  = S(PENDING) | S(DONE) | S(ERROR),
+	[UROCE_WQE_PENDING] = S(PENDING) | S(READING) | S(QUEUED) | S(DONE) |
+			      S(ERROR),
+	[UROCE_WQE_READING] = S(READING) | S(DONE) | S(ERROR),
+	[UROCE_WQE_QUEUED]  = S(DONE) | S(ERROR),
+	[UROCE_WQE_DONE]    = 0,
+	[UROCE_WQE_ERROR]   = 0,
+};
+#undef S
+
+static const char *const wqe_state_name[UROCE_WQE_NSTATES] = {
+	[UROCE_WQE_POSTED] = "posted", [UROCE_WQE_PENDING] = "pending",
+	[UROCE_WQE_READING] = "reading", [UROCE_WQE_QUEUED] = "queued",
+	[UROCE_WQE_DONE] = "done", [UROCE_WQE_ERROR] = "error",
+};
+
+void uroce_wqe_to(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+		  enum uroce_wqe_state state, enum ibv_wc_status status)
+{
+	if (!(wqe_may[wqe->state] & (1u << state))) {
+		/* a bug, not input: say so, and leave the WQE as it is */
+		uroce_log_qp(UROCE_LOG_WARN, qp, wqe->first_psn,
+			     "WQE state %s -> %s refused",
+			     wqe_state_name[wqe->state], wqe_state_name[state]);
+		return;
+	}
+	if (wqe->state == UROCE_WQE_QUEUED && --qp->comp.nqueued == 0)
+		uroce_comp_release(qp);
+	wqe->state = state;
+	wqe->status = state == UROCE_WQE_ERROR ? status : IBV_WC_SUCCESS;
+}
+
 enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op)
 {
 	if ((int)op == UROCE_WR_FLUSH)
@@ -46,9 +81,9 @@ void uroce_comp_retire(struct uroce_qp *qp)
 
 	while (sq->tail != sq->head) {
 		struct uroce_send_wqe *wqe = sq_at(qp, sq->tail);
-		bool ok = wqe->status == IBV_WC_SUCCESS;
+		bool ok = wqe->state == UROCE_WQE_DONE;
 
-		if (!wqe->started || !wqe->acked)
+		if (!uroce_wqe_complete(wqe))
 			break;
 		/* errors are reported even for unsignaled WRs (IBA 10.7.3.1) */
 		if (!ok || qp->sq_sig_all || (wqe->send_flags & IBV_SEND_SIGNALED)) {
@@ -91,9 +126,9 @@ static struct uroce_send_wqe *pending_wqe(struct uroce_qp *qp)
 	for (i = qp->sq.tail; i != qp->sq.head; i++) {
 		struct uroce_send_wqe *wqe = sq_at(qp, i);
 
-		if (!wqe->started)
+		if (!uroce_wqe_started(wqe))
 			return NULL;
-		if (!wqe->acked)
+		if (!uroce_wqe_complete(wqe))
 			return wqe;
 	}
 	return NULL;
@@ -130,9 +165,9 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 	for (i = qp->sq.tail; i != qp->sq.head; i++) {
 		struct uroce_send_wqe *wqe = sq_at(qp, i);
 
-		if (!wqe->started)
+		if (!uroce_wqe_started(wqe))
 			break;
-		if (wqe->acked)
+		if (uroce_wqe_complete(wqe))
 			continue;
 		if (uroce_wqe_rd_atomic(wqe)) {
 			uint32_t needed = uroce_psn_add(wqe->first_psn,
@@ -144,7 +179,7 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		}
 		if (uroce_psn_cmp(wqe->last_psn, psn) > 0)
 			break;
-		wqe->acked = true;
+		uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
 	}
 	progress(qp, uroce_psn_add(psn, 1));
 	return true;
@@ -190,8 +225,7 @@ static void fail_pending(struct uroce_qp *qp, enum ibv_wc_status status)
 
 	if (!wqe)
 		return;
-	wqe->acked = true;
-	wqe->status = status;
+	uroce_wqe_to(qp, wqe, UROCE_WQE_ERROR, status);
 }
 
 static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -208,7 +242,7 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	/* IBA 1.5: a FLUSH is answered with an empty READ response */
 	if (wqe && wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH &&
 	    wqe->first_psn == pkt->psn && !pkt->paylen) {
-		wqe->acked = true;
+		uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
 		progress(qp, uroce_psn_add(pkt->psn, 1));
 		return;
 	}
@@ -227,8 +261,8 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, off, pkt->payload,
 			  pkt->paylen);
 	wqe->read_done = off + pkt->paylen;
-	if (pkt->psn == wqe->last_psn)
-		wqe->acked = true;
+	uroce_wqe_to(qp, wqe, pkt->psn == wqe->last_psn ? UROCE_WQE_DONE :
+			      UROCE_WQE_READING, IBV_WC_SUCCESS);
 	progress(qp, uroce_psn_add(pkt->psn, 1));
 }
 
@@ -251,7 +285,7 @@ static void on_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	orig = atmack_orig(pkt->bth + pkt->info->offset[UROCE_HDR_ATMACK]);
 	wqe->atomic_orig = orig;
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, 0, (const uint8_t *)&orig, 8);
-	wqe->acked = true;
+	uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
 	progress(qp, uroce_psn_add(pkt->psn, 1));
 }
 
@@ -354,4 +388,117 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_comp_retire(qp);
 	if (qp->attr.qp_state == IBV_QPS_RTS)
 		uroce_req_run(qp);
+}
+
+/* ---- completions that wait for their packets (docs/decisions.md,
+ * "Send errors") ---- */
+
+void uroce_wqe_queue(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	struct uroce_tx *tx = &qp->dev->tx;
+
+	uroce_wqe_to(qp, wqe, UROCE_WQE_QUEUED, IBV_WC_SUCCESS);
+	wqe->tx_seq = tx->open_seq;
+	if (!qp->comp.nqueued++) {
+		qp->comp.queued_next = tx->queued_head;
+		tx->queued_head = qp;
+	}
+	atomic_store_explicit(&tx->settle, true, memory_order_relaxed);
+}
+
+void uroce_comp_release(struct uroce_qp *qp)
+{
+	struct uroce_qp **pp = &qp->dev->tx.queued_head;
+
+	for (; *pp; pp = &(*pp)->comp.queued_next) {
+		if (*pp == qp) {
+			*pp = qp->comp.queued_next;
+			break;
+		}
+	}
+	qp->comp.nqueued = 0;
+	qp->comp.queued_next = NULL;
+}
+
+/* QUEUED WQEs of qp whose batch is with the kernel are done */
+static void settle_queued(struct uroce_qp *qp, uint64_t sent)
+{
+	uint32_t i;
+
+	for (i = qp->sq.tail; i != qp->sq.next && qp->comp.nqueued; i++) {
+		struct uroce_send_wqe *wqe = sq_at(qp, i);
+
+		if (wqe->state == UROCE_WQE_QUEUED && wqe->tx_seq <= sent)
+			uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
+	}
+}
+
+/*
+ * rxe (rxe_req.c) fails a WQE whose packet could not be sent with
+ * LOC_QP_OP_ERR and moves the QP to the error state; so do we, for every
+ * transport.  What came before it is reported first, in SQ order: WQEs
+ * complete (or QUEUED in a batch that went) with their own status, those
+ * still waiting for an answer (RC) or in a batch not yet sent flushed, as
+ * the error state flushes them.
+ */
+void uroce_comp_send_failed(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	if (qp->attr.qp_state == IBV_QPS_ERR || uroce_wqe_complete(wqe))
+		return;
+	uroce_count(qp->dev, UROCE_CNT_TX_SEND_FAILED, 1);
+	uroce_log_qp(UROCE_LOG_WARN, qp, wqe->first_psn,
+		     "a packet could not be sent: the WQE fails");
+	settle_queued(qp, atomic_load_explicit(&qp->dev->tx.sent_seq,
+					       memory_order_acquire));
+	uroce_comp_retire(qp);
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		return;
+	uroce_wqe_to(qp, wqe, UROCE_WQE_ERROR, IBV_WC_LOC_QP_OP_ERR);
+	uroce_qp_to_error(qp);
+}
+
+/* A failed request packet, from the list engine/xmit.c keeps. */
+static void settle_failure(struct uroce_dev *dev, const struct uroce_txtag *t)
+{
+	struct uroce_qp *qp = uroce_qp_lookup(dev, t->qpn);
+	struct uroce_sq *sq;
+
+	if (!qp)
+		return;		/* destroyed since */
+	sq = &qp->sq;
+	if (t->wqe - sq->tail >= sq->head - sq->tail)
+		return;		/* reported already */
+	uroce_comp_send_failed(qp, sq_at(qp, t->wqe));
+}
+
+void uroce_comp_settle(struct uroce_dev *dev)
+{
+	struct uroce_tx *tx = &dev->tx;
+	struct uroce_txtag fail[UROCE_TXFAIL_MAX];
+	struct uroce_qp *qp, *next;
+	uint64_t sent;
+	int nfail, i;
+
+	pthread_mutex_lock(&dev->lock);
+	atomic_store_explicit(&tx->settle, false, memory_order_relaxed);
+	pthread_mutex_lock(&tx->txq_lock);
+	nfail = tx->nfail;
+	memcpy(fail, tx->fail, (size_t)nfail * sizeof(fail[0]));
+	tx->nfail = 0;
+	pthread_mutex_unlock(&tx->txq_lock);
+	sent = atomic_load_explicit(&tx->sent_seq, memory_order_acquire);
+	uroce_xmit_begin(dev);
+	for (i = 0; i < nfail; i++)
+		settle_failure(dev, &fail[i]);
+	for (qp = tx->queued_head; qp; qp = next) {
+		next = qp->comp.queued_next;
+		settle_queued(qp, sent);
+		uroce_comp_retire(qp);
+	}
+	/* WQEs in a batch another thread sealed after ours: it settles them
+	 * once it has sent it */
+	if (tx->queued_head)
+		atomic_store_explicit(&tx->settle, true, memory_order_relaxed);
+	uroce_xmit_end(dev);
+	pthread_mutex_unlock(&dev->lock);
 }

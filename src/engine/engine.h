@@ -30,15 +30,26 @@
 #define UROCE_TXB_MAX_PKTS	256
 #define UROCE_TXB_MAX_RUNS	64
 #define UROCE_TXB_MAX_IOV	1024
+#define UROCE_TXFAIL_MAX	64
+
+/* Whose request packet k of a batch is, so that a send that fails for
+ * good is reported on its WQE (engine/comp.c uroce_comp_settle) */
+#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a request of that QP */
+struct uroce_txtag {
+	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0: not a request */
+	uint32_t wqe;			/* its SQ index */
+};
 
 struct uroce_txbatch {
 	struct uroce_txbatch *next;	/* in the send queue or free list */
+	uint64_t seq;			/* numbered as opened (= as sealed) */
 	int npkts, nruns, niov;
 	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
 	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
 	struct iovec iov[UROCE_TXB_MAX_IOV];
 	uint8_t hdr[UROCE_TXB_MAX_PKTS][UROCE_MAX_HDR_LEN];
 	uint8_t tail[UROCE_TXB_MAX_PKTS][UROCE_ICRC_LEN];
+	struct uroce_txtag tag[UROCE_TXB_MAX_PKTS];
 };
 
 /* A received packet after parsing (engine/recv.c). */
@@ -75,6 +86,13 @@ struct uroce_tx {
 	struct uroce_txbatch *txb_free;
 	int txb_count;			/* batches allocated */
 	_Atomic int txq_len;
+	/* completions that wait for their packets (engine/comp.c) */
+	uint64_t open_seq;		/* seq of the batch opened last (dev->lock) */
+	_Atomic uint64_t sent_seq;	/* every batch up to it is with the kernel */
+	_Atomic bool settle;		/* WQEs are QUEUED, or a send failed */
+	struct uroce_qp *queued_head;	/* QPs with QUEUED WQEs (dev->lock) */
+	int nfail;			/* txq_lock: request packets that failed */
+	struct uroce_txtag fail[UROCE_TXFAIL_MAX];
 };
 
 /* dev->ack, engine/resp.c: while a receive burst is handled, plain ACKs
@@ -178,7 +196,11 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held 
  * dev->prog.armed_deadline_ns is then the earliest deadline left, 0 = none */
 void uroce_timers_run(struct uroce_dev *dev);
 /* engine/xmit.c: send a packet of qp to its peer; hdr holds BTH..ext
- * headers, payload iov follows, pad and ICRC are added here. */
+ * headers, payload iov follows, pad and ICRC are added here.  Returns 0
+ * (with the kernel), 1 (queued in the open batch: it leaves after
+ * dev->lock is released, and if that fails for good the WQE it belongs
+ * to is failed by uroce_comp_settle) or -errno (uroce_tx_fatal says
+ * whether that is loss or a failure). */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen);
 /* the same, to an explicit destination (UD) */
@@ -193,6 +215,9 @@ void uroce_xmit_end(struct uroce_dev *dev);
  * everything queued before the call is with the kernel (waiting for a
  * thread that is sending, which may send ours) */
 void uroce_tx_drain(struct uroce_dev *dev);
+/* a send error that will not mend by itself (no route, a refused
+ * destination): the WQE fails; ENOBUFS, EAGAIN and the like are loss */
+bool uroce_tx_fatal(int err);
 
 /* engine/sge.c: dev->lock held */
 /* check every SGE against its MR: valid lkey in pd, range, access */
@@ -236,6 +261,30 @@ void uroce_xrc_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* report acknowledged WQEs at the SQ tail, in order; one that failed
  * moves the QP to the error state */
 void uroce_comp_retire(struct uroce_qp *qp);
+/* the one place a send WQE changes state (obj/qp.h enum uroce_wqe_state);
+ * status matters for UROCE_WQE_ERROR */
+void uroce_wqe_to(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+		  enum uroce_wqe_state state, enum ibv_wc_status status);
+static inline bool uroce_wqe_started(const struct uroce_send_wqe *wqe)
+{
+	return wqe->state != UROCE_WQE_POSTED;
+}
+/* complete (DONE or ERROR): only reporting is left */
+static inline bool uroce_wqe_complete(const struct uroce_send_wqe *wqe)
+{
+	return wqe->state >= UROCE_WQE_DONE;
+}
+/* UC/UD: the WQE's last packet waits in the open send batch */
+void uroce_wqe_queue(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
+/* the WQE's packet could not be sent (uroce_tx_fatal): it completes
+ * with LOC_QP_OP_ERR and the QP moves to the error state */
+void uroce_comp_send_failed(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
+/* after the send batches went (uroce_tx_drain; no lock held, takes
+ * dev->lock): QUEUED WQEs whose batch is with the kernel are done, those
+ * whose packet failed fail */
+void uroce_comp_settle(struct uroce_dev *dev);
+/* the QP stops (error, reset, destroy): off the QUEUED list */
+void uroce_comp_release(struct uroce_qp *qp);
 enum ibv_wc_opcode uroce_wc_opcode(enum ibv_wr_opcode op);
 
 /* engine/qp_state.c: QP state changes and flushing; dev->lock held */

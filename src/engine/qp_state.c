@@ -24,7 +24,9 @@ void uroce_qp_flush_sq(struct uroce_qp *qp)
 
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = wqe->wr_id;
-		wc.status = IBV_WC_WR_FLUSH_ERR;
+		/* one that failed (a send that could not go) says why */
+		wc.status = wqe->state == UROCE_WQE_ERROR ? wqe->status :
+							  IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = uroce_wc_opcode(wqe->opcode);
 		wc.qp_num = uqp_ibqp(qp)->qp_num;
 		uroce_cq_push(qp->scq, &wc, false);

@@ -180,10 +180,10 @@ static uint32_t rd_outstanding(struct uroce_qp *qp)
 		struct uroce_send_wqe *wqe = &qp->sq.wqe[i & sq_mask(qp)];
 		int32_t p0, p1;
 
-		if (!wqe->started ||
+		if (!uroce_wqe_started(wqe) ||
 		    uroce_psn_cmp(wqe->first_psn, qp->req.psn_max) >= 0)
 			break;
-		if (wqe->acked || !uroce_wqe_rd_atomic(wqe))
+		if (uroce_wqe_complete(wqe) || !uroce_wqe_rd_atomic(wqe))
 			continue;
 		if (wqe->opcode != IBV_WR_RDMA_READ) {
 			count++;
@@ -249,7 +249,7 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (!is_inline(wqe) &&
 	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
 		return -EACCES;
-	wqe->started = true;
+	uroce_wqe_to(qp, wqe, UROCE_WQE_PENDING, IBV_WC_SUCCESS);
 	wqe->first_psn = qp->req.psn;
 	wqe->npkts = npkts_of(qp, wqe);
 	wqe->last_psn = uroce_psn_add(wqe->first_psn, wqe->npkts - 1);
@@ -346,6 +346,7 @@ void uroce_req_release(struct uroce_qp *qp)
 	uint32_t held;
 
 	unblock(qp);
+	uroce_comp_release(qp);
 	if (!uroce_qp_reliable(qp))
 		return;
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
@@ -367,6 +368,7 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint32_t done = qp->req.cur_off / qp->mtu;
 	uint64_t seg;
 	uint32_t npkts;
+	int err;
 
 	/*
 	 * Large READs go out as several requests of at most half a window,
@@ -387,7 +389,9 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		 qp->attr.dest_qp_num, false, qp->req.psn);
 	reth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr + qp->req.cur_off,
 		  wqe->rkey, (uint32_t)seg);
-	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	err = uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	if (uroce_tx_fatal(err))
+		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, npkts);
 	qp->req.cur_off += (uint32_t)seg;
 	if (qp->req.cur_off >= wqe->length)
@@ -400,6 +404,7 @@ static int send_flush(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	const struct uroce_opcode_info *info = &uroce_opcode[UROCE_OP_RC_FLUSH];
 	uint8_t hdr[UROCE_MAX_HDR_LEN];
+	int err;
 
 	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
@@ -410,7 +415,9 @@ static int send_flush(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		  (uint8_t)wqe->swap);
 	reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,
 		  wqe->rkey, (uint32_t)wqe->compare_add);
-	uroce_xmit(qp, hdr, info->length, NULL, 0, 0);
+	err = uroce_xmit(qp, hdr, info->length, NULL, 0, 0);
+	if (uroce_tx_fatal(err))
+		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	next_wqe(qp);
 	return 1;
@@ -423,6 +430,7 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		     UROCE_OP_RC_CMP_SWAP : UROCE_OP_RC_FETCH_ADD;
 	uint64_t swap_add = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
 			    wqe->swap : wqe->compare_add;
+	int err;
 
 	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
@@ -430,7 +438,9 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		 true, qp->req.psn);
 	atmeth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr, wqe->rkey, swap_add,
 		    wqe->compare_add);
-	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	err = uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
+	if (uroce_tx_fatal(err))
+		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	next_wqe(qp);
 	return 1;
@@ -506,6 +516,21 @@ static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
 	return UROCE_OP_RC_SEND_MIDDLE;
 }
 
+/*
+ * The last packet of a UC/UD WQE went to the packet IO (xmit's result
+ * err): with the kernel (or lost: loss is no error on these transports),
+ * the WQE is done; waiting in the open send batch, its completion waits
+ * too (QUEUED), so that a send that then fails can still fail it.
+ */
+static void unacked_sent(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+			 int err)
+{
+	if (err > 0)
+		uroce_wqe_queue(qp, wqe);
+	else
+		uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
+}
+
 static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	uint8_t hdr[UROCE_MAX_HDR_LEN];
@@ -518,7 +543,7 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	bool last = remaining <= qp->mtu;
 	bool ackreq, se;
 	uint8_t op;
-	int niov;
+	int niov, err;
 
 	if (window_full(qp, 1))
 		return 0;
@@ -551,14 +576,16 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		ieth_init(hdr + info->offset[UROCE_HDR_IETH], wqe->imm);
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, qp->req.cur_off, paylen,
 			     iov, UROCE_MAX_SGE);
-	uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
+	err = uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
+	if (uroce_tx_fatal(err))
+		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	qp->req.cur_off += paylen;
 	if (qp->type == IBV_QPT_UC) {
 		/* UC is unacknowledged: done once the last packet is out */
 		qp->comp.psn = qp->req.psn;
 		if (last)
-			wqe->acked = true;
+			unacked_sent(qp, wqe, err);
 	}
 	if (last)
 		next_wqe(qp);
@@ -573,7 +600,7 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	bool imm = wqe->opcode == IBV_WR_SEND_WITH_IMM;
 	uint8_t op = imm ? UROCE_OP_UD_SEND_ONLY_IMM : UROCE_OP_UD_SEND_ONLY;
 	const struct uroce_opcode_info *info = &uroce_opcode[op];
-	int niov;
+	int niov, err;
 
 	if (!pace_ok(qp, (uint32_t)wqe->length + info->length))
 		return 0;
@@ -585,24 +612,25 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, 0, (uint32_t)wqe->length,
 			     iov, UROCE_MAX_SGE);
-	uroce_xmit_to(qp, &wqe->ud_dst, hdr, info->length, iov, niov,
-		      (uint32_t)wqe->length);
+	err = uroce_xmit_to(qp, &wqe->ud_dst, hdr, info->length, iov, niov,
+			    (uint32_t)wqe->length);
+	if (uroce_tx_fatal(err))
+		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	qp->comp.psn = qp->req.psn;
-	wqe->acked = true;
+	unacked_sent(qp, wqe, err);
 	next_wqe(qp);
 	return 1;
 }
 
 /* A WQE done (or failed) before reaching the wire: the completer reports
  * it in order, and on failure moves the QP to the error state. */
-static void local_error(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
-			enum ibv_wc_status status)
+static void local_done(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+		       enum ibv_wc_status status)
 {
-	wqe->started = true;
-	wqe->acked = true;
-	wqe->status = status;
 	wqe->first_psn = wqe->last_psn = qp->req.psn;
+	uroce_wqe_to(qp, wqe, status == IBV_WC_SUCCESS ? UROCE_WQE_DONE :
+			      UROCE_WQE_ERROR, status);
 	next_wqe(qp);
 }
 
@@ -623,24 +651,24 @@ void uroce_req_run(struct uroce_qp *qp)
 
 		/* SQD: finish the message on the wire, start nothing new */
 		if (qp->attr.qp_state == IBV_QPS_SQD &&
-		    (!wqe->started || qp->req.cur_off == 0))
+		    (!uroce_wqe_started(wqe) || qp->req.cur_off == 0))
 			break;
-		if (!wqe->started && (wqe->opcode == IBV_WR_BIND_MW ||
+		if (!uroce_wqe_started(wqe) && (wqe->opcode == IBV_WR_BIND_MW ||
 				      wqe->opcode == IBV_WR_LOCAL_INV)) {
 			/* local operations: done in order, no packet */
-			local_error(qp, wqe, wqe->opcode == IBV_WR_BIND_MW ?
+			local_done(qp, wqe, wqe->opcode == IBV_WR_BIND_MW ?
 				    uroce_mw_bind(qp, wqe->bind_mw, wqe->rkey,
 						  &wqe->bind_info) :
 				    uroce_invalidate(qp, wqe->imm));
 			continue;
 		}
-		if (!wqe->started) {
+		if (!uroce_wqe_started(wqe)) {
 			/* IBA 10.8.3.3: a fenced WQE waits for prior READs/atomics */
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
 			    rd_outstanding(qp))
 				break;
 			if (start_wqe(qp, wqe)) {
-				local_error(qp, wqe, IBV_WC_LOC_PROT_ERR);
+				local_done(qp, wqe, IBV_WC_LOC_PROT_ERR);
 				break;
 			}
 		} else if (qp->req.cur_off == 0) {
@@ -649,7 +677,7 @@ void uroce_req_run(struct uroce_qp *qp)
 		}
 		if (qp->type == IBV_QPT_UD) {
 			if (wqe->length > qp->mtu) {
-				local_error(qp, wqe, IBV_WC_LOC_LEN_ERR);
+				local_done(qp, wqe, IBV_WC_LOC_LEN_ERR);
 				break;
 			}
 			sent = send_ud(qp, wqe);
@@ -661,6 +689,12 @@ void uroce_req_run(struct uroce_qp *qp)
 			sent = send_atomic(qp, wqe);
 		else
 			sent = send_data(qp, wqe);
+		if (sent < 0) {
+			/* a local send failure, not loss: the QP fails */
+			uroce_comp_send_failed(qp, wqe);
+			uroce_xmit_end(qp->dev);
+			return;
+		}
 		if (!sent)
 			break;
 		nsent++;
@@ -689,7 +723,7 @@ void uroce_req_run(struct uroce_qp *qp)
 	if (sq->tail != sq->next) {
 		struct uroce_send_wqe *t = &sq->wqe[sq->tail & sq_mask(qp)];
 
-		if (t->acked)
+		if (uroce_wqe_complete(t))
 			uroce_comp_retire(qp);
 	}
 	uroce_xmit_end(qp->dev);
@@ -711,9 +745,9 @@ static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 		struct uroce_send_wqe *wqe = &sq->wqe[i & sq_mask(qp)];
 		int32_t done;
 
-		if (!wqe->started)
+		if (!uroce_wqe_started(wqe))
 			break;
-		if (wqe->acked || (target != qp->comp.psn &&
+		if (uroce_wqe_complete(wqe) || (target != qp->comp.psn &&
 				   uroce_psn_cmp(wqe->last_psn, target) < 0))
 			continue;
 		sq->next = i;
@@ -800,8 +834,7 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 			&qp->sq.wqe[qp->sq.tail & sq_mask(qp)];
 
 		/* IBA 9.7.6.1.3: transport retries exhausted */
-		wqe->acked = true;
-		wqe->status = IBV_WC_RETRY_EXC_ERR;
+		uroce_wqe_to(qp, wqe, UROCE_WQE_ERROR, IBV_WC_RETRY_EXC_ERR);
 		uroce_comp_retire(qp);
 		return;
 	}

@@ -27,6 +27,55 @@
 
 static const uint8_t zeros[4];
 
+/* A full socket buffer, a signal, an ICMP error of an earlier datagram:
+ * loss, which the transport mends (or, on UC/UD, accepts). */
+static bool tx_transient(int err)
+{
+	return err == -EAGAIN || err == -EWOULDBLOCK || err == -ENOBUFS ||
+	       err == -ENOMEM || err == -EINTR || err == -ECONNREFUSED;
+}
+
+bool uroce_tx_fatal(int err)
+{
+	return err < 0 && !tx_transient(err);
+}
+
+/*
+ * Run r of a batch failed for good: send its packets one by one.  If
+ * they go, it was GSO the kernel refused (off from now on); those that
+ * fail again (no route, a refused destination) are noted for
+ * uroce_comp_settle, which fails their WQEs.  Error path only.
+ */
+static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
+			   const struct uroce_txrun *run)
+{
+	bool gso_off = false;
+	int k;
+
+	for (k = 0; k < run->npkts; k++) {
+		int p = run->pkt0 + k;
+		int err = dev->net.io->send(dev, &run->dst, &b->iov[b->pkt_iov[p]],
+					    b->pkt_iov[p + 1] - b->pkt_iov[p]);
+		struct uroce_txtag *t = &b->tag[p];
+
+		if (!uroce_tx_fatal(err)) {
+			gso_off |= run->npkts > 1 && !err;
+			continue;
+		}
+		if (!(t->qpn & UROCE_TXTAG_REQ))
+			continue;	/* a response: loss to the peer */
+		pthread_mutex_lock(&dev->tx.txq_lock);
+		if (dev->tx.nfail < UROCE_TXFAIL_MAX) {
+			dev->tx.fail[dev->tx.nfail].qpn = t->qpn & ~UROCE_TXTAG_REQ;
+			dev->tx.fail[dev->tx.nfail++].wqe = t->wqe;
+		}
+		pthread_mutex_unlock(&dev->tx.txq_lock);
+		atomic_store_explicit(&dev->tx.settle, true, memory_order_relaxed);
+	}
+	if (gso_off && atomic_exchange(&dev->net.gso, false))
+		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
+}
+
 /* Send a sealed batch; tx_lock held, dev->lock not needed. */
 static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 {
@@ -37,15 +86,10 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 					   b->iov);
 
 		if (n <= 0) {
-			/* a full socket buffer is loss, which the transport
-			 * mends; anything else means no GSO here: lost
-			 * packets are resent one by one from now on */
-			if (n != -EAGAIN && n != -ENOBUFS && n != -ECONNREFUSED &&
-			    n != -EINTR) {
-				uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
-				atomic_store(&dev->net.gso, false);
-			}
-			break;
+			if (tx_transient(n))
+				break;
+			txb_run_failed(dev, b, &b->run[sent++]);
+			continue;
 		}
 		for (r = sent; r < sent + n; r++) {
 			const struct uroce_txrun *run = &b->run[r];
@@ -85,6 +129,8 @@ static void txq_send_all(struct uroce_dev *dev)
 		if (!b)
 			return;
 		txb_send(dev, b);
+		atomic_store_explicit(&dev->tx.sent_seq, b->seq,
+				      memory_order_release);
 		pthread_mutex_lock(&dev->tx.txq_lock);
 		b->next = dev->tx.txb_free;
 		dev->tx.txb_free = b;
@@ -102,11 +148,20 @@ void uroce_tx_drain(struct uroce_dev *dev)
 	 * in our queue would die with it.  A batch counts in txq_len until
 	 * it has gone, so 0 means everything queued before has.
 	 */
-	if (!atomic_load(&dev->tx.txq_len))
-		return;
-	pthread_mutex_lock(&dev->tx.tx_lock);
-	txq_send_all(dev);
-	pthread_mutex_unlock(&dev->tx.tx_lock);
+	if (atomic_load(&dev->tx.txq_len)) {
+		pthread_mutex_lock(&dev->tx.tx_lock);
+		txq_send_all(dev);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
+	/* completions that waited for these packets (engine/comp.c) */
+	if (atomic_load_explicit(&dev->tx.settle, memory_order_relaxed)) {
+		uroce_comp_settle(dev);
+		if (atomic_load(&dev->tx.txq_len)) {
+			pthread_mutex_lock(&dev->tx.tx_lock);
+			txq_send_all(dev);
+			pthread_mutex_unlock(&dev->tx.tx_lock);
+		}
+	}
 }
 
 /* A batch to fill, NULL if all are out (the caller then sends at once). */
@@ -243,8 +298,8 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
 		if (b && !(run = txb_run_for(b, dst, len, npayload)))
 			txb_seal(dev);		/* full: queue it, start another */
-		if (!dev->tx.txb)
-			dev->tx.txb = txb_get(dev);
+		if (!dev->tx.txb && (dev->tx.txb = txb_get(dev)))
+			dev->tx.txb->seq = ++dev->tx.open_seq;
 		b = dev->tx.txb;
 		if (b && !run)
 			run = txb_run_for(b, dst, len, npayload);
@@ -280,6 +335,10 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		run->bytes += len;
 		run->niov += n;
 		b->niov += n;
+		/* a request is sent for the WQE at sq.next (engine/req.c) */
+		b->tag[b->npkts].qpn = uroce_opcode[h[0]].mask & UROCE_M_REQ ?
+			uqp_ibqp(qp)->qp_num | UROCE_TXTAG_REQ : 0;
+		b->tag[b->npkts].wqe = qp->sq.next;
 		b->pkt_iov[++b->npkts] = (uint16_t)b->niov;
 	} else {
 		err = send_now(dev, dst, iov, n);
@@ -287,5 +346,5 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
 	uroce_count(dev, UROCE_CNT_TX_BYTES, len);
 	qp->cnt_tx_pkts++;
-	return err;
+	return run ? 1 : err;
 }

@@ -31,6 +31,31 @@ struct uroce_mcast_grp {
 
 /* ---- QP ---- */
 
+/*
+ * Where a send WQE stands.  engine/comp.c owns the transitions
+ * (uroce_wqe_to: the one place a state changes, with the table of those
+ * allowed); verbs/qp.c only enters a new WQE as POSTED.
+ *
+ *   POSTED --start--> PENDING --READ data--> READING --last--> DONE
+ *      |                 |  \--UC/UD, in a send batch--> QUEUED --sent--> DONE
+ *      |                 \--ACK / response / UC,UD sent---------------> DONE
+ *      \--local op (bind, invalidate) / local error-----> DONE or ERROR
+ *   and from any state but DONE: --> ERROR (status says which)
+ */
+enum uroce_wqe_state {
+	UROCE_WQE_POSTED,	/* in the SQ, not yet looked at (IBA 10.8.3) */
+	UROCE_WQE_PENDING,	/* PSNs given, packets sent or being sent, no
+				 * answer yet (9.7.4) */
+	UROCE_WQE_READING,	/* RDMA READ: responses placed up to read_done
+				 * (9.7.5.1.3: they come in PSN order) */
+	UROCE_WQE_QUEUED,	/* UC/UD: every packet in a send batch that is not
+				 * yet with the kernel (engine/xmit.c); done when
+				 * it is (9.8.4: complete once on the wire) */
+	UROCE_WQE_DONE,		/* complete, successfully */
+	UROCE_WQE_ERROR,	/* complete, in error: status says which */
+	UROCE_WQE_NSTATES
+};
+
 /* A posted send work request, as the requester walks it. */
 struct uroce_send_wqe {
 	uint64_t wr_id;
@@ -55,11 +80,11 @@ struct uroce_send_wqe {
 	uint32_t first_psn;
 	uint32_t last_psn;
 	uint32_t npkts;
-	bool started;
-	bool acked;			/* done on the wire (ack or response seen) */
-	uint64_t read_done;		/* READ: bytes of response placed */
+	enum uroce_wqe_state state;
+	uint64_t read_done;		/* READING: bytes of response placed */
+	uint64_t tx_seq;		/* QUEUED: the send batch of its last packet */
 	uint64_t atomic_orig;
-	enum ibv_wc_status status;
+	enum ibv_wc_status status;	/* ERROR: which */
 };
 
 struct uroce_recv_wqe {
@@ -175,6 +200,9 @@ struct uroce_comp_state {
 	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
 	uint64_t rewind_ns;		/* when */
 	bool rewound;
+	/* WQEs QUEUED (engine/comp.c uroce_comp_settle): on dev->tx's list */
+	uint32_t nqueued;
+	struct uroce_qp *queued_next;
 };
 
 struct uroce_resp_state {

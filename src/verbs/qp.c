@@ -888,8 +888,7 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if ((wqe->send_flags & IBV_SEND_INLINE) && wqe->opcode == IBV_WR_RDMA_READ)
 		return EINVAL;
 	wqe->length = len;
-	wqe->started = false;
-	wqe->acked = false;
+	wqe->state = UROCE_WQE_POSTED;
 	wqe->read_done = 0;
 	wqe->status = IBV_WC_SUCCESS;
 	return 0;
