@@ -448,13 +448,13 @@ void uroce_comp_send_failed(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uroce_count(qp->dev, UROCE_CNT_TX_SEND_FAILED, 1);
 	uroce_log_qp(UROCE_LOG_WARN, qp, wqe->first_psn,
 		     "a packet could not be sent: the WQE fails");
+	uroce_wqe_to(qp, wqe, UROCE_WQE_ERROR, IBV_WC_LOC_QP_OP_ERR);
 	settle_queued(qp, atomic_load_explicit(&qp->dev->tx.sent_seq,
 					       memory_order_acquire));
+	/* reports it, if nothing before it waits for an answer */
 	uroce_comp_retire(qp);
-	if (qp->attr.qp_state == IBV_QPS_ERR)
-		return;
-	uroce_wqe_to(qp, wqe, UROCE_WQE_ERROR, IBV_WC_LOC_QP_OP_ERR);
-	uroce_qp_to_error(qp);
+	if (qp->attr.qp_state != IBV_QPS_ERR)
+		uroce_qp_to_error(qp);
 }
 
 /* A failed request packet, from the list engine/xmit.c keeps. */

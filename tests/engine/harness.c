@@ -2,6 +2,7 @@
 /* The simulated wire, the fake clock and the event loop (harness.h). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -168,7 +169,64 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return 0;
 }
 
-static const struct uroce_pkt_io wire_io = { .send = wire_send };
+static bool is_unreach(const struct sockaddr_storage *dst)
+{
+	const struct sockaddr_in *in = (const struct sockaddr_in *)dst;
+	struct in_addr a;
+
+	inet_pton(AF_INET, ENG_UNREACH, &a);
+	return dst->ss_family == AF_INET && in->sin_addr.s_addr == a.s_addr;
+}
+
+/* The fake socket: no route to ENG_UNREACH, the wire for the rest. */
+static int wire_send_to(struct uroce_dev *dev,
+			const struct sockaddr_storage *dst,
+			const struct iovec *iov, int iovcnt)
+{
+	if (is_unreach(dst))
+		return E->o.unreach_err;
+	return wire_send(dev, dst, iov, iovcnt);
+}
+
+/* Runs as sendmmsg with UDP GSO takes them: the datagrams of a run are
+ * seg bytes each, back to back in its iovecs; a run that fails ends the
+ * call (the count sent before it, or its error if it was the first). */
+static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
+			  int nruns, const struct iovec *iov)
+{
+	static uint8_t buf[65536];
+	int r, i;
+
+	for (r = 0; r < nruns; r++) {
+		size_t len = 0, off;
+
+		if (is_unreach(&run[r].dst))
+			return r ? r : E->o.unreach_err;
+		for (i = 0; i < run[r].niov; i++) {
+			const struct iovec *v = &iov[run[r].iov0 + i];
+
+			if (len + v->iov_len > sizeof(buf))
+				abort();
+			memcpy(buf + len, v->iov_base, v->iov_len);
+			len += v->iov_len;
+		}
+		for (off = 0; off < len; off += run[r].seg) {
+			struct iovec one = {
+				.iov_base = buf + off,
+				.iov_len = len - off < run[r].seg ?
+					   len - off : run[r].seg,
+			};
+
+			wire_send(dev, &run[r].dst, &one, 1);
+		}
+	}
+	return nruns;
+}
+
+static const struct uroce_pkt_io wire_io = { .send = wire_send_to };
+static const struct uroce_pkt_io wire_io_gso = {
+	.send = wire_send_to, .send_runs = wire_send_runs,
+};
 
 /* ---- setup ---- */
 
@@ -235,6 +293,8 @@ void eng_setup(const struct eng_opts *o)
 		E->o.retry_cnt = 7;
 	if (!E->o.rnr_retry)
 		E->o.rnr_retry = 7;
+	if (!E->o.unreach_err)
+		E->o.unreach_err = -ENETUNREACH;
 	if (seed && *seed)
 		E->o.seed = strtoull(seed, NULL, 0);
 	rng = E->o.seed * 2654435761u + 0x9e3779b97f4a7c15ull;
@@ -247,9 +307,11 @@ void eng_setup(const struct eng_opts *o)
 	in->sin_port = htons(UROCE_UDP_PORT);
 	inet_pton(AF_INET, LOCAL, &in->sin_addr);
 	E->dev = uroce_dev_get();
-	if (!E->dev || uroce_dev_up_offline(E->dev, &wire_io, &local,
-					    E->o.rcvbuf))
+	if (!E->dev || uroce_dev_up_offline(E->dev,
+					    E->o.gso ? &wire_io_gso : &wire_io,
+					    &local, E->o.rcvbuf))
 		die("uroce_dev_up_offline");
+	atomic_store(&E->dev->net.gso, E->o.gso);
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
 		die("ibv_get_device_list");
@@ -460,6 +522,20 @@ unsigned int eng_count_sent(bool (*match)(const struct eng_pkt *p))
 	for (i = 0; i < E->ntrace; i++)
 		n += match(&E->trace[i]);
 	return n;
+}
+
+void eng_gid_unreach(union ibv_gid *gid)
+{
+	struct sockaddr_storage ss = local;
+
+	inet_pton(AF_INET, ENG_UNREACH,
+		  &((struct sockaddr_in *)&ss)->sin_addr);
+	uroce_gid_from_addr(&ss, gid);
+}
+
+void eng_gid_local(union ibv_gid *gid)
+{
+	uroce_gid_from_addr(&local, gid);
 }
 
 void eng_pattern(void)

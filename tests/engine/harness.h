@@ -56,7 +56,15 @@ struct eng_opts {
 	uint32_t rcvbuf;		/* sizes the windows; default 4 MiB */
 	uint8_t timeout;		/* QP local ACK timeout; default 14 */
 	uint8_t retry_cnt, rnr_retry;	/* default 7, 7 */
+	bool gso;			/* the wire takes runs (send_runs), so
+					 * the engine batches as over UDP GSO */
+	int unreach_err;		/* what a send to ENG_UNREACH returns;
+					 * default -ENETUNREACH */
 };
+
+/* an address the wire has no route to */
+#define ENG_UNREACH	"192.0.2.1"
+
 
 struct eng {
 	struct uroce_dev *dev;
@@ -118,6 +126,9 @@ struct uroce_qp *eng_uqp(struct ibv_qp *qp);
 unsigned int eng_times_sent(const struct eng_pkt *p);
 /* packets in the trace that match */
 unsigned int eng_count_sent(bool (*match)(const struct eng_pkt *p));
+/* the GID of ENG_UNREACH, and of the device's own address */
+void eng_gid_unreach(union ibv_gid *gid);
+void eng_gid_local(union ibv_gid *gid);
 /* fill both buffers with distinct patterns */
 void eng_pattern(void);
 /* ms since eng_setup on the fake clock */
