@@ -12,12 +12,54 @@
 
 #include "dev.h"
 
+/*
+ * Where one RC request is on its way through the responder (IBA 9.7.5),
+ * as rxe's RESPST_*: check_psn picks one of the first three; execute
+ * (check_sequence, then do_send, do_write, do_read, ...) ends in
+ * EXECUTED or an error state; each error state is one row of resp_errs.
+ * UC (do_uc) and UD (do_ud) use execute and nothing else: no answers.
+ */
 enum resp_state {
-	RESP_DONE,		/* request executed */
-	RESP_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
-	RESP_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
-	RESP_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
-	RESP_ERR_OP,		/* remote operational error NAK (9.7.5.2.4) */
+	RESPST_DUPLICATE,	/* PSN before the expected one: answer again,
+				 * never execute again (9.7.5.1.1) */
+	RESPST_OUT_OF_SEQ,	/* PSN after it: one sequence NAK per gap
+				 * (9.7.5.2.1) */
+	RESPST_EXECUTE,		/* the expected PSN (9.7.5.1) */
+	RESPST_EXECUTED,	/* done: epsn moves on, an ACK if asked (READ
+				 * and atomic answered already) (9.7.5.1.1) */
+	RESPST_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
+	RESPST_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
+	RESPST_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
+	RESPST_ERR_OP,		/* remote operational error NAK (9.7.5.2.4) */
+	RESPST_NSTATES
+};
+
+/*
+ * The NAK each error state answers with, its counters, and the affiliated
+ * event that tells the consumer (11.6.3.1).  All but RNR (class B: the
+ * requester retries) are class C: the QP moves to the error state.
+ */
+static const struct resp_err {
+	uint8_t code;			/* AETH NAK code */
+	enum uroce_counter cnt, cnt2;	/* cnt2: UROCE_CNT_NUM = none */
+	enum ibv_event_type event;
+	bool fatal;
+} resp_errs[RESPST_NSTATES] = {
+	[RESPST_ERR_RNR] = {
+		.cnt = UROCE_CNT_TX_RNR_NAK, .cnt2 = UROCE_CNT_NUM,
+	},
+	[RESPST_ERR_INVALID] = {
+		UROCE_NAK_INVALID_REQ, UROCE_CNT_TX_NAK_INV, UROCE_CNT_NUM,
+		IBV_EVENT_QP_REQ_ERR, true,
+	},
+	[RESPST_ERR_ACCESS] = {
+		UROCE_NAK_REM_ACCESS, UROCE_CNT_TX_NAK_ACCESS,
+		UROCE_CNT_REM_ACCESS_ERR, IBV_EVENT_QP_ACCESS_ERR, true,
+	},
+	[RESPST_ERR_OP] = {
+		UROCE_NAK_REM_OP_ERR, UROCE_CNT_TX_NAK_OP, UROCE_CNT_NUM,
+		IBV_EVENT_QP_FATAL, true,
+	},
 };
 
 static uint8_t *hdr_of(struct uroce_pkt *pkt, enum uroce_hdr_type t)
@@ -251,7 +293,7 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
 
 	if (pkt->mask & UROCE_M_SEND) {
 		if (r->in_write || cont != r->in_send)
-			return RESP_ERR_INVALID;
+			return RESPST_ERR_INVALID;
 	} else if (pkt->mask & UROCE_M_WRITE) {
 		/*
 		 * A requester that resumes a partly acknowledged WRITE may
@@ -262,17 +304,17 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
 		if (!cont && r->in_write)
 			r->in_write = false;
 		if (r->in_send || cont != r->in_write)
-			return RESP_ERR_INVALID;
+			return RESPST_ERR_INVALID;
 	} else if (r->in_send || r->in_write) {
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	}
 	/* every packet but the last of a message carries exactly one MTU */
 	if ((pkt->mask & UROCE_M_PAYLOAD) && !(pkt->mask & UROCE_M_LAST) &&
 	    pkt->paylen != qp->mtu)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if (pkt->paylen > qp->mtu)
-		return RESP_ERR_INVALID;
-	return RESP_DONE;
+		return RESPST_ERR_INVALID;
+	return RESPST_EXECUTED;
 }
 
 /*
@@ -387,16 +429,16 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (pkt->mask & UROCE_M_FIRST) {
 		if (!wqe || forced_rnr(qp->dev))
-			return RESP_ERR_RNR;
+			return RESPST_ERR_RNR;
 		if (uroce_sge_check(qp->dev, qp->srq ? qp->srq->pd : qp->pd,
 				    wqe->sge, wqe->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE))
-			return RESP_ERR_OP;
+			return RESPST_ERR_OP;
 		r->in_send = true;
 		r->send_off = 0;
 	}
 	if (!wqe)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if (r->send_off + pkt->paylen > wqe->length) {
 		struct ibv_wc wc = {
 			.wr_id = wqe->wr_id,
@@ -409,7 +451,7 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_rq(qp)->tail++;
 		r->in_send = false;
 		uroce_cq_push(qp->rcq, &wc, false);
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	}
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, r->send_off, pkt->payload,
 			  pkt->paylen);
@@ -419,12 +461,12 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		if ((pkt->mask & UROCE_M_INV) &&
 		    uroce_invalidate(qp, ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH))) !=
 		    IBV_WC_SUCCESS)
-			return RESP_ERR_INVALID;
+			return RESPST_ERR_INVALID;
 		complete_recv(qp, wqe, pkt, IBV_WC_RECV, (uint32_t)r->send_off);
 		r->in_send = false;
 		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
 	}
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -433,7 +475,7 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	struct uroce_recv_wqe *wqe = NULL;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if (pkt->mask & UROCE_M_FIRST) {
 		uint8_t *reth = hdr_of(pkt, UROCE_HDR_RETH);
 
@@ -446,27 +488,27 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 						 r->write_va, r->write_len,
 						 IBV_ACCESS_REMOTE_WRITE);
 			if (!r->write_mr)
-				return RESP_ERR_ACCESS;
+				return RESPST_ERR_ACCESS;
 		}
 		r->write_remaining = r->write_len;
 	}
 	if (pkt->paylen > r->write_remaining)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if ((pkt->mask & UROCE_M_LAST) && pkt->paylen != r->write_remaining)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	/* the receive WQE an immediate needs is checked before any byte
 	 * lands, so an RNR retry of this packet finds the state unchanged */
 	if (pkt->mask & UROCE_M_IMMDT) {
 		wqe = rq_head(qp);
 		if (!wqe || forced_rnr(qp->dev))
-			return RESP_ERR_RNR;
+			return RESPST_ERR_RNR;
 	}
 	if (pkt->paylen) {
 		/* look the key up again: the MR may be gone since FIRST */
 		r->write_mr = rkey_check(qp, r->write_rkey, r->write_va,
 					 pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (!r->write_mr)
-			return RESP_ERR_ACCESS;
+			return RESPST_ERR_ACCESS;
 		memcpy(uroce_mr_ptr(r->write_mr, r->write_va), pkt->payload,
 		       pkt->paylen);
 	}
@@ -479,7 +521,7 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				      (uint32_t)r->write_len);
 		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
 	}
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 static enum resp_state do_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -490,17 +532,17 @@ static enum resp_state do_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	struct uroce_mr *mr = NULL;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ))
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if (len) {
 		mr = rkey_check(qp, reth_rkey(reth), va, len,
 				IBV_ACCESS_REMOTE_READ);
 		if (!mr)
-			return RESP_ERR_ACCESS;
+			return RESPST_ERR_ACCESS;
 	}
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	send_read_resp(qp, mr, va, len, pkt->psn);
 	qp->resp.epsn = uroce_psn_add(pkt->psn, read_npkts(qp, len) - 1);
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 /* ATOMIC WRITE (opcode 0x1D): 8 bytes stored at once, ACKed like a write */
@@ -512,16 +554,16 @@ static enum resp_state do_atomic_write(struct uroce_qp *qp,
 	struct uroce_mr *mr;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if ((va & 7) || pkt->paylen != 8 || reth_len(reth) != 8)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	mr = rkey_check(qp, reth_rkey(reth), va, 8, IBV_ACCESS_REMOTE_WRITE);
 	if (!mr)
-		return RESP_ERR_ACCESS;
+		return RESPST_ERR_ACCESS;
 	memcpy(&val, pkt->payload, 8);
 	__atomic_store_n((uint64_t *)uroce_mr_ptr(mr, va), val, __ATOMIC_SEQ_CST);
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 /*
@@ -544,20 +586,20 @@ static enum resp_state do_flush(struct uroce_qp *qp, struct uroce_pkt *pkt,
 	if (plt & UROCE_FLUSH_PERSISTENT)
 		access |= UROCE_ACCESS_FLUSH_PERSISTENT;
 	if (!access || (plt & ~3u) || feth_sel(feth) > UROCE_FLUSH_MR)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if ((qp->attr.qp_access_flags & access) != access)
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	/* level MR flushes the whole region: only the key matters */
 	if (feth_sel(feth) == UROCE_FLUSH_MR)
 		len = 0;
 	mr = rkey_check(qp, reth_rkey(reth), va, len, access);
 	if (!mr)
-		return RESP_ERR_ACCESS;
+		return RESPST_ERR_ACCESS;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!dup)
 		qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	send_read_resp(qp, NULL, 0, 0, pkt->psn);
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 static struct uroce_resp_res *find_res(struct uroce_qp *qp, uint32_t psn)
@@ -582,12 +624,12 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uint64_t *p;
 
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC))
-		return RESP_ERR_INVALID;
+		return RESPST_ERR_INVALID;
 	if (va & 7)
-		return RESP_ERR_INVALID;	/* IBA 9.4.5: misaligned */
+		return RESPST_ERR_INVALID;	/* IBA 9.4.5: misaligned */
 	mr = rkey_check(qp, atmeth_rkey(ath), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 	if (!mr)
-		return RESP_ERR_ACCESS;
+		return RESPST_ERR_ACCESS;
 	p = (uint64_t *)uroce_mr_ptr(mr, va);
 	if (uroce_op_rc(pkt->opcode) == UROCE_OP_RC_CMP_SWAP) {
 		orig = atmeth_comp(ath);
@@ -603,7 +645,7 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	res->orig = orig;
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	send_atomic_ack(qp, pkt->psn, orig);
-	return RESP_DONE;
+	return RESPST_EXECUTED;
 }
 
 /* IBA 9.7.5.1.1: a request whose PSN is before the expected one. */
@@ -647,7 +689,7 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum resp_state res = check_sequence(qp, pkt);
 
-	if (res != RESP_DONE)
+	if (res != RESPST_EXECUTED)
 		return res;
 	if (pkt->mask & UROCE_M_ATOMIC_WRITE)
 		return do_atomic_write(qp, pkt);
@@ -661,7 +703,7 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return do_read(qp, pkt);
 	if (pkt->mask & UROCE_M_ATOMIC)
 		return do_atomic(qp, pkt);
-	return RESP_ERR_INVALID;
+	return RESPST_ERR_INVALID;
 }
 
 /*
@@ -691,30 +733,34 @@ static void do_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		r->in_send = false;
 		r->in_write = false;
 	}
-	if (execute(qp, pkt) != RESP_DONE) {
+	if (execute(qp, pkt) != RESPST_EXECUTED) {
 		uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
 		r->in_send = false;
 		r->in_write = false;
 	}
 }
 
-static void nak_and_fail(struct uroce_qp *qp, uint32_t psn, uint8_t code,
-			 enum uroce_counter cnt)
+/* An error state's answer (resp_errs): the NAK, and for class C the
+ * error state and its affiliated event (IBA 9.7.5.2, 11.6.3.1). */
+static void respond_error(struct uroce_qp *qp, uint32_t psn,
+			  enum resp_state st)
 {
-	struct uroce_dev *dev = qp->dev;
-	struct ibv_async_event ev = { .element.qp = uqp_ibqp(qp) };
+	const struct resp_err *e = &resp_errs[st];
+	struct ibv_async_event ev = {
+		.element.qp = uqp_ibqp(qp), .event_type = e->event,
+	};
 
-	uroce_count(dev, cnt, 1);
-	uroce_send_ack(qp, UROCE_AETH_NAK | code, psn);
-	/* IBA 9.7.5.2: class C errors put the responder in the error state,
-	 * and 11.6.3.1 says which affiliated event tells the consumer */
+	if (!e->fatal) {
+		uroce_count(qp->dev, e->cnt, 1);
+		uroce_send_ack(qp, UROCE_AETH_RNR_NAK |
+			       (qp->attr.min_rnr_timer & 0x1f), psn);
+		return;
+	}
+	if (e->cnt2 != UROCE_CNT_NUM)
+		uroce_count(qp->dev, e->cnt2, 1);
+	uroce_count(qp->dev, e->cnt, 1);
+	uroce_send_ack(qp, UROCE_AETH_NAK | e->code, psn);
 	uroce_qp_to_error(qp);
-	if (code == UROCE_NAK_REM_ACCESS)
-		ev.event_type = IBV_EVENT_QP_ACCESS_ERR;
-	else if (code == UROCE_NAK_INVALID_REQ)
-		ev.event_type = IBV_EVENT_QP_REQ_ERR;
-	else
-		ev.event_type = IBV_EVENT_QP_FATAL;
 	uroce_async_event(to_uctx(uqp_ibqp(qp)->context), &ev);
 }
 
@@ -750,16 +796,39 @@ static void seq_nak(struct uroce_qp *qp, uint32_t psn)
 
 void uroce_resp_nak_invalid(struct uroce_qp *qp, uint32_t psn)
 {
-	nak_and_fail(qp, psn, UROCE_NAK_INVALID_REQ, UROCE_CNT_TX_NAK_INV);
+	respond_error(qp, psn, RESPST_ERR_INVALID);
+}
+
+/* IBA 9.7.5.1: the request's PSN against the expected one */
+static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	int32_t diff = uroce_psn_cmp(pkt->psn, qp->resp.epsn);
+
+	if (diff < 0)
+		return RESPST_DUPLICATE;
+	if (diff > 0)
+		return RESPST_OUT_OF_SEQ;
+	return RESPST_EXECUTE;
+}
+
+/* IBA 9.7.5.1.1: executed; the ACK, if the request asked for one */
+static void acknowledge(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	/* its completion overran the receive CQ: no response (rxe's class
+	 * G); the QP goes to the error state (engine/cq_err.c) */
+	if (qp->rcq && qp->rcq->overrun)
+		return;
+	qp->resp.epsn = uroce_psn_add(qp->resp.epsn, 1);
+	if (bth_ackreq(pkt->bth) &&
+	    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC | UROCE_M_FLUSH)))
+		uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
 }
 
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	struct uroce_resp_state *r = &qp->resp;
 	struct uroce_dev *dev = qp->dev;
 	enum ibv_qp_state st = qp->attr.qp_state;
 	enum resp_state res;
-	int32_t diff;
 
 	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
 	    st != IBV_QPS_SQE) {
@@ -780,50 +849,21 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		do_uc(qp, pkt);
 		return;
 	}
-	diff = uroce_psn_cmp(pkt->psn, r->epsn);
-	if (diff < 0) {
+	switch (check_psn(qp, pkt)) {
+	case RESPST_DUPLICATE:
 		duplicate(qp, pkt);
 		return;
-	}
-	if (diff > 0) {
+	case RESPST_OUT_OF_SEQ:
 		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
 		seq_nak(qp, pkt->psn);
 		return;
-	}
-	r->nak_sent = false;
-
-	res = execute(qp, pkt);
-
-	switch (res) {
-	case RESP_DONE:
-		/* its completion overran the receive CQ: no response (rxe's
-		 * class G); the QP goes to the error state (engine/cq_err.c) */
-		if (qp->rcq && qp->rcq->overrun)
-			break;
-		r->epsn = uroce_psn_add(r->epsn, 1);
-		if (bth_ackreq(pkt->bth) &&
-		    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC |
-				   UROCE_M_FLUSH)))
-			uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
-		break;
-	case RESP_ERR_RNR:
-		uroce_count(dev, UROCE_CNT_TX_RNR_NAK, 1);
-		uroce_send_ack(qp, UROCE_AETH_RNR_NAK |
-			       (qp->attr.min_rnr_timer & 0x1f), pkt->psn);
-		break;
-	case RESP_ERR_ACCESS:
-		uroce_count(dev, UROCE_CNT_REM_ACCESS_ERR, 1);
-		nak_and_fail(qp, pkt->psn, UROCE_NAK_REM_ACCESS,
-			     UROCE_CNT_TX_NAK_ACCESS);
-		break;
-	case RESP_ERR_OP:
-		nak_and_fail(qp, pkt->psn, UROCE_NAK_REM_OP_ERR,
-			     UROCE_CNT_TX_NAK_OP);
-		break;
-	case RESP_ERR_INVALID:
 	default:
-		nak_and_fail(qp, pkt->psn, UROCE_NAK_INVALID_REQ,
-			     UROCE_CNT_TX_NAK_INV);
 		break;
 	}
+	qp->resp.nak_sent = false;
+	res = execute(qp, pkt);
+	if (res == RESPST_EXECUTED)
+		acknowledge(qp, pkt);
+	else
+		respond_error(qp, pkt->psn, res);
 }
