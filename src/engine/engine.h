@@ -32,11 +32,11 @@
 #define UROCE_TXB_MAX_IOV	1024
 #define UROCE_TXFAIL_MAX	64
 
-/* Whose request packet k of a batch is, so that a send that fails for
+/* Whose UC/UD packet k of a batch is, so that a send that fails for
  * good is reported on its WQE (engine/comp.c uroce_comp_settle) */
-#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a request of that QP */
+#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a UC/UD request of it */
 struct uroce_txtag {
-	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0: not a request */
+	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0: RC, a response */
 	uint32_t wqe;			/* its SQ index */
 };
 
@@ -216,7 +216,8 @@ void uroce_xmit_end(struct uroce_dev *dev);
  * thread that is sending, which may send ours) */
 void uroce_tx_drain(struct uroce_dev *dev);
 /* a send error that will not mend by itself (no route, a refused
- * destination): the WQE fails; ENOBUFS, EAGAIN and the like are loss */
+ * destination): a UC/UD WQE fails; ENOBUFS, EPERM and the like are loss,
+ * and so is everything on RC, whose retries decide */
 bool uroce_tx_fatal(int err);
 
 /* engine/sge.c: dev->lock held */

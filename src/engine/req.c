@@ -368,7 +368,6 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint32_t done = qp->req.cur_off / qp->mtu;
 	uint64_t seg;
 	uint32_t npkts;
-	int err;
 
 	/*
 	 * Large READs go out as several requests of at most half a window,
@@ -389,9 +388,7 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		 qp->attr.dest_qp_num, false, qp->req.psn);
 	reth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr + qp->req.cur_off,
 		  wqe->rkey, (uint32_t)seg);
-	err = uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
-	if (uroce_tx_fatal(err))
-		return err;
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	qp->req.psn = uroce_psn_add(qp->req.psn, npkts);
 	qp->req.cur_off += (uint32_t)seg;
 	if (qp->req.cur_off >= wqe->length)
@@ -404,7 +401,6 @@ static int send_flush(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	const struct uroce_opcode_info *info = &uroce_opcode[UROCE_OP_RC_FLUSH];
 	uint8_t hdr[UROCE_MAX_HDR_LEN];
-	int err;
 
 	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
@@ -415,9 +411,7 @@ static int send_flush(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		  (uint8_t)wqe->swap);
 	reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,
 		  wqe->rkey, (uint32_t)wqe->compare_add);
-	err = uroce_xmit(qp, hdr, info->length, NULL, 0, 0);
-	if (uroce_tx_fatal(err))
-		return err;
+	uroce_xmit(qp, hdr, info->length, NULL, 0, 0);
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	next_wqe(qp);
 	return 1;
@@ -430,7 +424,6 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		     UROCE_OP_RC_CMP_SWAP : UROCE_OP_RC_FETCH_ADD;
 	uint64_t swap_add = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
 			    wqe->swap : wqe->compare_add;
-	int err;
 
 	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
@@ -438,9 +431,7 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		 true, qp->req.psn);
 	atmeth_init(hdr + UROCE_BTH_LEN, wqe->remote_addr, wqe->rkey, swap_add,
 		    wqe->compare_add);
-	err = uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
-	if (uroce_tx_fatal(err))
-		return err;
+	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	next_wqe(qp);
 	return 1;
@@ -577,7 +568,8 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, qp->req.cur_off, paylen,
 			     iov, UROCE_MAX_SGE);
 	err = uroce_xmit(qp, hdr, info->length, iov, niov, paylen);
-	if (uroce_tx_fatal(err))
+	/* RC: loss, its retries decide; UC: the WQE fails */
+	if (qp->type == IBV_QPT_UC && uroce_tx_fatal(err))
 		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);
 	qp->req.cur_off += paylen;

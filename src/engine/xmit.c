@@ -35,9 +35,29 @@ static bool tx_transient(int err)
 	       err == -ENOMEM || err == -EINTR || err == -ECONNREFUSED;
 }
 
+/*
+ * The destination cannot be reached from here at all: no route, an
+ * address the socket cannot send to (a broadcast without SO_BROADCAST,
+ * another family), a datagram larger than the route takes.  What rxe
+ * fails before its packet reaches IP (rxe_prepare: no route).  Drops
+ * after routing (a firewall's EPERM, a full queue) are loss, as rxe's
+ * rxe_send has them (-EAGAIN).
+ */
 bool uroce_tx_fatal(int err)
 {
-	return err < 0 && !tx_transient(err);
+	switch (-err) {
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+	case EACCES:
+	case EINVAL:
+	case EAFNOSUPPORT:
+	case EADDRNOTAVAIL:
+	case EDESTADDRREQ:
+	case EMSGSIZE:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /*
@@ -54,18 +74,22 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 
 	for (k = 0; k < run->npkts; k++) {
 		int p = run->pkt0 + k;
-		int err = dev->net.io->send(dev, &run->dst, &b->iov[b->pkt_iov[p]],
-					    b->pkt_iov[p + 1] - b->pkt_iov[p]);
-		struct uroce_txtag *t = &b->tag[p];
+		const struct iovec *iov = &b->iov[b->pkt_iov[p]];
+		int n = b->pkt_iov[p + 1] - b->pkt_iov[p];
+		int err = dev->net.io->send(dev, &run->dst, iov, n);
+		struct uroce_txtag *t = &b->tag[p], *last;
 
 		if (!uroce_tx_fatal(err)) {
 			gso_off |= run->npkts > 1 && !err;
 			continue;
 		}
 		if (!(t->qpn & UROCE_TXTAG_REQ))
-			continue;	/* a response: loss to the peer */
+			continue;	/* RC, or a response: loss */
 		pthread_mutex_lock(&dev->tx.txq_lock);
-		if (dev->tx.nfail < UROCE_TXFAIL_MAX) {
+		last = dev->tx.nfail ? &dev->tx.fail[dev->tx.nfail - 1] : NULL;
+		/* (the packets of one WQE need one record) */
+		if ((!last || last->qpn != (t->qpn & ~UROCE_TXTAG_REQ) ||
+		     last->wqe != t->wqe) && dev->tx.nfail < UROCE_TXFAIL_MAX) {
 			dev->tx.fail[dev->tx.nfail].qpn = t->qpn & ~UROCE_TXTAG_REQ;
 			dev->tx.fail[dev->tx.nfail++].wqe = t->wqe;
 		}
@@ -335,9 +359,10 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		run->bytes += len;
 		run->niov += n;
 		b->niov += n;
-		/* a request is sent for the WQE at sq.next (engine/req.c) */
-		b->tag[b->npkts].qpn = uroce_opcode[h[0]].mask & UROCE_M_REQ ?
-			uqp_ibqp(qp)->qp_num | UROCE_TXTAG_REQ : 0;
+		/* UC/UD packets are requests, of the WQE at sq.next
+		 * (engine/req.c); RC's failures are loss, untagged */
+		b->tag[b->npkts].qpn = uroce_qp_reliable(qp) ? 0 :
+			uqp_ibqp(qp)->qp_num | UROCE_TXTAG_REQ;
 		b->tag[b->npkts].wqe = qp->sq.next;
 		b->pkt_iov[++b->npkts] = (uint16_t)b->niov;
 	} else {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Send errors (issue 12): a datagram the packet IO cannot send for good
- * (no route, a refused destination) fails its WQE with LOC_QP_OP_ERR and
- * moves the QP to the error state, on RC, UC and UD alike, as rxe does;
- * a transient one (ENOBUFS) is loss.  With batching (eng_opts.gso) the
+ * Send errors (issue 12): a UC/UD datagram the packet IO cannot send for
+ * good (no route, a refused destination) fails its WQE with LOC_QP_OP_ERR
+ * and moves the QP to the error state, as rxe does for a packet it cannot
+ * route; a drop after routing (ENOBUFS, a firewall's EPERM) is loss, and
+ * on RC every send error is: its retries decide.  With batching (eng_opts.gso) the
  * packets leave after the engine lock is dropped, so a UC/UD completion
  * waits for them (docs/decisions.md, "Send errors").
  *
@@ -220,10 +221,11 @@ static void t_ud_no_route(void)
 		  (unsigned long long)eng_cnt(UROCE_CNT_TX_SEND_FAILED));
 }
 
-/* a transient error is loss, not a failure: UD reports success */
-static void t_ud_enobufs(void)
+/* a full queue, a firewall's drop: loss, not a failure; UD reports
+ * success (rxe_send: -EAGAIN) */
+static void ud_loss(int err)
 {
-	struct eng_opts o = { .unreach_err = -ENOBUFS };
+	struct eng_opts o = { .unreach_err = err };
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_ah *ah[2];
@@ -241,6 +243,16 @@ static void t_ud_enobufs(void)
 	expect_wc(cq, 2, IBV_WC_SUCCESS);
 	ENG_CHECK(qp_state(qp) == IBV_QPS_RTS, "QP state %d", qp_state(qp));
 	ENG_CHECK(!eng_cnt(UROCE_CNT_TX_SEND_FAILED), "a WQE failed");
+}
+
+static void t_ud_enobufs(void)
+{
+	ud_loss(-ENOBUFS);
+}
+
+static void t_ud_eperm(void)
+{
+	ud_loss(-EPERM);
 }
 
 /* ---- UD through send batches: the completions wait for the packets ---- */
@@ -358,7 +370,11 @@ static void t_uc_no_route_batched(void)
 	uc_no_route(true);
 }
 
-/* RC: no retries into a route that is not there; the error at once */
+/*
+ * RC: a send error is loss, whatever it is: the retries decide, and end
+ * in RETRY_EXC_ERR if the route does not come back (a link that flaps
+ * for half a second must not end the connection: fault.flap-short)
+ */
 static void rc_no_route(bool gso)
 {
 	struct eng_opts o = { .gso = gso };
@@ -375,9 +391,11 @@ static void rc_no_route(bool gso)
 	post_send_len(qp, IBV_WR_RDMA_WRITE, 2, 100);
 	wait_cq = cq;
 	ENG_CHECK(eng_run(cq_ready, 10000 * MS), "no completion");
-	expect_wc(cq, 1, IBV_WC_LOC_QP_OP_ERR);
+	expect_wc(cq, 1, IBV_WC_RETRY_EXC_ERR);
 	expect_wc(cq, 2, IBV_WC_WR_FLUSH_ERR);
-	ENG_CHECK(!eng_cnt(UROCE_CNT_TIMEOUTS), "it waited for a timeout");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 8, "%llu timeouts",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS));
+	ENG_CHECK(!eng_cnt(UROCE_CNT_TX_SEND_FAILED), "a WQE failed");
 	ENG_CHECK(qp_state(qp) == IBV_QPS_ERR, "QP state %d", qp_state(qp));
 }
 
@@ -394,6 +412,7 @@ static void t_rc_no_route_batched(void)
 static const struct eng_test tests[] = {
 	{ "ud_no_route", t_ud_no_route },
 	{ "ud_enobufs", t_ud_enobufs },
+	{ "ud_eperm", t_ud_eperm },
 	{ "ud_batched", t_ud_batched },
 	{ "ud_batched_ok", t_ud_batched_ok },
 	{ "uc_no_route", t_uc_no_route },
