@@ -31,8 +31,8 @@ static const uint8_t zeros[4];
  * loss, which the transport mends (or, on UC/UD, accepts). */
 static bool tx_transient(int err)
 {
-	return err == -EAGAIN || err == -EWOULDBLOCK || err == -ENOBUFS ||
-	       err == -ENOMEM || err == -EINTR || err == -ECONNREFUSED;
+	return err == -EAGAIN || err == -ENOBUFS || err == -ECONNREFUSED ||
+	       err == -EINTR;
 }
 
 /*
@@ -61,10 +61,11 @@ bool uroce_tx_fatal(int err)
 }
 
 /*
- * Run r of a batch failed for good: send its packets one by one.  If
- * they go, it was GSO the kernel refused (off from now on); those that
- * fail again (no route, a refused destination) are noted for
- * uroce_comp_settle, which fails their WQEs.  Error path only.
+ * A run failed with an error that may be its destination's (no route)
+ * or GSO's (EINVAL, EMSGSIZE: a segment the route cannot take): send its
+ * packets one by one.  If they go, it was GSO (off from now on); UC/UD
+ * packets that fail again are noted for uroce_comp_settle, which fails
+ * their WQEs.  Error path only.
  */
 static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 			   const struct uroce_txrun *run)
@@ -109,11 +110,19 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 		int n = dev->net.io->send_runs(dev, &b->run[sent], b->nruns - sent,
 					   b->iov);
 
-		if (n <= 0) {
-			if (tx_transient(n))
-				break;
+		if (n <= 0 && uroce_tx_fatal(n)) {
 			txb_run_failed(dev, b, &b->run[sent++]);
 			continue;
+		}
+		if (n <= 0) {
+			/* a full socket buffer is loss, which the transport
+			 * mends; anything else means no GSO here: lost
+			 * packets are resent one by one from now on */
+			if (!tx_transient(n)) {
+				uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
+				atomic_store(&dev->net.gso, false);
+			}
+			break;
 		}
 		for (r = sent; r < sent + n; r++) {
 			const struct uroce_txrun *run = &b->run[r];
