@@ -434,12 +434,12 @@ static void settle_queued(struct uroce_qp *qp, uint64_t sent)
 }
 
 /*
- * rxe (rxe_req.c) fails a WQE whose packet could not be sent with
- * LOC_QP_OP_ERR and moves the QP to the error state; so do we, for every
- * transport.  What came before it is reported first, in SQ order: WQEs
- * complete (or QUEUED in a batch that went) with their own status, those
- * still waiting for an answer (RC) or in a batch not yet sent flushed, as
- * the error state flushes them.
+ * A UC/UD WQE whose packet cannot reach its destination (uroce_tx_fatal:
+ * rxe fails one it cannot route) completes with LOC_QP_OP_ERR and the QP
+ * moves to the error state; RC never gets here (its send errors are loss,
+ * its retries decide).  What came before it is reported first, in SQ
+ * order: complete WQEs (and QUEUED ones whose batch went) with their own
+ * status; what comes after, or waits in a batch not yet sent, is flushed.
  */
 void uroce_comp_send_failed(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {

@@ -277,7 +277,7 @@ static inline bool uroce_wqe_complete(const struct uroce_send_wqe *wqe)
 }
 /* UC/UD: the WQE's last packet waits in the open send batch */
 void uroce_wqe_queue(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
-/* the WQE's packet could not be sent (uroce_tx_fatal): it completes
+/* a UC/UD WQE's packet could not be sent (uroce_tx_fatal): it completes
  * with LOC_QP_OP_ERR and the QP moves to the error state */
 void uroce_comp_send_failed(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
 /* after the send batches went (uroce_tx_drain; no lock held, takes
