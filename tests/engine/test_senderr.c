@@ -103,6 +103,16 @@ static void conn_rts(struct ibv_qp *qp, const union ibv_gid *gid,
 				       IBV_QP_MAX_QP_RD_ATOMIC : 0)), "RTS");
 }
 
+static struct ibv_ah *ahs[16];
+static int nahs;
+
+/* the AHs a test made (they are not the context's to free) */
+static void ahs_free(void)
+{
+	while (nahs)
+		ENG_CHECK(!ibv_destroy_ah(ahs[--nahs]), "ibv_destroy_ah");
+}
+
 static struct ibv_ah *ah_to(const union ibv_gid *gid)
 {
 	struct ibv_ah_attr a;
@@ -114,7 +124,8 @@ static struct ibv_ah *ah_to(const union ibv_gid *gid)
 	a.grh.hop_limit = 64;
 	a.grh.dgid = *gid;
 	ah = ibv_create_ah(E->pd, &a);
-	ENG_CHECK(ah, "ibv_create_ah");
+	ENG_CHECK(ah && nahs < 16, "ibv_create_ah");
+	ahs[nahs++] = ah;
 	return ah;
 }
 
@@ -219,6 +230,7 @@ static void t_ud_no_route(void)
 	ENG_CHECK(qp_state(qp) == IBV_QPS_ERR, "QP state %d", qp_state(qp));
 	ENG_CHECK(eng_cnt(UROCE_CNT_TX_SEND_FAILED) == 1, "tx_send_failed %llu",
 		  (unsigned long long)eng_cnt(UROCE_CNT_TX_SEND_FAILED));
+	ahs_free();
 }
 
 /* a full queue, a firewall's drop: loss, not a failure; UD reports
@@ -243,6 +255,7 @@ static void ud_loss(int err)
 	expect_wc(cq, 2, IBV_WC_SUCCESS);
 	ENG_CHECK(qp_state(qp) == IBV_QPS_RTS, "QP state %d", qp_state(qp));
 	ENG_CHECK(!eng_cnt(UROCE_CNT_TX_SEND_FAILED), "a WQE failed");
+	ahs_free();
 }
 
 static void t_ud_enobufs(void)
@@ -265,25 +278,23 @@ static void t_ud_batched(void)
 	struct ibv_ah *ah[3];
 	uint32_t dqpn[3];
 	union ibv_gid local, unreach;
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
 	struct ibv_wc wc;
 	int i;
 
 	eng_setup(&o);
+	sge.addr = (uintptr_t)E->buf_b;
+	sge.length = 4096;
+	sge.lkey = E->mr_b->lkey;
 	cq = cq_new();
 	rcq = cq_new();
 	qp = qp_new(IBV_QPT_UD, cq);
 	rx = qp_new(IBV_QPT_UD, rcq);
 	ud_rts(qp);
 	ud_rts(rx);
-	eng_post_recv(E->b, 0, 0, 0);	/* (B is RC: unused) */
-	{
-		struct ibv_sge sge = { .addr = (uintptr_t)E->buf_b,
-				       .length = 4096, .lkey = E->mr_b->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &sge,
-					   .num_sge = 1 }, *bad;
-
-		ENG_CHECK(!ibv_post_recv(rx, &rwr, &bad), "ibv_post_recv");
-	}
+	ENG_CHECK(!ibv_post_recv(rx, &rwr, &bad), "ibv_post_recv");
 	eng_gid_local(&local);
 	eng_gid_unreach(&unreach);
 	/* WR 1 to rx, WR 2 nowhere, WR 3 to rx: one batch, three runs */
@@ -307,6 +318,7 @@ static void t_ud_batched(void)
 	wait_cq = rcq;
 	ENG_CHECK(eng_run(cq_ready, 1 * MS), "WR 1 never arrived");
 	expect_wc(rcq, 7, IBV_WC_SUCCESS);
+	ahs_free();
 }
 
 /* batched UD that all goes: every completion there when post returns */
@@ -336,6 +348,7 @@ static void t_ud_batched_ok(void)
 	}
 	ENG_CHECK(eng_cnt(UROCE_CNT_TX_GSO_SENDS) > 0, "nothing was batched");
 	ENG_CHECK(!E->dev->tx.queued_head, "a QP still has WQEs queued");
+	ahs_free();
 }
 
 /* ---- UC and RC ---- */
