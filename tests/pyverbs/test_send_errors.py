@@ -7,9 +7,12 @@ state and what was posted after it is flushed.
 The trigger: the IPv4 limited broadcast 255.255.255.255.  Our socket does
 not set SO_BROADCAST, so sendmsg refuses it with EACCES on every host, with
 or without a route, whether the packet leaves at once or in a UDP GSO
-batch after ibv_post_send dropped the engine lock."""
+batch after ibv_post_send dropped the engine lock.  run_noroute.sh runs
+the same tests in a network namespace with only lo, to an address with no
+route (ENETUNREACH)."""
 
 import ipaddress
+import os
 import unittest
 
 import pyverbs.enums as e
@@ -18,7 +21,8 @@ from pyverbs.wr import SendWR
 
 import uroce_pv as u
 
-BROADCAST = '0000:0000:0000:0000:0000:ffff:ffff:ffff'  # ::ffff:255.255.255.255
+# run_noroute.sh sets it to an address with no route (ENETUNREACH)
+REFUSED = os.environ.get('UROCE_TEST_REFUSED_IPV4', '255.255.255.255')
 
 
 class SendErrorTest(u.VerbsTestCase):
@@ -30,13 +34,15 @@ class SendErrorTest(u.VerbsTestCase):
         self.s = self.ud_qp()
         self.r = self.ud_qp()
 
-    def bcast_ah(self):
+    def refused_ah(self):
+        # pyverbs takes a GID only as 8 groups of 4 hex digits
+        ip = ipaddress.IPv6Address('::ffff:' + REFUSED).exploded
         gid = GID()
-        gid.gid = BROADCAST
+        gid.gid = ip
         return AH(self.pd, attr=u.ah_attr(gid))
 
     def test_ud_refused_destination(self):
-        ah = self.bcast_ah()
+        ah = self.refused_ah()
         self.post_send(self.s.qp, self.s.mr, 0, 64, wr_id=1,
                        ud=(ah, self.r.qpn, u.QKEY))
         self.post_send(self.s.qp, self.s.mr, 0, 64, wr_id=2,
@@ -50,7 +56,7 @@ class SendErrorTest(u.VerbsTestCase):
         # one post, in SQ order: the good one done, the refused one failed
         self.post_recv(self.r.qp, self.r.mr, 0, self.BUF, wr_id=9)
         bad = self.send_wr(self.s.mr, 0, 64, 2)
-        bad.set_wr_ud(self.bcast_ah(), self.r.qpn, u.QKEY)
+        bad.set_wr_ud(self.refused_ah(), self.r.qpn, u.QKEY)
         good = SendWR(wr_id=1, next_wr=bad, opcode=e.IBV_WR_SEND, num_sge=1,
                       sg=[self.sge(self.s.mr, 0, 64)],
                       send_flags=e.IBV_SEND_SIGNALED)
