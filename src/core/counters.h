@@ -49,7 +49,7 @@
 	X(FAULT_DELAYS, "fault_delays") \
 	X(TX_GSO_SENDS, "tx_gso_sends")	/* sends that carried several packets */ \
 	X(TX_GSO_OFF, "tx_gso_off")	/* the kernel refused GSO: off since */ \
-	X(TX_SEND_FAILED, "tx_send_failed") /* WQEs failed: a packet could not be sent (no route...) */ \
+	X(TX_SEND_FAILED, "tx_send_failed") /* UC/UD WQEs: no route */ \
 	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
 	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
 	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \

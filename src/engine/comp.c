@@ -3,6 +3,9 @@
  * The completer: takes ACKs, NAKs, READ responses and atomic ACKs, marks
  * WQEs done, reports them in order, and tells the requester to go back
  * when the responder says (or the PSNs show) that packets were lost.
+ * It owns the send WQEs' states (obj/qp.h enum uroce_wqe_state: every
+ * change is uroce_wqe_to), and settles UC/UD WQEs whose packets waited
+ * in a send batch (uroce_comp_settle, after engine/xmit.c sent it).
  */
 #include <errno.h>
 #include <string.h>
@@ -301,9 +304,45 @@ static uint64_t rnr_ns(uint8_t code)
 	return (uint64_t)us100[code & 31] * 10000;
 }
 
+/* IBA 9.7.5.2.8: the responder had no receive WQE; wait, then resend */
+static void on_rnr_nak(struct uroce_qp *qp, uint8_t syn)
+{
+	uroce_count(qp->dev, UROCE_CNT_RX_RNR_NAK, 1);
+	/* rnr_retry 7 means retry forever */
+	if (qp->attr.rnr_retry != 7) {
+		if (!qp->req.rnr_retry_left) {
+			fail_pending(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		qp->req.rnr_retry_left--;
+	}
+	uroce_req_rewind(qp);
+	qp->req.deadline_ns = 0;
+	qp->req.probe_deadline_ns = 0;
+	qp->req.rnr_deadline_ns = uroce_now_ns() + rnr_ns(syn & 0x1f);
+	uroce_timer_arm(qp->dev, qp->req.rnr_deadline_ns);
+}
+
+/* IBA 9.7.5.2.2-4: the status an error NAK completes the WQE with; any
+ * other code is taken as an invalid RD request (status 0 here) */
+static const struct nak_error {
+	enum uroce_counter cnt;
+	enum ibv_wc_status status;
+} nak_errors[32] = {
+	[UROCE_NAK_INVALID_REQ] = {
+		UROCE_CNT_RX_NAK_INV, IBV_WC_REM_INV_REQ_ERR,
+	},
+	[UROCE_NAK_REM_ACCESS] = {
+		UROCE_CNT_RX_NAK_ACCESS, IBV_WC_REM_ACCESS_ERR,
+	},
+	[UROCE_NAK_REM_OP_ERR] = {
+		UROCE_CNT_RX_NAK_OP, IBV_WC_REM_OP_ERR,
+	},
+};
+
 static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 {
-	struct uroce_dev *dev = qp->dev;
+	const struct nak_error *e = &nak_errors[syn & 0x1f];
 
 	if (!ack_before(qp, psn)) {
 		go_back(qp, false);
@@ -311,43 +350,17 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 	}
 	uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK received, AETH syndrome 0x%02x", syn);
 	if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK) {
-		uroce_count(dev, UROCE_CNT_RX_RNR_NAK, 1);
-		/* rnr_retry 7 means retry forever (IBA 9.7.5.2.8) */
-		if (qp->attr.rnr_retry != 7) {
-			if (!qp->req.rnr_retry_left) {
-				fail_pending(qp, IBV_WC_RNR_RETRY_EXC_ERR);
-				return;
-			}
-			qp->req.rnr_retry_left--;
-		}
-		uroce_req_rewind(qp);
-		qp->req.deadline_ns = 0;
-		qp->req.probe_deadline_ns = 0;
-		qp->req.rnr_deadline_ns = uroce_now_ns() + rnr_ns(syn & 0x1f);
-		uroce_timer_arm(dev, qp->req.rnr_deadline_ns);
-		return;
-	}
-	switch (syn & 0x1f) {
-	case UROCE_NAK_PSN_SEQ_ERR:
-		uroce_count(dev, UROCE_CNT_RX_NAK_SEQ, 1);
+		on_rnr_nak(qp, syn);
+	} else if ((syn & 0x1f) == UROCE_NAK_PSN_SEQ_ERR) {
+		/* IBA 9.7.5.2.1: go back to the PSN it names */
+		uroce_count(qp->dev, UROCE_CNT_RX_NAK_SEQ, 1);
 		go_back(qp, true);
-		break;
-	case UROCE_NAK_INVALID_REQ:
-		uroce_count(dev, UROCE_CNT_RX_NAK_INV, 1);
-		fail_pending(qp, IBV_WC_REM_INV_REQ_ERR);
-		break;
-	case UROCE_NAK_REM_ACCESS:
-		uroce_count(dev, UROCE_CNT_RX_NAK_ACCESS, 1);
-		fail_pending(qp, IBV_WC_REM_ACCESS_ERR);
-		break;
-	case UROCE_NAK_REM_OP_ERR:
-		uroce_count(dev, UROCE_CNT_RX_NAK_OP, 1);
-		fail_pending(qp, IBV_WC_REM_OP_ERR);
-		break;
-	default:
-		uroce_count(dev, UROCE_CNT_RX_NAK_OTHER, 1);
+	} else if (e->status != IBV_WC_SUCCESS) {
+		uroce_count(qp->dev, e->cnt, 1);
+		fail_pending(qp, e->status);
+	} else {
+		uroce_count(qp->dev, UROCE_CNT_RX_NAK_OTHER, 1);
 		fail_pending(qp, IBV_WC_REM_INV_RD_REQ_ERR);
-		break;
 	}
 }
 

@@ -34,15 +34,15 @@
 
 /* Whose UC/UD packet k of a batch is, so that a send that fails for
  * good is reported on its WQE (engine/comp.c uroce_comp_settle) */
-#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a UC/UD request of it */
+#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a UC/UD packet */
 struct uroce_txtag {
-	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0: RC, a response */
+	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0 (RC) */
 	uint32_t wqe;			/* its SQ index */
 };
 
 struct uroce_txbatch {
 	struct uroce_txbatch *next;	/* in the send queue or free list */
-	uint64_t seq;			/* numbered as opened (= as sealed) */
+	uint64_t seq;			/* in the order opened (= sealed) */
 	int npkts, nruns, niov;
 	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
 	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
@@ -87,11 +87,11 @@ struct uroce_tx {
 	int txb_count;			/* batches allocated */
 	_Atomic int txq_len;
 	/* completions that wait for their packets (engine/comp.c) */
-	uint64_t open_seq;		/* seq of the batch opened last (dev->lock) */
-	_Atomic uint64_t sent_seq;	/* every batch up to it is with the kernel */
-	_Atomic bool settle;		/* WQEs are QUEUED, or a send failed */
-	struct uroce_qp *queued_head;	/* QPs with QUEUED WQEs (dev->lock) */
-	int nfail;			/* txq_lock: request packets that failed */
+	uint64_t open_seq;		/* the last opened batch's (dev->lock) */
+	_Atomic uint64_t sent_seq;	/* batches up to it have gone */
+	_Atomic bool settle;		/* WQEs QUEUED, or a send failed */
+	struct uroce_qp *queued_head;	/* QPs with QUEUED WQEs (lock) */
+	int nfail;			/* txq_lock: UC/UD packets failed */
 	struct uroce_txtag fail[UROCE_TXFAIL_MAX];
 };
 

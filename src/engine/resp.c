@@ -30,7 +30,7 @@ enum resp_state {
 	RESPST_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
 	RESPST_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
 	RESPST_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
-	RESPST_ERR_OP,		/* remote operational error NAK (9.7.5.2.4) */
+	RESPST_ERR_OP,		/* remote operational error (9.7.5.2.4) */
 	RESPST_NSTATES
 };
 

@@ -60,6 +60,24 @@ bool uroce_tx_fatal(int err)
 	}
 }
 
+/* A UC/UD packet could not be sent: uroce_comp_settle fails its WQE. */
+static void note_failed(struct uroce_tx *tx, const struct uroce_txtag *t)
+{
+	uint32_t qpn = t->qpn & ~UROCE_TXTAG_REQ;
+	struct uroce_txtag *last;
+
+	pthread_mutex_lock(&tx->txq_lock);
+	last = tx->nfail ? &tx->fail[tx->nfail - 1] : NULL;
+	/* the packets of one WQE need one record */
+	if ((!last || last->qpn != qpn || last->wqe != t->wqe) &&
+	    tx->nfail < UROCE_TXFAIL_MAX) {
+		tx->fail[tx->nfail].qpn = qpn;
+		tx->fail[tx->nfail++].wqe = t->wqe;
+	}
+	pthread_mutex_unlock(&tx->txq_lock);
+	atomic_store_explicit(&tx->settle, true, memory_order_relaxed);
+}
+
 /*
  * A run failed with an error that may be its destination's (no route)
  * or GSO's (EINVAL, EMSGSIZE: a segment the route cannot take): send its
@@ -78,24 +96,14 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 		const struct iovec *iov = &b->iov[b->pkt_iov[p]];
 		int n = b->pkt_iov[p + 1] - b->pkt_iov[p];
 		int err = dev->net.io->send(dev, &run->dst, iov, n);
-		struct uroce_txtag *t = &b->tag[p], *last;
+		const struct uroce_txtag *t = &b->tag[p];
 
 		if (!uroce_tx_fatal(err)) {
 			gso_off |= run->npkts > 1 && !err;
 			continue;
 		}
-		if (!(t->qpn & UROCE_TXTAG_REQ))
-			continue;	/* RC, or a response: loss */
-		pthread_mutex_lock(&dev->tx.txq_lock);
-		last = dev->tx.nfail ? &dev->tx.fail[dev->tx.nfail - 1] : NULL;
-		/* (the packets of one WQE need one record) */
-		if ((!last || last->qpn != (t->qpn & ~UROCE_TXTAG_REQ) ||
-		     last->wqe != t->wqe) && dev->tx.nfail < UROCE_TXFAIL_MAX) {
-			dev->tx.fail[dev->tx.nfail].qpn = t->qpn & ~UROCE_TXTAG_REQ;
-			dev->tx.fail[dev->tx.nfail++].wqe = t->wqe;
-		}
-		pthread_mutex_unlock(&dev->tx.txq_lock);
-		atomic_store_explicit(&dev->tx.settle, true, memory_order_relaxed);
+		if (t->qpn & UROCE_TXTAG_REQ)
+			note_failed(&dev->tx, t);	/* (RC: loss) */
 	}
 	if (gso_off && atomic_exchange(&dev->net.gso, false))
 		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
@@ -172,6 +180,15 @@ static void txq_send_all(struct uroce_dev *dev)
 	}
 }
 
+static void send_queued(struct uroce_dev *dev)
+{
+	if (!atomic_load(&dev->tx.txq_len))
+		return;
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	txq_send_all(dev);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+}
+
 void uroce_tx_drain(struct uroce_dev *dev)
 {
 	/*
@@ -181,19 +198,11 @@ void uroce_tx_drain(struct uroce_dev *dev)
 	 * in our queue would die with it.  A batch counts in txq_len until
 	 * it has gone, so 0 means everything queued before has.
 	 */
-	if (atomic_load(&dev->tx.txq_len)) {
-		pthread_mutex_lock(&dev->tx.tx_lock);
-		txq_send_all(dev);
-		pthread_mutex_unlock(&dev->tx.tx_lock);
-	}
+	send_queued(dev);
 	/* completions that waited for these packets (engine/comp.c) */
 	if (atomic_load_explicit(&dev->tx.settle, memory_order_relaxed)) {
 		uroce_comp_settle(dev);
-		if (atomic_load(&dev->tx.txq_len)) {
-			pthread_mutex_lock(&dev->tx.tx_lock);
-			txq_send_all(dev);
-			pthread_mutex_unlock(&dev->tx.tx_lock);
-		}
+		send_queued(dev);
 	}
 }
 

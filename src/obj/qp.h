@@ -48,9 +48,9 @@ enum uroce_wqe_state {
 				 * answer yet (9.7.4) */
 	UROCE_WQE_READING,	/* RDMA READ: responses placed up to read_done
 				 * (9.7.5.1.3: they come in PSN order) */
-	UROCE_WQE_QUEUED,	/* UC/UD: every packet in a send batch that is not
-				 * yet with the kernel (engine/xmit.c); done when
-				 * it is (9.8.4: complete once on the wire) */
+	UROCE_WQE_QUEUED,	/* UC/UD: its last packet in a send batch
+				 * not yet with the kernel (engine/xmit.c);
+				 * done when it is (9.8.4: once on the wire) */
 	UROCE_WQE_DONE,		/* complete, successfully */
 	UROCE_WQE_ERROR,	/* complete, in error: status says which */
 	UROCE_WQE_NSTATES
@@ -81,8 +81,8 @@ struct uroce_send_wqe {
 	uint32_t last_psn;
 	uint32_t npkts;
 	enum uroce_wqe_state state;
-	uint64_t read_done;		/* READING: bytes of response placed */
-	uint64_t tx_seq;		/* QUEUED: the send batch of its last packet */
+	uint64_t read_done;		/* READING: response bytes placed */
+	uint64_t tx_seq;		/* QUEUED: its last packet's batch */
 	uint64_t atomic_orig;
 	enum ibv_wc_status status;	/* ERROR: which */
 };
