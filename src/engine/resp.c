@@ -710,17 +710,24 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
  * UC (IBA 9.8.3): no ACKs, no NAKs, no RNR.  A PSN gap or any error drops
  * the message in progress; a FIRST or ONLY packet always starts afresh.
  */
+/* UC: the open message (if any) is dropped; counted once */
+static void uc_drop_open(struct uroce_qp *qp)
+{
+	struct uroce_resp_state *r = &qp->resp;
+
+	if (r->in_send || r->in_write)
+		uroce_count(qp->dev, UROCE_CNT_UC_MSG_DROPS, 1);
+	r->in_send = false;
+	r->in_write = false;
+}
+
 static void do_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_resp_state *r = &qp->resp;
-	struct uroce_dev *dev = qp->dev;
 
 	if (pkt->psn != r->epsn) {
-		uroce_count(dev, UROCE_CNT_OUT_OF_SEQ, 1);
-		if (r->in_send || r->in_write)
-			uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
-		r->in_send = false;
-		r->in_write = false;
+		uroce_count(qp->dev, UROCE_CNT_OUT_OF_SEQ, 1);
+		uc_drop_open(qp);
 		r->epsn = uroce_psn_add(pkt->psn, 1);
 		if (!(pkt->mask & UROCE_M_FIRST))
 			return;
@@ -728,13 +735,10 @@ static void do_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		r->epsn = uroce_psn_add(r->epsn, 1);
 	}
 	/* a new message while one is open: the old one lost its end */
-	if ((pkt->mask & UROCE_M_FIRST) && (r->in_send || r->in_write)) {
-		uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
-		r->in_send = false;
-		r->in_write = false;
-	}
+	if (pkt->mask & UROCE_M_FIRST)
+		uc_drop_open(qp);
 	if (execute(qp, pkt) != RESPST_EXECUTED) {
-		uroce_count(dev, UROCE_CNT_UC_MSG_DROPS, 1);
+		uroce_count(qp->dev, UROCE_CNT_UC_MSG_DROPS, 1);
 		r->in_send = false;
 		r->in_write = false;
 	}
