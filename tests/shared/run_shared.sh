@@ -32,13 +32,17 @@
 #   fi-pingpong-2ns  fi_pingpong (verbs;ofi_rxm, RDM) server on A, client
 #                on B: the server is given no address (libfabric binds
 #                "localhost" to find one)
+#   registry-gc  the registry of an address whose last member was
+#                SIGKILLed is removed by the next process that starts a
+#                group (on another address) and by `uroce devices`, and
+#                one with a live member is not
 #   rdmacm       rping servers on three ports and ucmatose servers on two
 #                ports of A's address, their clients on B's, at once (the
 #                rping servers reach the address by rdma_bind_addr); a
 #                connect to a port nobody on A listens on is rejected
 #
 # Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24; the -2ns
-# scenarios a /24 each of their own, 10.79.14-17.0), deleted on exit.
+# scenarios a /24 each of their own, 10.79.14-18.0), deleted on exit.
 # Needs root; exits 77 (skip) if namespaces cannot be made.
 
 set -u
@@ -74,6 +78,7 @@ nsB=uroce-s-$name-b
 case $scenario in
 mpi-ucx-2ns) net=10.79.14 ;;
 mpi-ucx-2ns-lossy) net=10.79.17 ;;
+registry-gc) net=10.79.18 ;;
 mpi-ofi-2ns) net=10.79.15 ;;
 fi-pingpong-2ns) net=10.79.16 ;;
 *) net=10.79.0 ;;
@@ -411,8 +416,56 @@ fi_pingpong_2ns() {
 		errs+=("the client printed no 1 MiB result")
 }
 
+# registry_gc: a member that dies by SIGKILL leaves its address's
+# registry behind; the next group's first member and `uroce devices`
+# take it away, never one with a live member
+registry_gc() {
+	local ino reg3 regA pid live
+	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
+	ip -n "$nsA" addr add "$net.3/24" dev vA || fail "cannot add $net.3"
+	ino=$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net)
+	regA=/dev/shm/uroce-addr.$ino.$addrA
+	reg3=/dev/shm/uroce-addr.$ino.$net.3
+	# start_member FILE ADDR: a uroce_traffic server on ADDR, its pid in
+	# $pid once it is a member (it has written its port)
+	start_member() {
+		rm -f "$work/$1"
+		ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR="$2" \
+			"$traffic" -p 0 --port-file "$work/$1" \
+			>"$work/$1.out" 2>&1 &
+		pid=$!
+		pids+=($pid)
+		wait_until 30 $pid test -s "$work/$1" || fail "server on $2 did not start"
+	}
+	kill_member() { kill -KILL "$1"; wait "$1" 2>/dev/null; }
+
+	# 1. the next group's first member collects it
+	start_member a1 "$addrA"
+	[ -e "$regA" ] || fail "no registry $regA while a member runs"
+	kill_member $pid
+	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (the test needs it to stay)"
+	start_member b1 "$net.3"
+	live=$pid
+	[ -e "$regA" ] && errs+=("a new group's first member left the dead registry $regA")
+	[ -e "$reg3" ] || errs+=("the live registry $reg3 is gone")
+	# 2. uroce devices collects it, and keeps the live one
+	start_member a2 "$addrA"
+	kill_member $pid
+	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (2)"
+	"$tool" devices >/dev/null
+	[ -e "$regA" ] && errs+=("uroce devices left the dead registry $regA")
+	[ -e "$reg3" ] || errs+=("uroce devices removed $reg3, whose member runs")
+	# 3. the live member's group still takes members
+	start_member b2 "$net.3"
+	[ "$(members "$net.3")" -eq 2 ] ||
+		errs+=("$(members "$net.3") processes share $net.3, not 2")
+	kill_member $pid
+	kill_member $live
+}
+
 case $scenario in
 perftest) perftest ;;
+registry-gc) registry_gc ;;
 mpi-ucx-2ns) mpi_2ns ucx ;;
 mpi-ucx-2ns-lossy) mpi_2ns ucx drop=0.01,seed=14 ;;
 mpi-ofi-2ns) mpi_2ns ofi ;;
