@@ -221,8 +221,13 @@ rx_bytes() {	# rx_bytes PID: the device's rx_bytes counter
 }
 busy() { local b; b=$(rx_bytes "$1"); [ "${b:-0}" -gt $((8 << 20)) ]; }
 
+# reg_members FILE: nmembers of a registry (include/uroce_shm.h: after
+# magic, version, size, addr[48], nonce, epoch)
+reg_members() { od -An -t u4 -j 76 -N 4 "$1" 2>/dev/null | tr -d ' '; }
+reg_members_are() { [ "$(reg_members "$2")" = "$1" ]; }
+
 kill_one() {
-	local i rc victim=1 port
+	local i rc victim=1 port reg t0
 	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
 	spids=() cpids=()
 	for i in 0 1 2 3; do
@@ -248,7 +253,16 @@ kill_one() {
 	# mid-transfer: once the victim has taken in 8 MiB
 	wait_until 60 "${spids[$victim]}" busy "${spids[$victim]}" ||
 		fail "server $victim never got busy"
+	reg=/dev/shm/uroce-addr.$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net).$addrA
+	t0=$(date +%s%N)
 	kill -KILL "${spids[$victim]}"
+	# the survivors repair the group: the registry counts 3 members once
+	# one of them took the victim out and reattached the program
+	# (docs/decisions.md, "The shared device": the bound on the traffic
+	# that reaches a dead member's socket or the wrong member)
+	wait_until 5 "${spids[0]}" reg_members_are 3 "$reg" ||
+		errs+=("the registry still counts $(reg_members "$reg") members 5 s after the SIGKILL")
+	echo "run_shared[$name]: group repaired $((($(date +%s%N) - t0) / 1000000)) ms after the SIGKILL"
 	for i in 0 1 2 3; do
 		status_of "${cpids[$i]}"
 		rc=$?
