@@ -256,4 +256,8 @@ struct uroce_share_seg {
 	struct uroce_share_listen listen[UROCE_SHARE_LISTENS];
 };
 
+/* tests/shared/run_shared.sh reads nmembers at this offset */
+_Static_assert(offsetof(struct uroce_share_seg, nmembers) == 76,
+	       "uroce_share_seg.nmembers moved");
+
 #endif /* UROCE_SHM_H */

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,15 +213,33 @@ static void pass_on(int fd)
 	}
 }
 
+/* The program names its address (UROCE_ADDR or UROCE_IFNAME) and may
+ * share it: several `uroce run`s may then start programs on it at once
+ * (one MPI job's ranks on a host's one address). */
+static bool addr_named_shared(void)
+{
+	const char *a = getenv("UROCE_ADDR"), *i = getenv("UROCE_IFNAME");
+	const char *s = getenv("UROCE_SHARE");
+
+	return ((a && *a) || (i && *i)) && !(s && !strcmp(s, "0"));
+}
+
 /*
  * Hold d's address for the program (uroce_host.h) while our device still
  * has it bound, so that nobody can take it in between: the socket that
- * holds it, without CLOEXEC (the program inherits it), or -errno.
+ * holds it in *hold, without CLOEXEC (the program inherits it); 0 or
+ * -errno.  A named, shared address another `uroce run` holds already needs
+ * no second hold (the reservation only keeps the library's scan for a
+ * free address off it, and one holder does that): *hold is -1 then.
  */
-static int hold_addr(const struct run_dev *d, char *err, size_t len)
+static int hold_addr(const struct run_dev *d, int *hold, char *err,
+		     size_t len)
 {
 	int fd = uroce_addr_reserve(d->addr);
 
+	*hold = -1;
+	if (fd == -EADDRINUSE && addr_named_shared())
+		return 0;
 	if (fd < 0) {
 		snprintf(err, len, "%s: %s", d->addr, fd == -EADDRINUSE ?
 			 "another uroce run holds it for its program" :
@@ -232,7 +251,8 @@ static int hold_addr(const struct run_dev *d, char *err, size_t len)
 		snprintf(err, len, "%s: %s", d->addr, strerror(errno));
 		return -EBADF;
 	}
-	return fd;
+	*hold = fd;
+	return 0;
 }
 
 /*
@@ -274,8 +294,7 @@ int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
 	}
 	/* before the close, which may unbind the address */
 	if (!ret && hold) {
-		*hold = hold_addr(d, err, len);
-		ret = *hold < 0 ? *hold : 0;
+		ret = hold_addr(d, hold, err, len);
 	}
 	if (ctx)
 		api.close_device(ctx);

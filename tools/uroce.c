@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "uroce_share_gc.h"
 #include "uroce_shm.h"
 
 #define EXIT_USAGE 2
@@ -505,6 +506,9 @@ static int cmd_devices(int argc, char **argv)
 	if (argc > 0)
 		die_usage("devices takes no arguments");
 	n = seg_open_all(&segs);
+	/* as the stale stats segments: the registries of addresses whose
+	 * members all died (uroce_share_gc.h) */
+	uroce_share_gc();
 	if (opt_json) {
 		printf("[");
 		for (i = 0; i < n; i++) {

@@ -54,6 +54,26 @@ void uroce_qp_flush_rq(struct uroce_qp *qp)
 	}
 }
 
+/* the receive WQE a message in progress took (engine/resp.c): the QP
+ * owns it, so it completes in error with the QP's others, first (it is
+ * the oldest), whether it came from the RQ or an SRQ */
+static void flush_taken_recv(struct uroce_qp *qp)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct ibv_wc wc;
+
+	if (!r->recv_taken)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->recv.wr_id;
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.opcode = IBV_WC_RECV;
+	wc.qp_num = uqp_ibqp(qp)->qp_num;
+	uroce_cq_push(r->recv_cq, &wc, false);
+	r->recv_taken = false;
+	r->in_send = false;
+}
+
 void uroce_qp_to_error(struct uroce_qp *qp)
 {
 	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
@@ -66,6 +86,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	qp->req.deadline_ns = 0;
 	qp->req.rnr_deadline_ns = 0;
 	uroce_qp_flush_sq(qp);
+	flush_taken_recv(qp);
 	if (!qp->srq) {
 		uroce_qp_flush_rq(qp);
 	} else if (!was_err) {

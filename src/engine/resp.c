@@ -354,10 +354,45 @@ static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH));
 	}
+	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth));
+}
+
+/* the head receive WQE is used up (or taken by the QP) */
+static void rq_consume(struct uroce_qp *qp)
+{
 	uroce_qp_rq(qp)->tail++;
 	if (qp->srq)
 		uroce_srq_consumed(qp->srq);
-	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth));
+}
+
+/*
+ * The receive WQE for a SEND that starts: the one the QP kept from an
+ * abandoned message, else the head of its RQ or SRQ, copied and taken off
+ * the queue, so that no other QP on the SRQ gets it; NULL if none.
+ */
+static struct uroce_recv_wqe *recv_take(struct uroce_qp *qp)
+{
+	struct uroce_resp_state *r = &qp->resp;
+	struct uroce_recv_wqe *wqe;
+
+	if (r->recv_taken)
+		return &r->recv;
+	wqe = rq_head(qp);
+	if (!wqe)
+		return NULL;
+	r->recv = *wqe;
+	memcpy(r->recv_sge, wqe->sge, wqe->num_sge * sizeof(*wqe->sge));
+	r->recv.sge = r->recv_sge;
+	r->recv_cq = qp->rcq;
+	r->recv_taken = true;
+	rq_consume(qp);
+	return &r->recv;
+}
+
+/* the taken WQE, once its message completed it (or an error did) */
+static void recv_release(struct uroce_qp *qp)
+{
+	qp->resp.recv_taken = false;
 }
 
 static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
@@ -411,6 +446,7 @@ static void do_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, 0, grh, sizeof(grh));
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, sizeof(grh), pkt->payload,
 			  pkt->paylen);
+	rq_consume(qp);
 	complete_recv_from(qp, wqe, pkt, IBV_WC_RECV,
 			   pkt->paylen + (uint32_t)sizeof(grh),
 			   deth_sqp(deth), IBV_WC_GRH);
@@ -425,15 +461,19 @@ static bool forced_rnr(struct uroce_dev *dev)
 static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_resp_state *r = &qp->resp;
-	struct uroce_recv_wqe *wqe = rq_head(qp);
+	struct uroce_recv_wqe *wqe = r->recv_taken ? &r->recv : NULL;
 
 	if (pkt->mask & UROCE_M_FIRST) {
+		/* the checks first: an RNR retry must find the queue as it
+		 * was, and a WQE whose SGEs fail is not taken */
+		wqe = r->recv_taken ? &r->recv : rq_head(qp);
 		if (!wqe || forced_rnr(qp->dev))
 			return RESPST_ERR_RNR;
 		if (uroce_sge_check(qp->dev, qp->srq ? qp->srq->pd : qp->pd,
 				    wqe->sge, wqe->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE))
 			return RESPST_ERR_OP;
+		wqe = recv_take(qp);
 		r->in_send = true;
 		r->send_off = 0;
 	}
@@ -448,9 +488,9 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		};
 
 		/* IBA 9.7.5.2.2: a message longer than the receive buffer */
-		uroce_qp_rq(qp)->tail++;
+		recv_release(qp);
 		r->in_send = false;
-		uroce_cq_push(qp->rcq, &wc, false);
+		uroce_cq_push(r->recv_cq, &wc, false);
 		return RESPST_ERR_INVALID;
 	}
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, r->send_off, pkt->payload,
@@ -463,6 +503,7 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		    IBV_WC_SUCCESS)
 			return RESPST_ERR_INVALID;
 		complete_recv(qp, wqe, pkt, IBV_WC_RECV, (uint32_t)r->send_off);
+		recv_release(qp);
 		r->in_send = false;
 		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
 	}
@@ -516,9 +557,11 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	r->write_remaining -= pkt->paylen;
 	r->in_write = !(pkt->mask & UROCE_M_LAST);
 	if (pkt->mask & UROCE_M_LAST) {
-		if (wqe)
+		if (wqe) {
+			rq_consume(qp);
 			complete_recv(qp, wqe, pkt, IBV_WC_RECV_RDMA_WITH_IMM,
 				      (uint32_t)r->write_len);
+		}
 		r->msn = (r->msn + 1) & UROCE_PSN_MASK;
 	}
 	return RESPST_EXECUTED;

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "dev.h"
+#include "uroce_share_gc.h"
 #include "uroce_shm.h"
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
@@ -375,6 +376,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	struct uroce_share *sh = calloc(1, sizeof(*sh));
 	struct uroce_share_slot *m;
 	int one = 1, err, bufsz = 8 << 20, dead;
+	bool created;
 	uint32_t s;
 
 	if (!sh)
@@ -431,10 +433,14 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (dead > 1)
 		send_probes(sh, sock, ss);
 	rescan(sh);
+	created = sh->seg->nmembers == 1;
 	unlock_seg(sh);
 	sh->sock = sock;
 	current = sh;
 	*out = sh;
+	/* a new group: registries whose members all died (SIGKILL) go */
+	if (created)
+		uroce_share_gc();
 	return 0;
 unlock:
 	/* an address this host does not have (a UROCE_ADDR of another

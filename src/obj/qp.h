@@ -218,6 +218,18 @@ struct uroce_resp_state {
 	/* the message being received */
 	bool in_send;
 	uint64_t send_off;
+	/*
+	 * The receive WQE of the SEND in progress, taken off its queue (a
+	 * copy, with its SGEs) when the message starts: the QP owns it until
+	 * the message ends (IBA 10.2.9.3), and on an SRQ other QPs' messages
+	 * interleave with this one.  An abandoned UC message leaves it for
+	 * the next one, as if still at the head of the queue.  recv_cq is the
+	 * CQ it completes on (an XRC TGT QP's is its SRQ's).
+	 */
+	bool recv_taken;
+	struct uroce_recv_wqe recv;
+	struct ibv_sge recv_sge[UROCE_MAX_SGE];
+	struct uroce_cq *recv_cq;
 	bool in_write;
 	struct uroce_mr *write_mr;
 	uint64_t write_va;

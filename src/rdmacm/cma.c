@@ -608,12 +608,29 @@ uint16_t cm_alloc_port(enum rdma_port_space ps)
 	return 0;
 }
 
+/*
+ * A loopback address while the device has another one, given by
+ * UROCE_ADDR/UROCE_IFNAME: no RDMA device has it, and the kernel's
+ * rdma_cm then binds the id without a device (id->verbs NULL) instead of
+ * failing.  libfabric's verbs provider binds "localhost" to learn where a
+ * server given no address listens and, finding no device there, takes the
+ * device's interface address; moving our device to 127.0.0.1 instead made
+ * that the address every rxm endpoint announced, which a peer on another
+ * host cannot reach (fi_pingpong between two namespaces hung).
+ */
+static bool bind_without_device(const struct sockaddr *addr)
+{
+	return addr_env_pinned() && is_loopback(addr) &&
+	       !is_loopback((const struct sockaddr *)&cm.addr);
+}
+
 /* cm.lock held; returns 0 or a positive errno. */
 static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 {
 	struct rdma_addr *ra = &ci->id.route.addr;
 	struct sockaddr_storage ss;
 	uint16_t port;
+	bool devless;
 	int err;
 
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
@@ -624,7 +641,8 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	if (err)
 		return -err;
 	normalize(addr, &ss);
-	if (!is_any((struct sockaddr *)&ss) &&
+	devless = bind_without_device((struct sockaddr *)&ss);
+	if (!devless && !is_any((struct sockaddr *)&ss) &&
 	    !same_ip((struct sockaddr *)&ss, (struct sockaddr *)&cm.addr)) {
 		struct sockaddr_storage before = cm.addr;
 
@@ -650,8 +668,8 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	ci->port = port;
 	ci->bound = true;
 	ci->state = CM_BOUND;
-	ci->id.verbs = cm.app_ctx;
-	ci->id.port_num = 1;
+	ci->id.verbs = devless ? NULL : cm.app_ctx;
+	ci->id.port_num = devless ? 0 : 1;
 	return 0;
 }
 

@@ -6,7 +6,8 @@
 # over the kernel's Soft-RoCE (rxe0).
 #
 #   scenario.sh --name NAME --server host|guest --kind pingpong|perftest
-#               --port TCP_PORT [--timeout SECONDS] -- PROGRAM [ARGS...]
+#               --port TCP_PORT [--timeout SECONDS] [--pairs N]
+#               -- PROGRAM [ARGS...]
 #   scenario.sh --name NAME --server host|guest --kind rdmacm
 #               --port PORT [--timeout SECONDS] [--expect-client RE]
 #               [--count-client RE N] [--wait-tcp PORT] [--cm-port PORT]
@@ -29,6 +30,10 @@
 # the server listens on that TCP port instead (@PORT@ allowed).
 # --server-runs: the server does not exit on its own (qperf); it is
 # stopped once the client is done and only the client's status counts.
+# --pairs N (pingpong, perftest): N server/client pairs at once, on ports
+# TCP_PORT .. TCP_PORT+N-1; the N host processes share the one tap
+# address (docs/decisions.md, "The shared device"), and every pair is
+# checked as one would be.
 # The host side binds the tap address (UROCE_ADDR) and prints its
 # counters (UROCE_STATS=1).
 #
@@ -53,7 +58,7 @@ tap=${UROCE_INTEROP_TAP:-uroce-tap0}
 host_ip=$net.1 guest_ip=$net.2
 
 name='' server='' kind='' port='' tmo=120 wait_tcp='' cm_port=''
-expect_re='' count_re='' count_n=0 server_runs=0
+expect_re='' count_re='' count_n=0 server_runs=0 pairs=1
 while (($#)); do
 	case $1 in
 	--expect-client) expect_re=$2; shift 2 ;;
@@ -61,6 +66,7 @@ while (($#)); do
 	--wait-tcp) wait_tcp=$2; shift 2 ;;
 	--cm-port) cm_port=$2; shift 2 ;;
 	--server-runs) server_runs=1; shift ;;
+	--pairs) pairs=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--server) server=$2; shift 2 ;;
 	--kind) kind=$2; shift 2 ;;
@@ -75,6 +81,8 @@ done
 [[ $kind == pingpong || $kind == perftest || $kind == rdmacm ]] ||
 	uroce_die "--kind must be pingpong, perftest or rdmacm"
 [[ $port =~ ^[0-9]+$ ]] || uroce_die "--port needs a number"
+[[ $pairs =~ ^[1-9][0-9]*$ && ($pairs == 1 || $kind != rdmacm) ]] ||
+	uroce_die "--pairs needs a number, and pingpong or perftest"
 wait_tcp=${wait_tcp//@PORT@/$port}
 [[ -n $name ]] || name=$1
 prog=$1; shift
@@ -134,8 +142,26 @@ drop0=$(tap_tx_dropped)
 
 mapfile -t penv < <(uroce_prog_env)
 penv+=("UROCE_ADDR=$host_ip" "UROCE_STATS=1")
-quoted_guest() { printf '%q ' "$prog" "${args[@]}" "${gargs[@]}" -p "$port" "$@"; }
-host_cmd=(env "${penv[@]}" timeout -k 5 "$tmo" "$prog" "${args[@]}" "${hargs[@]}" -p "$port")
+# the guest's command line for the pair on port $1 (then the client's
+# server address)
+quoted_guest() {
+	local p=$1
+	shift
+	printf '%q ' "$prog" "${args[@]}" "${gargs[@]}" -p "$p" "$@"
+}
+# scmd, ccmd, slog and clog of the pingpong/perftest pair on port $1,
+# logging to $2 (host) and $3 (guest)
+pair_cmds() {
+	local -a host_cmd=(env "${penv[@]}" timeout -k 5 "$tmo" "$prog" "${args[@]}"
+			   "${hargs[@]}" -p "$1")
+	if [[ $server == host ]]; then
+		scmd=("${host_cmd[@]}"); slog=$2
+		ccmd=("$vm" exec -t "$tmo" -- "$(quoted_guest "$1" "$host_ip")"); clog=$3
+	else
+		scmd=("$vm" exec -t "$tmo" -- "$(quoted_guest "$1")"); slog=$3
+		ccmd=("${host_cmd[@]}" "$guest_ip"); clog=$2
+	fi
+}
 lfile=$logdir/listening
 rm -f "$lfile"
 if [[ $kind == rdmacm ]]; then
@@ -146,19 +172,19 @@ if [[ $kind == rdmacm ]]; then
 		scmd=("$vm" exec -t "$tmo" -- "$(printf '%q ' "${sargs[@]}")"); slog=$glog
 		ccmd=(env "${penv[@]}" timeout -k 5 "$tmo" "${cargs[@]}"); clog=$hlog
 	fi
-elif [[ $server == host ]]; then
-	scmd=("${host_cmd[@]}"); slog=$hlog
-	ccmd=("$vm" exec -t "$tmo" -- "$(quoted_guest "$host_ip")"); clog=$glog
 else
-	scmd=("$vm" exec -t "$tmo" -- "$(quoted_guest)"); slog=$glog
-	ccmd=("${host_cmd[@]}" "$guest_ip"); clog=$hlog
+	pair_cmds "$port" "$hlog" "$glog"
 fi
 
 spid=
+xspids=() xcpids=()
 cleanup() {
-	if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then
-		kill -TERM "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
-	fi
+	local p
+	for p in $spid "${xspids[@]}" "${xcpids[@]}"; do
+		if kill -0 "$p" 2>/dev/null; then
+			kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null
+		fi
+	done
 	# A guest server left over from a failed run would hold the port.
 	if [[ $server == guest ]]; then
 		"$vm" exec -t 10 -- "killall $(basename "$prog") 2>/dev/null; true" >/dev/null 2>&1
@@ -176,29 +202,47 @@ fail() {
 	exit 1
 }
 
-echo "== $name: $server is the server; rxe0 GID index $gidx"
+# Wait until the server PID listens on its TCP port (PORT).
+wait_listening() {
+	local pid=$1 p=$2 deadline=$((SECONDS + 30))
+	while :; do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; fail "the server exited early ($(uroce_rc_text $?))"; }
+		if [[ $kind == rdmacm && -z $wait_tcp ]]; then
+			if [[ $server == host ]]; then
+				[[ -s $lfile ]] && break
+			else
+				"$vm" exec -t 10 -- "rdma res show cm_id | grep -q 'state LISTEN .*:${cm_port:-$p} '" >/dev/null 2>&1 && break
+			fi
+		elif [[ $server == host ]]; then
+			uroce_port_listening "${wait_tcp:-$p}" && break
+		else
+			"$vm" exec -t 10 -- "netstat -ltn | grep -q ':${wait_tcp:-$p} '" >/dev/null 2>&1 && break
+		fi
+		((SECONDS < deadline)) || fail "the server did not listen on port ${wait_tcp:-$p} within 30s"
+		sleep 0.2
+	done
+}
+
+echo "== $name: $server is the server; rxe0 GID index $gidx$( ((pairs == 1)) || echo "; $pairs pairs at once")"
 SECONDS=0
+# the other pairs (--pairs), started first and run alongside the first
+for ((k = 1; k < pairs; k++)); do
+	pair_cmds $((port + k)) "$logdir/host.$k.log" "$logdir/guest.$k.log"
+	"${scmd[@]}" >"$slog" 2>&1 &
+	xspids+=($!)
+	wait_listening $! $((port + k))
+done
+pair_cmds_main() { [[ $kind == rdmacm ]] || pair_cmds "$port" "$hlog" "$glog"; }
+pair_cmds_main
 "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
-# Wait until the server listens on its TCP port.
-deadline=$((SECONDS + 30))
-while :; do
-	kill -0 "$spid" 2>/dev/null || { wait "$spid"; fail "the server exited early ($(uroce_rc_text $?))"; }
-	if [[ $kind == rdmacm && -z $wait_tcp ]]; then
-		if [[ $server == host ]]; then
-			[[ -s $lfile ]] && break
-		else
-			"$vm" exec -t 10 -- "rdma res show cm_id | grep -q 'state LISTEN .*:${cm_port:-$port} '" >/dev/null 2>&1 && break
-		fi
-	elif [[ $server == host ]]; then
-		uroce_port_listening "${wait_tcp:-$port}" && break
-	else
-		"$vm" exec -t 10 -- "netstat -ltn | grep -q ':${wait_tcp:-$port} '" >/dev/null 2>&1 && break
-	fi
-	((SECONDS < deadline)) || fail "the server did not listen on port ${wait_tcp:-$port} within 30s"
-	sleep 0.2
+wait_listening "$spid" "$port"
+for ((k = 1; k < pairs; k++)); do
+	pair_cmds $((port + k)) "$logdir/host.$k.log" "$logdir/guest.$k.log"
+	"${ccmd[@]}" >"$clog" 2>&1 &
+	xcpids+=($!)
 done
-
+pair_cmds_main
 "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
 # The server finishes on its own once the client is done (or, with
@@ -216,29 +260,48 @@ elapsed=$SECONDS
 
 ((crc == 0)) || fail "the client failed ($(uroce_rc_text $crc))"
 ((src == 0)) || fail "the server failed ($(uroce_rc_text $src))"
-for f in "$slog" "$clog"; do
-	if bad=$(grep -E "$UROCE_FAIL_RE" "$f" | grep -v 'uroce-stats:'); then
-		fail "error output in $(basename "$f"): $(head -n 3 <<<"$bad")"
-	fi
+for ((k = 1; k < pairs; k++)); do
+	pair_cmds $((port + k)) "$logdir/host.$k.log" "$logdir/guest.$k.log"
+	wait "${xcpids[$((k - 1))]}" || fail "pair $k: the client failed ($(uroce_rc_text $?))"
+	wait "${xspids[$((k - 1))]}" || fail "pair $k: the server failed ($(uroce_rc_text $?))"
 done
+xspids=() xcpids=()
+# pair_checks SLOG CLOG: the error output and results of one pair; sets
+# result (pingpong, perftest)
+pair_checks() {
+	local f i iters row
+	for f in "$1" "$2"; do
+		if bad=$(grep -E "$UROCE_FAIL_RE" "$f" | grep -v 'uroce-stats:'); then
+			fail "error output in $(basename "$f"): $(head -n 3 <<<"$bad")"
+		fi
+	done
+	case $kind in
+	pingpong)
+		iters=100
+		for ((i = 0; i < ${#args[@]}; i++)); do
+			[[ ${args[$i]} == -n ]] && iters=${args[$((i + 1))]}
+		done
+		for f in "$1" "$2"; do
+			grep -q "^$iters iters in" "$f" || fail "$(basename "$f") has no '$iters iters in' line"
+		done
+		result=$(grep -h 'iters in' "$2")
+		;;
+	perftest)
+		row=$(awk '/#bytes/ { hdr = 1; next } hdr && $1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$2")
+		[[ -n $row ]] || fail "$(basename "$2"): the client printed no results row"
+		awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row" ||
+			fail "the results row is all zero: $row"
+		result=$(awk 'NR == 1 { print "bytes=" $1, "iters=" $2, "peak_MB/s=" $3, "avg_MB/s=" $4 }' <<<"$row")
+		;;
+	esac
+}
+for ((k = 1; k < pairs; k++)); do
+	pair_cmds $((port + k)) "$logdir/host.$k.log" "$logdir/guest.$k.log"
+	pair_checks "$slog" "$clog"
+done
+pair_cmds_main
 case $kind in
-pingpong)
-	iters=100
-	for ((i = 0; i < ${#args[@]}; i++)); do
-		[[ ${args[$i]} == -n ]] && iters=${args[$((i + 1))]}
-	done
-	for f in "$slog" "$clog"; do
-		grep -q "^$iters iters in" "$f" || fail "$(basename "$f") has no '$iters iters in' line"
-	done
-	result=$(grep -h 'iters in' "$clog")
-	;;
-perftest)
-	row=$(awk '/#bytes/ { hdr = 1; next } hdr && $1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$clog")
-	[[ -n $row ]] || fail "the client printed no results row"
-	awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row" ||
-		fail "the results row is all zero: $row"
-	result=$(awk 'NR == 1 { print "bytes=" $1, "iters=" $2, "peak_MB/s=" $3, "avg_MB/s=" $4 }' <<<"$row")
-	;;
+pingpong | perftest) pair_checks "$slog" "$clog" ;;
 rdmacm)
 	result=ok
 	if [[ -n $expect_re ]]; then
@@ -255,14 +318,22 @@ esac
 
 # Packet accounting.
 # (perftest's last line has no newline: the stats may follow it.)
-stats=$(grep -ho 'uroce-stats:.*' "$hlog" | tail -n 1)
-[[ -n $stats ]] || fail "the host side printed no uroce-stats line"
-stat() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$stats"; }
-htx=$(stat tx_pkts) hrx=$(stat rx_pkts)
-# the last ACKs a QP sends again as it is destroyed (engine/resp.c) may
-# reach rxe after its QP is gone: dropped there, rightly, as ghosts
-late=$(stat tx_farewell_acks)
-late=${late:-0}
+# (every host process's, with --pairs: the rxe counters count them all)
+htx=0 hrx=0 late=0
+for f in "$logdir"/host.*.log "$hlog"; do
+	[[ -e $f ]] || continue
+	stats=$(grep -ho 'uroce-stats:.*' "$f" | tail -n 1)
+	[[ -n $stats ]] || fail "the host side printed no uroce-stats line ($(basename "$f"))"
+	stat() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$stats"; }
+	htx=$((htx + $(stat tx_pkts))) hrx=$((hrx + $(stat rx_pkts)))
+	# the last ACKs a QP sends again as it is destroyed (engine/resp.c)
+	# may reach rxe after its QP is gone: dropped there, rightly, as ghosts
+	f_late=$(stat tx_farewell_acks)
+	late=$((late + ${f_late:-0}))
+	for c in drop_bad_icrc drop_bad_hdr drop_bad_src; do
+		(($(stat $c) == 0)) || fail "uroce dropped packets from rxe: $c=$(stat $c)"
+	done
+done
 read -r rcvd1 sent1 < <(counters) || fail "cannot read rxe0's counters"
 drop1=$(tap_tx_dropped)
 grcvd=$((rcvd1 - rcvd0)) gsent=$((sent1 - sent0)) tapdrop=$((drop1 - drop0))
@@ -272,7 +343,4 @@ echo "uroce: retransmits=$(stat retransmits) timeouts=$(stat timeouts) duplicate
 printf '%s %s %s %s %s %s %s\n' "$name" "$htx" "$grcvd" "$tapdrop" "$gsent" "$hrx" "$late" >>"$state/accounting"
 ((grcvd + tapdrop + late >= htx)) ||
 	fail "rxe0 dropped $((htx - grcvd - tapdrop - late)) of the $htx packets uroce sent (bad ICRC, wrong address or malformed: rxe drops them silently before counting rcvd_pkts)"
-for c in drop_bad_icrc drop_bad_hdr drop_bad_src; do
-	(($(stat $c) == 0)) || fail "uroce dropped packets from rxe: $c=$(stat $c)"
-done
 uroce_say "PASS: $name"

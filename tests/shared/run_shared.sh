@@ -20,12 +20,29 @@
 #                client gets an error completion
 #   mpi-ofi      six Open MPI ranks on A's address, all-to-all, every byte
 #                checked, through libfabric (--mca mtl ofi, verbs;ofi_rxm)
+#   mpi-ucx-2ns  three Open MPI ranks on each namespace's one address (six
+#                in all, launched into the namespaces by ns_agent.sh as
+#                ssh would), all-to-all, every byte checked, through UCX
+#                with only its verbs transports (UCX_TLS=rc_verbs,ud_verbs)
+#   mpi-ucx-2ns-lossy  the same with 1 % of the datagrams dropped
+#                (UROCE_FAULT): RC retransmissions interleave the peers'
+#                messages on each rank's shared receive queue
+#   mpi-ofi-2ns  the same through libfabric (--mca pml cm --mca mtl ofi,
+#                FI_PROVIDER=verbs;ofi_rxm)
+#   fi-pingpong-2ns  fi_pingpong (verbs;ofi_rxm, RDM) server on A, client
+#                on B: the server is given no address (libfabric binds
+#                "localhost" to find one)
+#   registry-gc  the registry of an address whose last member was
+#                SIGKILLed is removed by the next process that starts a
+#                group (on another address) and by `uroce devices`, and
+#                one with a live member is not
 #   rdmacm       rping servers on three ports and ucmatose servers on two
 #                ports of A's address, their clients on B's, at once (the
 #                rping servers reach the address by rdma_bind_addr); a
 #                connect to a port nobody on A listens on is rejected
 #
-# Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24), deleted on exit.
+# Namespaces uroce-s-S-{a,b} (10.79.0.1/24, 10.79.0.2/24; the -2ns
+# scenarios a /24 each of their own, 10.79.14-18.0), deleted on exit.
 # Needs root; exits 77 (skip) if namespaces cannot be made.
 
 set -u
@@ -58,8 +75,16 @@ done
 name=$scenario
 nsA=uroce-s-$name-a
 nsB=uroce-s-$name-b
-addrA=10.79.0.1
-addrB=10.79.0.2
+case $scenario in
+mpi-ucx-2ns) net=10.79.14 ;;
+mpi-ucx-2ns-lossy) net=10.79.17 ;;
+registry-gc) net=10.79.18 ;;
+mpi-ofi-2ns) net=10.79.15 ;;
+fi-pingpong-2ns) net=10.79.16 ;;
+*) net=10.79.0 ;;
+esac
+addrA=$net.1
+addrB=$net.2
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce_shared_${name}.XXXXXX") ||
 	die "mktemp failed"
 pids=()
@@ -196,8 +221,13 @@ rx_bytes() {	# rx_bytes PID: the device's rx_bytes counter
 }
 busy() { local b; b=$(rx_bytes "$1"); [ "${b:-0}" -gt $((8 << 20)) ]; }
 
+# reg_members FILE: nmembers of a registry (include/uroce_shm.h: after
+# magic, version, size, addr[48], nonce, epoch)
+reg_members() { od -An -t u4 -j 76 -N 4 "$1" 2>/dev/null | tr -d ' '; }
+reg_members_are() { [ "$(reg_members "$2")" = "$1" ]; }
+
 kill_one() {
-	local i rc victim=1 port
+	local i rc victim=1 port reg t0
 	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
 	spids=() cpids=()
 	for i in 0 1 2 3; do
@@ -223,7 +253,16 @@ kill_one() {
 	# mid-transfer: once the victim has taken in 8 MiB
 	wait_until 60 "${spids[$victim]}" busy "${spids[$victim]}" ||
 		fail "server $victim never got busy"
+	reg=/dev/shm/uroce-addr.$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net).$addrA
+	t0=$(date +%s%N)
 	kill -KILL "${spids[$victim]}"
+	# the survivors repair the group: the registry counts 3 members once
+	# one of them took the victim out and reattached the program
+	# (docs/decisions.md, "The shared device": the bound on the traffic
+	# that reaches a dead member's socket or the wrong member)
+	wait_until 5 "${spids[0]}" reg_members_are 3 "$reg" ||
+		errs+=("the registry still counts $(reg_members "$reg") members 5 s after the SIGKILL")
+	echo "run_shared[$name]: group repaired $((($(date +%s%N) - t0) / 1000000)) ms after the SIGKILL"
 	for i in 0 1 2 3; do
 		status_of "${cpids[$i]}"
 		rc=$?
@@ -322,8 +361,129 @@ mpi_ofi() {
 	[ "$n" -eq 6 ] || errs+=("$n of 6 devices received 50 x 64 KiB")
 }
 
+# rx_bytes of each device at exit (UROCE_STATS=1), one a line
+stats_rx_bytes() {
+	grep -o 'uroce-stats: tx_pkts=[0-9]* tx_bytes=[0-9]* rx_pkts=[0-9]* rx_bytes=[0-9]*' "$1" |
+		sed 's/.*rx_bytes=//'
+}
+
+# six Open MPI ranks, three on each namespace's one address, all-to-all
+# through PML (ucx or ofi), no shared-memory or TCP transport between
+# ranks: UCX only over rc_verbs and ud_verbs, the ofi MTL only over
+# verbs;ofi_rxm (mpirun's own runtime talks TCP over the veth, as it does
+# over a cluster's Ethernet).  mpirun runs in A and starts B's ranks
+# through ns_agent.sh as it would through ssh; every rank through `uroce
+# run`, as tests/mpi does.
+mpi_2ns() {	# mpi_2ns ucx|ofi [UROCE_FAULT]
+	local rc n root=() pml=() fault=()
+	command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+	[ -x "$mpi" ] || { echo "SKIP: no MPI program (libopenmpi-dev)"; exit 77; }
+	[ -z "${UROCE_PRELOAD:-}" ] || { echo "SKIP: MPI under a sanitizer runtime"; exit 77; }
+	[ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
+	case $1 in
+	ucx) pml=(--mca pml ucx -x UCX_TLS=rc_verbs,ud_verbs
+		  -x UCX_NET_DEVICES=uroce0:1) ;;
+	ofi) pml=(--mca pml cm --mca mtl ofi -x FI_PROVIDER="verbs;ofi_rxm") ;;
+	esac
+	[ -z "${2:-}" ] || fault=(-x UROCE_FAULT="$2")
+	ip netns exec "$nsA" env UROCE_IFNAME=vA \
+		NS_AGENT_HOSTS="$addrA=$nsA:vA $addrB=$nsB:vB" \
+		timeout -k 5 "$tmo" mpirun "${root[@]}" --oversubscribe \
+		--host "$addrA:3,$addrB:3" -np 6 \
+		--mca plm_rsh_agent "$here/ns_agent.sh" \
+		--mca oob_tcp_if_include "$net.0/24" --mca btl self \
+		"${pml[@]}" "${fault[@]}" -x UROCE_STATS=1 \
+		"$tool" run -- "$mpi" 65536 10 >"$work/mpirun.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("mpirun exit status $rc")
+	n=$(grep -Ec '^rank [0-5] of 6: 50 exchanges of 65536 bytes, 0 bad$' "$work/mpirun.out")
+	[ "$n" -eq 6 ] || errs+=("$n of 6 ranks report 50 good exchanges")
+	# the data went through the six devices: each took in at least
+	# its 50 messages of 64 KiB
+	n=$(stats_rx_bytes "$work/mpirun.out" |
+	    awk '$1 >= 50 * 65536 { n++ } END { print n + 0 }')
+	[ "$n" -eq 6 ] || errs+=("$n of 6 devices received 50 x 64 KiB")
+}
+
+# fi_pingpong between the namespaces through verbs;ofi_rxm, each side on
+# its one address; the server is given none (its libfabric binds
+# "localhost" to learn one, and must not announce 127.0.0.1)
+fi_pingpong_2ns() {
+	local rc
+	command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong not installed"; exit 77; }
+	on_A timeout -k 5 "$tmo" fi_pingpong -p "verbs;ofi_rxm" -e rdm -I 20 \
+		>"$work/server.out" 2>&1 &
+	spids=($!)
+	pids+=($!)
+	wait_until 30 "${spids[0]}" tcp_listening 47592 ||
+		fail "fi_pingpong server did not start"
+	on_B fi_pingpong -p "verbs;ofi_rxm" -e rdm -I 20 $addrA \
+		>"$work/client.out" 2>&1 &
+	pids+=($!)
+	status_of $!
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("client exit status $rc")
+	status_of "${spids[0]}"
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("server exit status $rc")
+	grep -Eq '^1m +20 +=20 ' "$work/client.out" ||
+		errs+=("the client printed no 1 MiB result")
+}
+
+# registry_gc: a member that dies by SIGKILL leaves its address's
+# registry behind; the next group's first member and `uroce devices`
+# take it away, never one with a live member
+registry_gc() {
+	local ino reg3 regA pid live
+	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
+	ip -n "$nsA" addr add "$net.3/24" dev vA || fail "cannot add $net.3"
+	ino=$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net)
+	regA=/dev/shm/uroce-addr.$ino.$addrA
+	reg3=/dev/shm/uroce-addr.$ino.$net.3
+	# start_member FILE ADDR: a uroce_traffic server on ADDR, its pid in
+	# $pid once it is a member (it has written its port)
+	start_member() {
+		rm -f "$work/$1"
+		ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR="$2" \
+			"$traffic" -p 0 --port-file "$work/$1" \
+			>"$work/$1.out" 2>&1 &
+		pid=$!
+		pids+=($pid)
+		wait_until 30 $pid test -s "$work/$1" || fail "server on $2 did not start"
+	}
+	kill_member() { kill -KILL "$1"; wait "$1" 2>/dev/null; }
+
+	# 1. the next group's first member collects it
+	start_member a1 "$addrA"
+	[ -e "$regA" ] || fail "no registry $regA while a member runs"
+	kill_member $pid
+	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (the test needs it to stay)"
+	start_member b1 "$net.3"
+	live=$pid
+	[ -e "$regA" ] && errs+=("a new group's first member left the dead registry $regA")
+	[ -e "$reg3" ] || errs+=("the live registry $reg3 is gone")
+	# 2. uroce devices collects it, and keeps the live one
+	start_member a2 "$addrA"
+	kill_member $pid
+	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (2)"
+	"$tool" devices >/dev/null
+	[ -e "$regA" ] && errs+=("uroce devices left the dead registry $regA")
+	[ -e "$reg3" ] || errs+=("uroce devices removed $reg3, whose member runs")
+	# 3. the live member's group still takes members
+	start_member b2 "$net.3"
+	[ "$(members "$net.3")" -eq 2 ] ||
+		errs+=("$(members "$net.3") processes share $net.3, not 2")
+	kill_member $pid
+	kill_member $live
+}
+
 case $scenario in
 perftest) perftest ;;
+registry-gc) registry_gc ;;
+mpi-ucx-2ns) mpi_2ns ucx ;;
+mpi-ucx-2ns-lossy) mpi_2ns ucx drop=0.01,seed=14 ;;
+mpi-ofi-2ns) mpi_2ns ofi ;;
+fi-pingpong-2ns) fi_pingpong_2ns ;;
 mpi-ofi) mpi_ofi ;;
 perftest-cm) perftest -R ;;
 kill) kill_one ;;
