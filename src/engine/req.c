@@ -272,6 +272,7 @@ static void block(struct uroce_qp *qp)
 {
 	struct uroce_dev *dev = qp->dev;
 
+	qp->flow_turn = false;
 	if (qp->blocked)
 		return;
 	qp->blocked = true;
@@ -312,32 +313,47 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	/* always let one request out when nothing is in flight */
 	if (inflight && inflight + npkts > cur_window(qp))
 		return true;
-	/* resending what was sent before takes no new room */
+	/* resending what was sent before takes no new room; while others
+	 * wait for room, a QP takes none before them (uroce_req_credit
+	 * starts them in turn, oldest first) */
 	if (!uroce_qp_reliable(qp) || !dev->flow.inflight ||
 	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts),
 			  qp->req.psn_max) <= 0 ||
-	    dev->flow.inflight + npkts <= dev_window(dev))
+	    (dev->flow.inflight + npkts <= dev_window(dev) &&
+	     (!dev->flow.blocked_head || qp->flow_turn)))
 		return false;
 	block(qp);
 	return true;
 }
 
-void uroce_req_credit(struct uroce_qp *qp, uint32_t n)
+/* let waiting QPs try again, each once, oldest first, once a quarter of
+ * the budget is free: started at every ACK's few packets of room, each
+ * sent a train of a few packets that asked for an ACK of its own
+ * (ib_write_bw -q 1024 at IB MTU 1024: 10 packets per GSO send, one ACK
+ * per 10 packets; now 32 and one per 80) */
+static void start_waiting(struct uroce_dev *dev, struct uroce_qp *self)
 {
-	struct uroce_dev *dev = qp->dev;
 	uint32_t rounds;
 
-	dev->flow.inflight = dev->flow.inflight > n ? dev->flow.inflight - n : 0;
-	/* let waiting QPs try again, each once, oldest first */
 	for (rounds = 0; dev->flow.blocked_head && rounds < 64; rounds++) {
 		struct uroce_qp *w = dev->flow.blocked_head;
 
-		if (dev->flow.inflight + UROCE_TX_WINDOW_MIN > dev_window(dev))
+		if (dev->flow.inflight + dev_window(dev) / 4 > dev_window(dev))
 			break;
 		unblock(w);
-		if (w != qp)
+		w->flow_turn = true;
+		/* (self runs next anyway: its ACK is being handled) */
+		if (w != self)
 			uroce_req_run(w);
 	}
+}
+
+void uroce_req_credit(struct uroce_qp *qp, uint32_t n)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	dev->flow.inflight = dev->flow.inflight > n ? dev->flow.inflight - n : 0;
+	start_waiting(dev, qp);
 }
 
 void uroce_req_release(struct uroce_qp *qp)
@@ -352,6 +368,9 @@ void uroce_req_release(struct uroce_qp *qp)
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
 	dev->flow.inflight = dev->flow.inflight > held ? dev->flow.inflight - held : 0;
 	qp->comp.psn = qp->req.psn_max;
+	/* no ACK will give this room back: the QPs waiting for it start now */
+	if (held)
+		start_waiting(dev, qp);
 }
 
 static void next_wqe(struct uroce_qp *qp)
@@ -718,6 +737,7 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (uroce_wqe_complete(t))
 			uroce_comp_retire(qp);
 	}
+	qp->flow_turn = false;
 	uroce_xmit_end(qp->dev);
 }
 

@@ -260,6 +260,8 @@ struct uroce_qp {
 	bool is_ex;			/* created with send_ops_flags */
 	struct uroce_wr_stage *stage;	/* is_ex: ibv_wr_* staging */
 	bool blocked;			/* on dev's list, waiting for room */
+	bool flow_turn;			/* started from that list: may take
+					 * room while others still wait */
 	struct uroce_qp *blocked_next;
 	bool comm_est;			/* COMM_EST raised */
 	bool sqd_notify;		/* raise SQ_DRAINED when drained */
