@@ -181,17 +181,25 @@ static void *progress_main(void *arg)
 	spin_ns = uroce_config()->spin_ns;
 
 	while (!dev->prog.stopping) {
-		int n = epoll_wait(dev->prog.epfd, ev, 4, -1);
+		/* (same-host senders ring only while we sleep) */
+		bool sleep = uroce_local_sleep(dev);
+		int n = epoll_wait(dev->prog.epfd, ev, 4, sleep ? -1 : 0);
 		int i;
 
+		uroce_local_awake(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			break;
+		if (!sleep && !n && !app_is_polling(dev))
+			receive_spin(dev);	/* a ring has packets */
 		for (i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
+			int local = uroce_local_event(dev, fd);
 
-			if (fd == dev->net.sock) {
+			if (local == 1)
+				continue;
+			if (fd == dev->net.sock || local == 2) {
 				if (app_is_polling(dev))
 					continue;
 				receive_spin(dev);
@@ -249,6 +257,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	    watch(dev, dev->prog.wakefd))
 		return -errno;
 	uroce_share_watch(dev);
+	uroce_local_watch(dev);
 
 	/* the application's signals are for the application's threads */
 	sigfillset(&all);
