@@ -52,45 +52,14 @@
 #include <unistd.h>
 
 #include "dev.h"
+#include "uroce_local.h"
 
-#define LR_SLOTS	512u		/* power of two */
-#define LR_DATA		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 #define LR_MAX_IN	64
 #define LR_MAX_OUT	64
 #define LR_BATCH	32		/* packets per ring per poll */
-#define LR_MAGIC	0x75726c31u	/* "url1" */
 #define LR_HELLO_MS	100		/* the answer to a connect */
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
 #define LR_FULL_NS	200000ull	/* a full ring: wait this long, drop */
-
-struct lr_slot {
-	uint32_t len;
-	uint16_t ip_id;			/* the ICRC's IPv4 identification */
-	uint16_t rsvd;
-	uint8_t data[LR_DATA];
-} __attribute__((aligned(64)));
-
-/* the shared memory of one direction: written by the sender but tail
- * and sleeping, which the receiver writes */
-struct lr_shared {
-	_Alignas(64) _Atomic uint32_t head;
-	_Alignas(64) _Atomic uint32_t tail;
-	_Atomic uint32_t sleeping;
-	_Alignas(64) struct lr_slot slot[LR_SLOTS];
-};
-
-struct lr_hello {
-	uint32_t magic;
-	uint32_t slot;			/* the sender's shared-device slot */
-	struct sockaddr_storage addr;	/* its address (packets' source) */
-};
-
-struct lr_answer {
-	uint32_t magic;
-	uint32_t slot;			/* the receiver's slot */
-	uint32_t alone;			/* it has the address to itself */
-	uint32_t size;			/* sizeof(struct lr_shared) */
-};
 
 /* a ring we receive on */
 struct lin {
