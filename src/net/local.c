@@ -74,6 +74,7 @@ struct lin {
 /* a peer we send to: connected (ring), or known not local until retry */
 struct lout {
 	bool used, up, alone;
+	bool self;			/* our own ring: never wait on it */
 	struct sockaddr_storage addr;
 	uint8_t sbyte;			/* top byte of the QPNs it is for */
 	uint64_t retry_ns, last_ns;
@@ -153,6 +154,47 @@ static void epoll_add(struct uroce_dev *dev, int fd)
 
 /* ---- receiving side ---- */
 
+/*
+ * A ring for the sender at the other end of fd (from src): made, mapped
+ * and published; returns its memfd for the sender (-errno: none, fd
+ * left to the caller).  acc_lock held.
+ */
+static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
+		   const struct sockaddr_storage *src)
+{
+	struct lin *in;
+	int mfd, i;
+
+	for (i = 0; i < LR_MAX_IN; i++)
+		if (!atomic_load(&L->in[i]) && L->in_fd[i] < 0)
+			break;
+	if (i == LR_MAX_IN)
+		return -ENOSPC;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	mfd = memfd_create("uroce-local", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0 || ftruncate(mfd, sizeof(struct lr_shared)) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL))
+		goto fail;
+	in->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
+			MAP_SHARED, mfd, 0);
+	if (in->ring == MAP_FAILED)
+		goto fail;
+	in->fd = fd;
+	in->src = *src;
+	L->in_fd[i] = fd;
+	atomic_store_explicit(&L->in[i], in, memory_order_release);
+	epoll_add(dev, fd);
+	uroce_count(dev, UROCE_CNT_LOCAL_ACCEPTS, 1);
+	return mfd;
+fail:
+	if (mfd >= 0)
+		close(mfd);
+	free(in);
+	return -ENOMEM;
+}
+
 /* A connection on a listener: answer it with a ring; acc_lock held. */
 static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 {
@@ -174,8 +216,7 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	struct pollfd p = { .events = POLLIN };
 	struct lr_hello hello;
 	struct cmsghdr *c;
-	struct lin *in = NULL;
-	int fd, mfd = -1, i, fds[2];
+	int fd, mfd, fds[2];
 	ssize_t n;
 
 	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -190,24 +231,9 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	if (n != (ssize_t)sizeof(hello) || hello.magic != LR_MAGIC ||
 	    hello.addr.ss_family != dev->net.family)
 		goto fail;
-	for (i = 0; i < LR_MAX_IN; i++)
-		if (!atomic_load(&L->in[i]) && L->in_fd[i] < 0)
-			break;
-	if (i == LR_MAX_IN)
+	mfd = in_make(dev, L, fd, &hello.addr);
+	if (mfd < 0)
 		goto fail;
-	in = calloc(1, sizeof(*in));
-	mfd = memfd_create("uroce-local", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (!in || mfd < 0 || ftruncate(mfd, sizeof(struct lr_shared)) ||
-	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL))
-		goto fail;
-	in->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
-			MAP_SHARED, mfd, 0);
-	if (in->ring == MAP_FAILED) {
-		in->ring = NULL;
-		goto fail;
-	}
-	in->fd = fd;
-	in->src = hello.addr;
 	fds[0] = mfd;
 	fds[1] = L->bell;
 	c = CMSG_FIRSTHDR(&msg);
@@ -215,20 +241,12 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	/* (if this fails the sender sees the close; the poller reaps) */
 	if (sendmsg(fd, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(ans))
-		goto fail;
+		shutdown(fd, SHUT_RDWR);
 	close(mfd);
-	L->in_fd[i] = fd;
-	atomic_store_explicit(&L->in[i], in, memory_order_release);
-	epoll_add(dev, fd);
-	uroce_count(dev, UROCE_CNT_LOCAL_ACCEPTS, 1);
 	return;
 fail:
-	if (in && in->ring)
-		munmap(in->ring, sizeof(struct lr_shared));
-	free(in);
-	if (mfd >= 0)
-		close(mfd);
 	close(fd);
 }
 
@@ -454,6 +472,7 @@ static void out_down(struct lout *o)
 	o->ring = NULL;
 	o->bell = -1;
 	o->up = false;
+	o->self = false;
 	atomic_store(&o->dead, false);
 }
 
@@ -535,6 +554,48 @@ out:
 	return err;
 }
 
+/*
+ * Packets to ourselves (two QPs of this process): a ring of our own,
+ * made without a handshake (we would wait for our own progress thread);
+ * a socketpair stands for the connection, so that it goes down the
+ * same way.
+ */
+static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
+		     struct lout *o)
+{
+	int sv[2], mfd;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0, sv))
+		return -errno;
+	pthread_mutex_lock(&L->acc_lock);
+	mfd = in_make(dev, L, sv[0], &dev->net.local);
+	pthread_mutex_unlock(&L->acc_lock);
+	if (mfd < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return mfd;
+	}
+	o->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, mfd, 0);
+	close(mfd);
+	o->bell = dup(L->bell);
+	if (o->ring == MAP_FAILED || o->bell < 0) {
+		o->ring = o->ring == MAP_FAILED ? NULL : o->ring;
+		shutdown(sv[1], SHUT_RDWR);	/* the poller reaps ours */
+		close(sv[1]);
+		return -ENOMEM;
+	}
+	o->self = true;
+	o->alone = !dev->net.share;
+	o->head = 0;
+	atomic_store(&o->fd, sv[1]);
+	o->up = true;
+	epoll_add(dev, sv[1]);
+	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+	return 0;
+}
+
 static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 		       struct lout *o)
 {
@@ -548,7 +609,7 @@ static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 	len = lr_name(NULL, 0, &o->addr, o->sbyte, &un);
 	for (i = 0; i < L->nl; i++)
 		if (!strcmp(un.sun_path + 1, L->names[i]))
-			return -ELOOP;		/* ourselves: UDP */
+			return self_ring(dev, L, o);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -719,6 +780,12 @@ static int ring_room(struct uroce_dev *dev, struct lout *o)
 		if (used < LR_SLOTS)
 			return 0;
 		ring_bell(dev, o);
+		/* our own ring is drained by our poller, who may wait for
+		 * the lock we hold: the packet is lost at once */
+		if (o->self) {
+			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
+			return -EAGAIN;
+		}
 		if (!until)
 			until = uroce_now_ns() + LR_FULL_NS;
 		else if (uroce_now_ns() > until ||
@@ -883,13 +950,17 @@ bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 {
 	struct uroce_local *L = loc(dev);
 	struct lout *o;
+	bool up;
 
 	if (!L)
 		return false;
+	pthread_mutex_lock(&dev->tx.tx_lock);
 	o = out_find(L, dst, (uint8_t)(qpn >> 16));
 	if (!(o && o->up) && (qpn >> 16))
 		o = out_find(L, dst, 0);
-	return o && o->up && !atomic_load(&o->dead);
+	up = o && o->up && !atomic_load(&o->dead);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	return up;
 }
 
 /* ---- setup ---- */

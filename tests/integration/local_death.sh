@@ -12,7 +12,7 @@
 # slept for: the client's stats segment shows packets through the ring
 # before the kill.
 set -u
-bin= tool= libdir= port=19797
+bin= tool= libdir= port=19899
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) bin=$2; shift 2 ;;
