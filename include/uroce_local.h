@@ -17,7 +17,7 @@
 
 #include "wire/wire.h"
 
-#define LR_SLOTS	512u		/* power of two */
+#define LR_SLOTS	128u		/* power of two */
 #define LR_DATA		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 #define LR_MAGIC	0x75726c31u	/* "url1" */
 
