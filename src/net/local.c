@@ -68,7 +68,7 @@ struct lin {
 	uint32_t tail;			/* ours; the shared one is a copy */
 	struct sockaddr_storage src;
 	_Atomic bool dead;		/* the connection closed */
-	bool broken;			/* the ring lied: dropped */
+	_Atomic bool broken;			/* the ring lied: dropped */
 };
 
 /* a peer we send to: connected (ring), or known not local until retry */
