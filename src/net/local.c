@@ -1000,13 +1000,17 @@ static void listeners_open(struct uroce_dev *dev, struct uroce_local *L)
 		listen_on(L, dev, 0);
 }
 
+/* (the listeners change under acc_lock: the progress thread matches
+ * its descriptors against them) */
 static void all_close(struct uroce_dev *dev, struct uroce_local *L)
 {
 	int i;
 
+	pthread_mutex_lock(&L->acc_lock);
 	for (i = 0; i < L->nl; i++)
 		close(L->lfd[i]);
 	L->nl = 0;
+	pthread_mutex_unlock(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++)
 		reap(L, i);
 	for (i = 0; i < LR_MAX_OUT; i++) {
@@ -1078,7 +1082,9 @@ void uroce_local_rebind(struct uroce_dev *dev)
 		return;
 	pthread_mutex_lock(&dev->tx.tx_lock);
 	all_close(dev, L);
+	pthread_mutex_lock(&L->acc_lock);
 	listeners_open(dev, L);
+	pthread_mutex_unlock(&L->acc_lock);
 	pthread_mutex_unlock(&dev->tx.tx_lock);
 	watch_listeners(dev, L);
 }

@@ -25,6 +25,13 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce_local_death.XXXXXX") || exit 1
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export UROCE_STATS=1
+# a sanitized library: perftest is not instrumented, it preloads the
+# runtime (tests/lib/test_env.cmake)
+pre=()
+if [ -n "${UROCE_PRELOAD:-}" ]; then
+	pre=(env "LD_PRELOAD=$UROCE_PRELOAD"
+	     "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+fi
 spid= cpid=
 cleanup() {
 	for p in $spid $cpid; do kill -9 "$p" 2>/dev/null; done
@@ -45,7 +52,7 @@ stat_of() {	# stat_of PID NAME: a counter from the stats segment
 
 # perftest's ib_write_bw, unmodified: it stops at the first failed
 # completion and prints its status
-"$bin" -F -D 30 -p "$port" >"$work/server.out" 2>"$work/server.err" &
+"${pre[@]}" "$bin" -F -D 30 -p "$port" >"$work/server.out" 2>"$work/server.err" &
 spid=$!
 # the server listens on its TCP port: bounded poll (20 s)
 for ((i = 0; i < 400; i++)); do
@@ -53,7 +60,7 @@ for ((i = 0; i < 400; i++)); do
 	kill -0 "$spid" 2>/dev/null || fail "server exited"
 	sleep 0.05
 done
-"$bin" -F -D 30 -p "$port" 127.0.0.1 >"$work/client.out" \
+"${pre[@]}" "$bin" -F -D 30 -p "$port" 127.0.0.1 >"$work/client.out" \
 	2>"$work/client.err" &
 cpid=$!
 server=$spid client=$cpid
