@@ -143,7 +143,9 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
-			stream |= n >= SPIN_MIN_PKTS;
+			/* (a ring is read without a system call: worth
+			 * watching even for one packet, net/local.c) */
+			stream |= n >= SPIN_MIN_PKTS || uroce_local_recent(dev);
 			last = 0;
 			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
 				break;

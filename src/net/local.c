@@ -95,6 +95,7 @@ struct uroce_local {
 	int in_fd[LR_MAX_IN];		/* acc_lock */
 	struct lout out[LR_MAX_OUT];	/* tx_lock */
 	struct lout *last;
+	bool recent;			/* rx_lock: the last poll had packets */
 	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
 };
 
@@ -351,7 +352,15 @@ int uroce_local_poll(struct uroce_dev *dev)
 	}
 	if (burst)
 		uroce_rx_burst_end(dev);
+	L->recent = total > 0;
 	return total;
+}
+
+bool uroce_local_recent(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L && L->recent;
 }
 
 /*

@@ -172,6 +172,8 @@ int uroce_local_poll(struct uroce_dev *dev);
 bool uroce_local_sleep(struct uroce_dev *dev);
 void uroce_local_awake(struct uroce_dev *dev);
 int uroce_local_event(struct uroce_dev *dev, int fd);
+/* the last uroce_local_poll received something (rx_lock held) */
+bool uroce_local_recent(const struct uroce_dev *dev);
 /* packets to dst for QPN qpn go through a ring (uroce qps) */
 bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      uint32_t qpn);
