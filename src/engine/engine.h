@@ -90,6 +90,7 @@ struct uroce_progress {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	_Atomic uint64_t app_poll_ns;	/* when an application thread last
 					 * received for itself */
+	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
 	pthread_t thread;
 	int epfd;
 	int timerfd;

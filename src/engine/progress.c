@@ -131,6 +131,23 @@ static uint64_t spin_ns = 50000;
  * other descriptors) are served while a stream goes on */
 #define RECEIVE_MAX_NS 1000000
 
+/*
+ * A ring is read without a system call (net/local.c): after a packet
+ * from one the thread keeps watching, so that a passive peer (the server
+ * of ib_read_lat) answers the next one without a wake-up.  Not while
+ * the application finds completions (it runs a loop of its own, maybe
+ * spinning on memory like ib_write_lat, and needs the core more).
+ */
+#define APP_ACTIVE_NS 1000000
+
+static bool ring_watch(struct uroce_dev *dev)
+{
+	return uroce_local_recent(dev) &&
+	       uroce_now_ns() - atomic_load_explicit(&dev->prog.app_done_ns,
+						     memory_order_relaxed) >
+	       APP_ACTIVE_NS;
+}
+
 static void receive_spin(struct uroce_dev *dev)
 {
 	uint64_t start = uroce_now_ns(), last = 0;
@@ -143,9 +160,7 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
-			/* (a ring is read without a system call: worth
-			 * watching even for one packet, net/local.c) */
-			stream |= n >= SPIN_MIN_PKTS || uroce_local_recent(dev);
+			stream |= n >= SPIN_MIN_PKTS || ring_watch(dev);
 			last = 0;
 			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
 				break;
