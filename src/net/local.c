@@ -277,16 +277,47 @@ static void ring_bad(struct uroce_dev *dev, struct lin *in)
 	shutdown(in->fd, SHUT_RDWR);
 }
 
+/*
+ * Whether a packet may be taken with only its headers copied (hdr: the
+ * first LR_HEAD bytes, private): its payload then goes from the ring
+ * straight to the SGEs, one copy less.  Not what anyone reads whole: a
+ * capture, QP1 (the shared device reads the MAD to steer it), another
+ * member's packet (forwarded), a probe.
+ */
+#define LR_HEAD		UROCE_MAX_HDR_LEN
+#define LR_SPLIT_MIN	512		/* smaller: one copy is as cheap */
+
+static bool split_ok(const struct uroce_dev *dev, const uint8_t *hdr,
+		     uint32_t len)
+{
+	uint32_t qpn = bth_qpn(hdr);
+
+	return len >= LR_SPLIT_MIN && !uroce_pcap_path()[0] &&
+	       qpn != 1 && qpn != UROCE_MCAST_QPN &&
+	       (!dev->net.share || (qpn >> 16) == uroce_share_slot(dev));
+}
+
 static void deliver(struct uroce_dev *dev, struct uroce_local *L,
-		    struct lin *in, uint32_t len, uint16_t ip_id)
+		    struct lin *in, uint32_t len, uint16_t ip_id,
+		    const uint8_t *ring_pkt)
 {
 	uroce_count(dev, UROCE_CNT_RX_LOCAL_PKTS, 1);
+	if (ring_pkt) {
+		/* (counts by the opcode in the header copy; split_ok
+		 * made sure nothing captures) */
+		uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local,
+			     ip_id);
+		uroce_recv_local(dev, L->rxbuf, len, &in->src,
+				 &dev->net.local, ip_id, ring_pkt);
+		return;
+	}
 	/* QP1 and other members' QPNs reach the address's first member */
 	if (uroce_share_steer(dev, L->rxbuf, len, &in->src, &dev->net.local,
 			      ip_id))
 		return;
 	uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id);
-	uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id);
+	uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id,
+			 NULL);
 }
 
 /*
@@ -336,17 +367,34 @@ int uroce_local_poll(struct uroce_dev *dev)
 			uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
 			uint16_t ip_id = __atomic_load_n(&s->ip_id,
 							 __ATOMIC_RELAXED);
+			bool split = false;
 
-			if (len <= LR_DATA)
-				memcpy(L->rxbuf, s->data, len);
+			if (len <= LR_DATA) {
+				/* the headers first, then all of it unless
+				 * the payload may stay where it is */
+				memcpy(L->rxbuf, s->data,
+				       len < LR_HEAD ? len : LR_HEAD);
+				split = split_ok(dev, L->rxbuf, len);
+				if (!split && len > LR_HEAD)
+					memcpy(L->rxbuf + LR_HEAD,
+					       s->data + LR_HEAD, len - LR_HEAD);
+			}
 			in->tail++;
-			atomic_store_explicit(&in->ring->tail, in->tail,
-					      memory_order_release);
 			if (len > LR_DATA) {
+				atomic_store_explicit(&in->ring->tail, in->tail,
+						      memory_order_release);
 				uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
 				continue;
 			}
-			deliver(dev, L, in, len, ip_id);
+			/* (the slot is the sender's again once its payload
+			 * is out: after delivery when it was read in place) */
+			if (!split)
+				atomic_store_explicit(&in->ring->tail, in->tail,
+						      memory_order_release);
+			deliver(dev, L, in, len, ip_id, split ? s->data : NULL);
+			if (split)
+				atomic_store_explicit(&in->ring->tail, in->tail,
+						      memory_order_release);
 			total++;
 		}
 	}
@@ -957,13 +1005,16 @@ int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      uint32_t qpn)
 {
-	struct uroce_local *L = loc(dev);
+	struct uroce_local *L;
 	struct lout *o;
 	bool up;
 
-	if (!L)
-		return false;
 	pthread_mutex_lock(&dev->tx.tx_lock);
+	L = loc(dev);
+	if (!L) {
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+		return false;
+	}
 	o = out_find(L, dst, (uint8_t)(qpn >> 16));
 	if (!(o && o->up) && (qpn >> 16))
 		o = out_find(L, dst, 0);
@@ -1104,9 +1155,12 @@ void uroce_local_close(struct uroce_dev *dev)
 
 	if (!L)
 		return;
+	/* (a thread still sending holds tx_lock: it finds no path after) */
+	pthread_mutex_lock(&dev->tx.tx_lock);
 	all_close(dev, L);
+	dev->net.local_path = NULL;
+	pthread_mutex_unlock(&dev->tx.tx_lock);
 	close(L->bell);
 	pthread_mutex_destroy(&L->acc_lock);
 	free(L);
-	dev->net.local_path = NULL;
 }
