@@ -18,13 +18,16 @@
  * - as a receiver, it listens on the ring name of our own address and
  *   answers the target's connection with a memfd that is not sealed (we
  *   could shrink it under the target: SIGBUS): the target must refuse it
- *   (local_connects=0) and keep sending by UDP.
+ *   and keep sending by UDP; then with a sealed one, which it takes, and
+ *   whose tail we set far past its head: the target must count it
+ *   (drop_local_bad) rather than write past what we consumed.
  * It also checks that the ring it was given is sealed (ftruncate fails).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -208,6 +211,9 @@ static void probe(int i, const char *after)
 /* ---- as a receiver: a ring offered to the target, not sealed ---- */
 
 static int fake_listen;
+/* phase 2: the ring offered is sealed and kept, for us to lie through */
+static _Atomic int fake_sealed;
+static struct lr_shared *_Atomic fake_ring;
 
 static void *fake_receiver(void *arg)
 {
@@ -229,10 +235,23 @@ static void *fake_receiver(void *arg)
 
 		if (fd < 0)
 			return NULL;
-		fds[0] = memfd_create("not-sealed", 0);
+		bool sealed = atomic_load(&fake_sealed);
+
+		fds[0] = memfd_create(sealed ? "sealed" : "not-sealed",
+				      sealed ? MFD_ALLOW_SEALING : 0);
 		fds[1] = eventfd(0, 0);
 		if (recv(fd, &h, sizeof(h), 0) == sizeof(h) && fds[0] >= 0 &&
-		    !ftruncate(fds[0], sizeof(struct lr_shared))) {
+		    !ftruncate(fds[0], sizeof(struct lr_shared)) &&
+		    (!sealed || !fcntl(fds[0], F_ADD_SEALS,
+				       F_SEAL_SHRINK | F_SEAL_SEAL))) {
+			if (sealed) {
+				void *m = mmap(NULL, sizeof(struct lr_shared),
+					       PROT_READ | PROT_WRITE,
+					       MAP_SHARED, fds[0], 0);
+
+				if (m != MAP_FAILED)
+					atomic_store(&fake_ring, m);
+			}
 			c = CMSG_FIRSTHDR(&msg);
 			c->cmsg_level = SOL_SOCKET;
 			c->cmsg_type = SCM_RIGHTS;
@@ -391,6 +410,57 @@ int main(int argc, char **argv)
 		      "a head 100000 slots ahead: the target closed the ring");
 	}
 
+	/* ---- as a receiver: a sealed ring, then a tail that lies ---- */
+	{
+		struct lr_shared *fr = NULL;
+		uint8_t r[CRAFT_MAX];
+		int k;
+
+		close(conn);
+		conn = ring_take(&memfd);	/* a new ring to send on */
+		atomic_store(&fake_sealed, 1);
+		/* the target asks again for a ring to us a second after the
+		 * refusal: until then its answers come by UDP */
+		for (k = 0; k < 5000 && !fr; k++) {
+			struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
+					   .qpn = qpn0 + 3, .psn = epsn[3],
+					   .ackreq = true, .pad = 0,
+					   .va = w_addr + 64, .rkey = w_rkey,
+					   .dmalen = 8 };
+			struct pollfd pfd = { .fd = s_me, .events = POLLIN };
+
+			ring_pkt(&c);
+			epsn[3] = uroce_psn_add(epsn[3], 1);
+			/* (an answer by UDP, or none: it went to a ring) */
+			if (poll(&pfd, 1, 200) == 1)
+				(void)!recv(s_me, r, sizeof(r), 0);
+			fr = atomic_load(&fake_ring);
+			if (!fr)
+				usleep(1000);	/* (bounded: 5000 x) */
+		}
+		check(fr != NULL, "the target took the sealed ring we offered");
+		for (k = 0; fr && k < 300 && !atomic_load(&fr->head); k++)
+			usleep(10000);
+		check(fr && atomic_load(&fr->head) &&
+		      bth_opcode(fr->slot[0].data) ==
+		      UROCE_OP_RC_READ_RESPONSE_ONLY,
+		      "the target answered a READ through our ring");
+		if (fr) {
+			/* a tail far past the head: the target must not
+			 * believe the ring has room */
+			struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
+					   .qpn = qpn0 + 3, .psn = epsn[3],
+					   .ackreq = true, .pad = 0,
+					   .va = w_addr + 64, .rkey = w_rkey,
+					   .dmalen = 8 };
+
+			atomic_store(&fr->tail, atomic_load(&fr->head) + 5000);
+			ring_pkt(&c);
+			check(drained(), "the target read our READ after the "
+			      "tail lie");
+		}
+	}
+
 	/* ---- what the target saw ---- */
 	close(to_child[1]);
 	while (fgets(line, sizeof(line), out)) {
@@ -415,12 +485,13 @@ int main(int argc, char **argv)
 	{
 		static const struct { const char *name; long min, max; } want[] = {
 			{ " rx_local_pkts=", 6, 1000 },
-			{ " drop_local_bad=", 3, 1000 },
+			{ " drop_local_bad=", 4, 1000 },
 			{ " drop_truncated=", 2, 1000 },
 			{ " drop_bad_hdr=", 1, 1000 },
 			{ " tx_nak_access=", 1, 1000 },
-			/* the unsealed ring we offered was refused */
-			{ " local_connects=", 0, 0 },
+			/* the unsealed ring we offered was refused, the
+			 * sealed one taken */
+			{ " local_connects=", 1, 1000 },
 		};
 		const char *stats = strstr(errbuf, "uroce-stats:");
 		size_t k;
