@@ -65,7 +65,9 @@
 struct lin {
 	int fd;
 	struct lr_shared *ring;
-	uint32_t tail;			/* ours; the shared one is a copy */
+	_Atomic uint32_t tail;		/* ours (the poller's; the progress
+					 * thread reads it before sleeping);
+					 * the shared one is a copy */
 	struct sockaddr_storage src;
 	_Atomic bool dead;		/* the connection closed */
 	_Atomic bool broken;			/* the ring lied: dropped */
@@ -337,7 +339,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load_explicit(&L->in[i],
 						      memory_order_acquire);
-		uint32_t head, avail, k;
+		uint32_t head, avail, tail, k;
 
 		if (!in)
 			continue;
@@ -348,7 +350,8 @@ int uroce_local_poll(struct uroce_dev *dev)
 		}
 		head = atomic_load_explicit(&in->ring->head,
 					    memory_order_acquire);
-		avail = head - in->tail;
+		tail = atomic_load_explicit(&in->tail, memory_order_relaxed);
+		avail = head - tail;
 		if (!avail)
 			continue;
 		if (avail > LR_SLOTS) {
@@ -362,7 +365,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 			burst = true;
 		}
 		for (k = 0; k < avail; k++) {
-			struct lr_slot *s = &in->ring->slot[in->tail &
+			struct lr_slot *s = &in->ring->slot[tail &
 							    (LR_SLOTS - 1)];
 			uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
 			uint16_t ip_id = __atomic_load_n(&s->ip_id,
@@ -379,9 +382,11 @@ int uroce_local_poll(struct uroce_dev *dev)
 					memcpy(L->rxbuf + LR_HEAD,
 					       s->data + LR_HEAD, len - LR_HEAD);
 			}
-			in->tail++;
+			tail++;
+			atomic_store_explicit(&in->tail, tail,
+					      memory_order_relaxed);
 			if (len > LR_DATA) {
-				atomic_store_explicit(&in->ring->tail, in->tail,
+				atomic_store_explicit(&in->ring->tail, tail,
 						      memory_order_release);
 				uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
 				continue;
@@ -389,11 +394,11 @@ int uroce_local_poll(struct uroce_dev *dev)
 			/* (the slot is the sender's again once its payload
 			 * is out: after delivery when it was read in place) */
 			if (!split)
-				atomic_store_explicit(&in->ring->tail, in->tail,
+				atomic_store_explicit(&in->ring->tail, tail,
 						      memory_order_release);
 			deliver(dev, L, in, len, ip_id, split ? s->data : NULL);
 			if (split)
-				atomic_store_explicit(&in->ring->tail, in->tail,
+				atomic_store_explicit(&in->ring->tail, tail,
 						      memory_order_release);
 			total++;
 		}
@@ -435,7 +440,8 @@ bool uroce_local_sleep(struct uroce_dev *dev)
 		struct lin *in = atomic_load(&L->in[i]);
 
 		if (in && !in->broken &&
-		    atomic_load(&in->ring->head) != in->tail)
+		    atomic_load(&in->ring->head) !=
+		    atomic_load_explicit(&in->tail, memory_order_relaxed))
 			idle = false;
 	}
 	pthread_mutex_unlock(&L->acc_lock);
