@@ -812,6 +812,10 @@ static void ring_bell(struct uroce_dev *dev, struct lout *o)
 {
 	uint64_t one = 1;
 
+	/* (a run's earlier packets may have gone to a ring that a later
+	 * lookup found dead and took down: nobody to ring) */
+	if (!o->up || !o->ring)
+		return;
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&o->ring->sleeping, memory_order_relaxed) &&
 	    atomic_exchange(&o->ring->sleeping, 0)) {
