@@ -110,6 +110,13 @@ static inline int uroce_shm_has_share(uint32_t hdr_size)
 }
 
 /* One QP as the snapshot saw it. */
+/* struct uroce_shm_qp's path: 0 from a library that does not say */
+enum uroce_shm_path {
+	UROCE_SHM_PATH_NONE,		/* no peer (UD, or not connected) */
+	UROCE_SHM_PATH_UDP,		/* the network */
+	UROCE_SHM_PATH_LOCAL,		/* a same-host ring (net/local.c) */
+};
+
 struct uroce_shm_qp {
 	uint32_t qpn;
 	uint32_t dest_qpn;
@@ -119,7 +126,7 @@ struct uroce_shm_qp {
 	uint8_t timeout;		/* local ACK timeout exponent */
 	uint8_t retry_cnt;
 	uint8_t rnr_retry;
-	uint8_t reserved;
+	uint8_t path;			/* enum uroce_shm_path: how it sends */
 	uint8_t peer_gid[16];
 	uint32_t sq_psn;		/* next PSN the requester sends */
 	uint32_t unacked_psn;		/* oldest PSN not yet acknowledged */

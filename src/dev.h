@@ -68,6 +68,8 @@ static inline void uroce_count(struct uroce_dev *dev, enum uroce_counter c,
 static inline void uroce_progress_poll_done(struct uroce_dev *dev)
 {
 	atomic_store_explicit(&dev->prog.app_poll_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&dev->prog.app_done_ns, uroce_now_ns(),
+			      memory_order_relaxed);
 }
 
 /* release the engine lock and send what was queued under it */

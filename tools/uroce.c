@@ -806,6 +806,18 @@ static void rtt_text(const struct seg *s, const struct uroce_shm_qp *q,
 			 q->rttvar_ns / 1e3);
 }
 
+/* which packet IO a QP's packets take (include/uroce_shm.h) */
+static const char *path_text(uint8_t path)
+{
+	static const char *const name[] = {
+		[UROCE_SHM_PATH_NONE] = "-",
+		[UROCE_SHM_PATH_UDP] = "udp",
+		[UROCE_SHM_PATH_LOCAL] = "local",
+	};
+
+	return path < sizeof(name) / sizeof(name[0]) ? name[path] : "?";
+}
+
 static void print_qps_text(const struct seg *s, bool fresh)
 {
 	char comm[sizeof(s->h->comm)], dev[sizeof(s->h->dev_name)];
@@ -821,9 +833,9 @@ static void print_qps_text(const struct seg *s, bool fresh)
 	if (!n)
 		return;
 	printf("  %-8s %-5s %-4s %-8s %-18s %4s %-8s %-8s %-8s %13s %11s "
-	       "%10s %10s %7s %15s\n", "QPN", "STATE", "TYPE", "DEST", "PEER",
+	       "%10s %10s %7s %15s %s\n", "QPN", "STATE", "TYPE", "DEST", "PEER",
 	       "MTU", "SQ_PSN", "UNACKED", "EPSN", "SQ POST/UNS", "RQ POSTED",
-	       "TX_PKTS", "RX_PKTS", "RETRANS", "RTT_US/VAR");
+	       "TX_PKTS", "RX_PKTS", "RETRANS", "RTT_US/VAR", "PATH");
 	for (i = 0; i < n && i < s->h->qp_slots; i++) {
 		const struct uroce_shm_qp *q = qp_entry(s, i);
 		char gid[INET6_ADDRSTRLEN], sq[32], rq[32], rtt[40];
@@ -834,10 +846,10 @@ static void print_qps_text(const struct seg *s, bool fresh)
 		rtt_text(s, q, rtt, sizeof(rtt));
 		printf("  0x%06x %-5s %-4s 0x%06x %-18s %4u 0x%06x 0x%06x "
 		       "0x%06x %13s %11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       " %15s\n", q->qpn, state_text(q->state), type_text(q->type),
-		       q->dest_qpn, gid, q->mtu, q->sq_psn, q->unacked_psn,
-		       q->epsn, sq, rq, q->tx_pkts, q->rx_pkts,
-		       q->retransmits, rtt);
+		       " %15s %s\n", q->qpn, state_text(q->state),
+		       type_text(q->type), q->dest_qpn, gid, q->mtu, q->sq_psn,
+		       q->unacked_psn, q->epsn, sq, rq, q->tx_pkts, q->rx_pkts,
+		       q->retransmits, rtt, path_text(q->path));
 	}
 	if (s->h->qp_overflow)
 		printf("  ... and %u more QPs that do not fit the table\n",
@@ -865,6 +877,7 @@ static void print_qps_json(const struct seg *s, bool fresh)
 		json_kv_str("type", type_text(q->type), true);
 		json_kv_u64("dest_qpn", q->dest_qpn, true);
 		json_kv_str("peer_gid", gid, true);
+		json_kv_str("path", path_text(q->path), true);
 		json_kv_u64("mtu", q->mtu, true);
 		json_kv_u64("timeout", q->timeout, true);
 		json_kv_u64("retry_cnt", q->retry_cnt, true);

@@ -31,6 +31,8 @@ static void config_read(void)
 	c->gso = !v || strcmp(v, "0");
 	v = getenv("UROCE_SHARE");
 	c->share = !v || strcmp(v, "0");
+	v = getenv("UROCE_LOCAL");
+	c->local = !v || strcmp(v, "0");
 	v = env("UROCE_UNRELIABLE_MBPS");
 	c->unreliable_mbps = v ? strtoull(v, NULL, 0) : DEFAULT_UNRELIABLE_MBPS;
 	v = env("UROCE_SPIN_US");

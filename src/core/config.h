@@ -21,6 +21,8 @@ struct uroce_config {
 	bool gso;			/* UROCE_GSO: not "0" (UDP GSO/GRO) */
 	bool share;			/* UROCE_SHARE: not "0" (net/share.c:
 					 * an address may be shared) */
+	bool local;			/* UROCE_LOCAL: not "0" (net/local.c:
+					 * the same-host path) */
 	uint64_t unreliable_mbps;	/* UROCE_UNRELIABLE_MBPS: UC/UD pacing,
 					 * Mbit/s, 0 = off (default 4000) */
 	uint64_t spin_ns;		/* UROCE_SPIN_US: how long the progress

@@ -108,6 +108,7 @@ struct uroce_progress {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	_Atomic uint64_t app_poll_ns;	/* when an application thread last
 					 * received for itself */
+	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
 	pthread_t thread;
 	int epfd;
 	int timerfd;
@@ -171,6 +172,15 @@ void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *src,
 		const struct sockaddr_storage *dst, uint16_t ip_id_hint);
+/* the same, for a packet from a same-host ring (net/local.c): every
+ * check but the ICRC's (no wire between).  buf is a private copy of at
+ * least the headers; payload_at, if not NULL, is the packet in the ring,
+ * whose payload is copied from there (only data, never parsed, so a
+ * peer changing it meanwhile changes only data it owns anyway) */
+void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		      const struct sockaddr_storage *src,
+		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
+		      const uint8_t *payload_at);
 /* the receive burst net/ delivers: begin (take dev->lock, hold plain
  * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
  * is released and what was queued is sent); no lock held by the caller */

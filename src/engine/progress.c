@@ -131,6 +131,23 @@ static uint64_t spin_ns = 50000;
  * other descriptors) are served while a stream goes on */
 #define RECEIVE_MAX_NS 1000000
 
+/*
+ * A ring is read without a system call (net/local.c): after a packet
+ * from one the thread keeps watching, so that a passive peer (the server
+ * of ib_read_lat) answers the next one without a wake-up.  Not while
+ * the application finds completions (it runs a loop of its own, maybe
+ * spinning on memory like ib_write_lat, and needs the core more).
+ */
+#define APP_ACTIVE_NS 1000000
+
+static bool ring_watch(struct uroce_dev *dev)
+{
+	return uroce_local_recent(dev) &&
+	       uroce_now_ns() - atomic_load_explicit(&dev->prog.app_done_ns,
+						     memory_order_relaxed) >
+	       APP_ACTIVE_NS;
+}
+
 static void receive_spin(struct uroce_dev *dev)
 {
 	uint64_t start = uroce_now_ns(), last = 0;
@@ -143,7 +160,7 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
-			stream |= n >= SPIN_MIN_PKTS;
+			stream |= n >= SPIN_MIN_PKTS || ring_watch(dev);
 			last = 0;
 			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
 				break;
@@ -181,17 +198,25 @@ static void *progress_main(void *arg)
 	spin_ns = uroce_config()->spin_ns;
 
 	while (!dev->prog.stopping) {
-		int n = epoll_wait(dev->prog.epfd, ev, 4, -1);
+		/* (same-host senders ring only while we sleep) */
+		bool sleep = uroce_local_sleep(dev);
+		int n = epoll_wait(dev->prog.epfd, ev, 4, sleep ? -1 : 0);
 		int i;
 
+		uroce_local_awake(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			break;
+		if (!sleep && !n && !app_is_polling(dev))
+			receive_spin(dev);	/* a ring has packets */
 		for (i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
+			int local = uroce_local_event(dev, fd);
 
-			if (fd == dev->net.sock) {
+			if (local == 1)
+				continue;
+			if (fd == dev->net.sock || local == 2) {
 				if (app_is_polling(dev))
 					continue;
 				receive_spin(dev);
@@ -249,6 +274,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	    watch(dev, dev->prog.wakefd))
 		return -errno;
 	uroce_share_watch(dev);
+	uroce_local_watch(dev);
 
 	/* the application's signals are for the application's threads */
 	sigfillset(&all);

@@ -92,9 +92,36 @@ static int parse(uint8_t *buf, size_t len, struct uroce_pkt *pkt)
 	return -1;
 }
 
+static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		     const struct sockaddr_storage *src,
+		     const struct sockaddr_storage *dst, uint16_t ip_id_hint,
+		     const uint8_t *payload_at);
+
 void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		const struct sockaddr_storage *src,
 		const struct sockaddr_storage *dst, uint16_t ip_id_hint)
+{
+	recv_pkt(dev, buf, len, src, dst, ip_id_hint, NULL);
+}
+
+void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		      const struct sockaddr_storage *src,
+		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
+		      const uint8_t *payload_at)
+{
+	recv_pkt(dev, buf, len, src, dst, ip_id_hint, payload_at ? payload_at : buf);
+}
+
+/*
+ * payload_at NULL: a datagram from the network, whose corruption the
+ * ICRC catches.  Otherwise from a ring: no ICRC, and the packet's bytes
+ * past its headers are read at payload_at + offset (only ever copied
+ * out, never parsed) while buf holds a private copy of the headers.
+ */
+static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		     const struct sockaddr_storage *src,
+		     const struct sockaddr_storage *dst, uint16_t ip_id_hint,
+		     const uint8_t *payload_at)
 {
 	struct uroce_icrc_ip ip;
 	struct uroce_pkt pkt;
@@ -110,7 +137,7 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	}
 	uroce_icrc_ip_from(src, dst, &ip);
 	ip.ip_id = ip_id_hint;
-	if (!uroce_icrc_check(&ip, buf, len)) {
+	if (!payload_at && !uroce_icrc_check(&ip, buf, len)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_ICRC, 1);
 		return;
 	}
@@ -118,6 +145,9 @@ void uroce_recv(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		return;
 	}
+	if (payload_at)		/* (read only: copied to SGEs) */
+		pkt.payload = (uint8_t *)(uintptr_t)(payload_at +
+						     (pkt.payload - buf));
 	pkt.src = *src;
 	pkt.dst = dst;
 	if (pkt.qpn == UROCE_MCAST_QPN || uroce_addr_is_mcast(dst)) {

@@ -187,6 +187,9 @@ static void snapshot(struct uroce_dev *dev)
 
 			uroce_gid_from_addr(&qp->peer, &peer);
 			memcpy(e->peer_gid, peer.raw, 16);
+			e->path = uroce_local_peer(dev, &qp->peer,
+						   qp->attr.dest_qp_num) ?
+				  UROCE_SHM_PATH_LOCAL : UROCE_SHM_PATH_UDP;
 		}
 		e->sq_psn = qp->req.psn;
 		e->unacked_psn = qp->comp.psn;

@@ -61,6 +61,8 @@ struct uroce_net {
 	_Atomic bool gso;		/* io->send_runs works on this socket */
 	struct uroce_share *share;	/* net/share.c: the address's group,
 					 * NULL when the socket is alone */
+	struct uroce_local *local_path;	/* net/local.c: the same-host
+					 * path, NULL with UROCE_LOCAL=0 */
 
 	/* fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
@@ -146,6 +148,35 @@ uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
 void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
+
+/* net/local.c: the same-host path (shared-memory rings to the devices
+ * of this host and network namespace; docs/decisions.md) */
+struct uroce_local;
+int uroce_local_open(struct uroce_dev *dev);	/* after the bind */
+void uroce_local_close(struct uroce_dev *dev);
+void uroce_local_rebind(struct uroce_dev *dev);	/* rx_pause held */
+void uroce_local_watch(struct uroce_dev *dev);	/* the epoll exists */
+/* packet IO's hooks, tx_lock held: 1 sent through a ring, 0 not a local
+ * peer (send it by UDP), -errno lost */
+int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		     const struct iovec *iov, int iovcnt);
+/* the leading runs that are local, sent; or 0 and *udp_runs: how many
+ * leading runs are not */
+int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
+			  int nruns, const struct iovec *iov, int *udp_runs);
+/* receive from the rings (rx_lock held); returns the packets */
+int uroce_local_poll(struct uroce_dev *dev);
+/* the progress thread: before epoll_wait (false: packets wait, do not
+ * sleep), after it, and for a descriptor it saw ready: 0 not ours,
+ * 1 handled, 2 packets may wait (receive as for the socket) */
+bool uroce_local_sleep(struct uroce_dev *dev);
+void uroce_local_awake(struct uroce_dev *dev);
+int uroce_local_event(struct uroce_dev *dev, int fd);
+/* the last uroce_local_poll received something (rx_lock held) */
+bool uroce_local_recent(const struct uroce_dev *dev);
+/* packets to dst for QPN qpn go through a ring (uroce qps) */
+bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		      uint32_t qpn);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

@@ -169,6 +169,10 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		.msg_iovlen = (size_t)iovcnt,
 	};
 
+	int local = uroce_local_send(dev, dst, iov, iovcnt);
+
+	if (local)				/* went through a ring */
+		return local < 0 ? local : 0;
 	for (;;) {
 		if (sendmsg(dev->net.sock, &msg, 0) >= 0) {
 			uroce_tap_tx(dev, dst, iov, iovcnt, 0);
@@ -240,6 +244,10 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	struct mmsghdr msg[UROCE_TXB_MAX_RUNS];
 	int r, n;
 
+	/* the leading runs to same-host peers go through their rings */
+	n = uroce_local_send_runs(dev, run, nruns, iov, &nruns);
+	if (n)
+		return n;
 	for (r = 0; r < nruns; r++) {
 		struct msghdr *m = &msg[r].msg_hdr;
 
@@ -541,7 +549,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	fault_init(dev);
 	pace_init(dev);
 	uroce_pcap_open(dev);
-	return 0;
+	return uroce_local_open(dev);
 }
 
 /* Move a running device to another address (rdma_bind_addr). */
@@ -577,6 +585,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	uroce_gid_from_addr(&ss, &dev->net.gid);
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
+	uroce_local_rebind(dev);
 	uroce_rx_resume(dev);
 	if (old_sh)
 		uroce_share_release(old_sh, old);	/* closes old */
@@ -587,6 +596,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 
 void uroce_net_close(struct uroce_dev *dev)
 {
+	uroce_local_close(dev);
 	if (dev->net.share)
 		uroce_share_release(dev->net.share, dev->net.sock);
 	else if (dev->net.sock >= 0)
@@ -658,16 +668,17 @@ int uroce_net_poll(struct uroce_dev *dev)
 {
 	struct sockaddr_storage *src = rx_src, dst;
 	struct mmsghdr *msgs = rx_msgs;
-	int i, n, pkts;
+	int i, n, pkts, local;
 
 	if (!rx_ready) {
 		rx_reset(RX_BATCH);
 		rx_ready = true;
 	}
+	local = uroce_local_poll(dev);		/* the same-host rings */
 	n = recvmmsg(dev->net.sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
-		return 0;
-	pkts = 0;
+		return local;
+	pkts = local;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
 	uroce_rx_burst_begin(dev);
 	for (i = 0; i < n; i++) {

@@ -138,6 +138,18 @@ out=$("$tool" qps "$cp")
 grep -Eq '^  0x[0-9a-f]{6} RTS +RC ' <<<"$out" ||
 	fail "uroce qps $cp (text) shows no RTS RC QP:"$'\n'"$out"
 
+# two processes of one host: the client's QP sends through a ring
+# (net/local.c), unless UROCE_LOCAL=0
+"$tool" qps --json "$cp" >"$work/qps.json" || fail "uroce qps --json $cp failed"
+want="['local']"
+[[ ${UROCE_LOCAL:-1} == 0 ]] && want="['udp']"
+got=$(json "$work/qps.json" '[q["path"] for q in j["qps"] if q["dest_qpn"] > 0]')
+[[ $got == "$want" ]] ||
+	fail "uroce qps $cp: want path $want for the connected QP, got '$got'"
+out=$("$tool" qps "$cp")
+grep -Eq '^  0x[0-9a-f]{6} RTS +RC .* (local|udp)$' <<<"$out" ||
+	fail "uroce qps $cp (text) shows no PATH column:"$'\n'"$out"
+
 # Two readings of each side, half a second apart, while traffic flows.
 stats "$sp" "$work/s0.json"
 stats "$cp" "$work/c0.json"

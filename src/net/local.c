@@ -1,0 +1,1176 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The same-host path: packets to a uroce device of this host and network
+ * namespace go through shared memory instead of UDP (docs/decisions.md
+ * "The same-host path").  Only the packet IO differs: the same RoCE
+ * packets, built and checked by the same engine.
+ *
+ * Discovery: every device listens on the abstract AF_UNIX SOCK_SEQPACKET
+ * name "uroce/local/<uid>/<address>/<slot>" (its shared-device slot, 0
+ * when alone), and the first member of an address also on ".../0" (QP1,
+ * and QPNs of a device bound alone).  Abstract names belong to the
+ * network namespace, so finding one means "same host, same netns".  Both
+ * ends check with SO_PEERCRED that the other is of our uid.
+ *
+ * A sender connects, says its address; the receiver answers with a memfd
+ * (sealed against shrinking: no SIGBUS) holding a single-producer,
+ * single-consumer ring of fixed-size slots made for that sender, and its
+ * doorbell eventfd.  The sender writes a packet into the next slot,
+ * publishes head (release), and writes the doorbell only if the receiver
+ * said it sleeps in epoll (Dekker: both sides store, full fence, load).
+ *
+ * Trust: nothing read from the ring is believed.  head is bounded by the
+ * ring size, each slot's length by the slot, and each packet is copied
+ * into private memory before uroce_recv_local parses it as a datagram
+ * from the network, so a peer that scribbles the ring can only make us
+ * drop (drop_local_bad).  The ICRC is computed on send (pcap sees valid
+ * frames) but not checked here: memory is not a wire.
+ *
+ * Locks: the outbound table (struct lout) is used under dev->tx.tx_lock
+ * (every packet IO send holds it); the inbound rings are read by whoever
+ * holds dev->prog.rx_lock and only that thread frees them; L->acc_lock
+ * guards the inbound table's insertions (accept), the progress thread's
+ * scans and the unpublishing of a ring, and is held around nothing that
+ * waits, so a sender waiting for a peer's answer may take it to answer
+ * that peer's own connection (two processes meeting at once).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "uroce_local.h"
+
+#define LR_MAX_IN	64
+#define LR_MAX_OUT	64
+#define LR_BATCH	32		/* packets per ring per poll */
+#define LR_HELLO_MS	100		/* the answer to a connect */
+#define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
+#define LR_FULL_NS	200000ull	/* a full ring: wait this long, drop */
+
+/* a ring we receive on */
+struct lin {
+	int fd;
+	struct lr_shared *ring;
+	_Atomic uint32_t tail;		/* ours (the poller's; the progress
+					 * thread reads it before sleeping);
+					 * the shared one is a copy */
+	struct sockaddr_storage src;
+	_Atomic bool dead;		/* the connection closed */
+	_Atomic bool broken;			/* the ring lied: dropped */
+};
+
+/* a peer we send to: connected (ring), or known not local until retry */
+struct lout {
+	bool used, up, alone;
+	bool self;			/* our own ring: never wait on it */
+	struct sockaddr_storage addr;
+	uint8_t sbyte;			/* top byte of the QPNs it is for */
+	uint64_t retry_ns, last_ns;
+	_Atomic int fd;
+	_Atomic bool dead;
+	struct lr_shared *ring;
+	int bell;
+	uint32_t head;			/* ours; the shared one is a copy */
+};
+
+struct uroce_local {
+	int lfd[2];			/* listening: our slot's name, ".../0" */
+	int nl;
+	int bell;			/* our doorbell, given to every sender */
+	char names[2][108];
+	pthread_mutex_t acc_lock;
+	_Atomic(struct lin *) in[LR_MAX_IN];
+	int in_fd[LR_MAX_IN];		/* acc_lock */
+	struct lout out[LR_MAX_OUT];	/* tx_lock */
+	struct lout *last;
+	bool recent;			/* rx_lock: the last poll had packets */
+	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
+};
+
+static struct uroce_local *loc(const struct uroce_dev *dev)
+{
+	return dev->net.local_path;
+}
+
+static socklen_t lr_name(char *out, size_t outlen,
+			 const struct sockaddr_storage *ss, uint32_t slot,
+			 struct sockaddr_un *un)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int n;
+
+	inet_ntop(ss->ss_family, ss->ss_family == AF_INET ?
+		  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+		  (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
+		  ip, sizeof(ip));
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		     "uroce/local/%u/%s/%u", (unsigned)getuid(), ip, slot);
+	if (out)
+		snprintf(out, outlen, "%s", un->sun_path + 1);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static bool same_uid(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) &&
+	       cr.uid == getuid();
+}
+
+static bool same_addr(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+static void epoll_add(struct uroce_dev *dev, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+
+	if (dev->prog.epfd >= 0)
+		epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* ---- receiving side ---- */
+
+/*
+ * A ring for the sender at the other end of fd (from src): made, mapped
+ * and published; returns its memfd for the sender (-errno: none, fd
+ * left to the caller).  acc_lock held.
+ */
+static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
+		   const struct sockaddr_storage *src)
+{
+	struct lin *in;
+	int mfd, i;
+
+	for (i = 0; i < LR_MAX_IN; i++)
+		if (!atomic_load(&L->in[i]) && L->in_fd[i] < 0)
+			break;
+	if (i == LR_MAX_IN)
+		return -ENOSPC;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	mfd = memfd_create("uroce-local", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0 || ftruncate(mfd, sizeof(struct lr_shared)) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL))
+		goto fail;
+	in->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
+			MAP_SHARED, mfd, 0);
+	if (in->ring == MAP_FAILED)
+		goto fail;
+	in->fd = fd;
+	in->src = *src;
+	L->in_fd[i] = fd;
+	atomic_store_explicit(&L->in[i], in, memory_order_release);
+	epoll_add(dev, fd);
+	uroce_count(dev, UROCE_CNT_LOCAL_ACCEPTS, 1);
+	return mfd;
+fail:
+	if (mfd >= 0)
+		close(mfd);
+	free(in);
+	return -ENOMEM;
+}
+
+/* A connection on a listener: answer it with a ring; acc_lock held. */
+static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
+{
+	struct lr_answer ans = {
+		.magic = LR_MAGIC,
+		.slot = uroce_share_slot(dev),
+		.alone = !dev->net.share,
+		.size = sizeof(struct lr_shared),
+	};
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+	};
+	struct pollfd p = { .events = POLLIN };
+	struct lr_hello hello;
+	struct cmsghdr *c;
+	int fd, mfd, fds[2];
+	ssize_t n;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!same_uid(fd))
+		goto fail;
+	p.fd = fd;
+	if (poll(&p, 1, LR_HELLO_MS) != 1)
+		goto fail;
+	n = recv(fd, &hello, sizeof(hello), 0);
+	if (n != (ssize_t)sizeof(hello) || hello.magic != LR_MAGIC ||
+	    hello.addr.ss_family != dev->net.family)
+		goto fail;
+	mfd = in_make(dev, L, fd, &hello.addr);
+	if (mfd < 0)
+		goto fail;
+	fds[0] = mfd;
+	fds[1] = L->bell;
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	/* (if this fails the sender sees the close; the poller reaps) */
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(ans))
+		shutdown(fd, SHUT_RDWR);
+	close(mfd);
+	return;
+fail:
+	close(fd);
+}
+
+/* Take a ring out (the poller: rx_lock held). */
+static void reap(struct uroce_local *L, int i)
+{
+	struct lin *in;
+
+	pthread_mutex_lock(&L->acc_lock);
+	in = atomic_load(&L->in[i]);
+	atomic_store(&L->in[i], NULL);
+	L->in_fd[i] = -1;
+	pthread_mutex_unlock(&L->acc_lock);
+	if (!in)
+		return;
+	close(in->fd);
+	munmap(in->ring, sizeof(struct lr_shared));
+	free(in);
+}
+
+/* A ring whose contents cannot be true: drop it; the sender sees the
+ * connection close and goes back to UDP. */
+static void ring_bad(struct uroce_dev *dev, struct lin *in)
+{
+	uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
+	in->broken = true;
+	shutdown(in->fd, SHUT_RDWR);
+}
+
+/*
+ * Whether a packet may be taken with only its headers copied (hdr: the
+ * first LR_HEAD bytes, private): its payload then goes from the ring
+ * straight to the SGEs, one copy less.  Not what anyone reads whole: a
+ * capture, QP1 (the shared device reads the MAD to steer it), another
+ * member's packet (forwarded), a probe.
+ */
+#define LR_HEAD		UROCE_MAX_HDR_LEN
+#define LR_SPLIT_MIN	512		/* smaller: one copy is as cheap */
+
+static bool split_ok(const struct uroce_dev *dev, const uint8_t *hdr,
+		     uint32_t len)
+{
+	uint32_t qpn = bth_qpn(hdr);
+
+	return len >= LR_SPLIT_MIN && !uroce_pcap_path()[0] &&
+	       qpn != 1 && qpn != UROCE_MCAST_QPN &&
+	       (!dev->net.share || (qpn >> 16) == uroce_share_slot(dev));
+}
+
+static void deliver(struct uroce_dev *dev, struct uroce_local *L,
+		    struct lin *in, uint32_t len, uint16_t ip_id,
+		    const uint8_t *ring_pkt)
+{
+	uroce_count(dev, UROCE_CNT_RX_LOCAL_PKTS, 1);
+	if (ring_pkt) {
+		/* (counts by the opcode in the header copy; split_ok
+		 * made sure nothing captures) */
+		uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local,
+			     ip_id);
+		uroce_recv_local(dev, L->rxbuf, len, &in->src,
+				 &dev->net.local, ip_id, ring_pkt);
+		return;
+	}
+	/* QP1 and other members' QPNs reach the address's first member */
+	if (uroce_share_steer(dev, L->rxbuf, len, &in->src, &dev->net.local,
+			      ip_id))
+		return;
+	uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id);
+	uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id,
+			 NULL);
+}
+
+/*
+ * Receive what waits in the rings; rx_lock held.  Returns the number of
+ * packets.  head is read with acquire (the slot's bytes are the
+ * sender's before it), tail stored with release after each copy (the
+ * slot is the sender's again).
+ */
+int uroce_local_poll(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	bool burst = false;
+	int i, total = 0;
+
+	if (!L)
+		return 0;
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load_explicit(&L->in[i],
+						      memory_order_acquire);
+		uint32_t head, avail, tail, k;
+
+		if (!in)
+			continue;
+		if (atomic_load(&in->dead) || in->broken) {
+			if (atomic_load(&in->dead))
+				reap(L, i);
+			continue;
+		}
+		head = atomic_load_explicit(&in->ring->head,
+					    memory_order_acquire);
+		tail = atomic_load_explicit(&in->tail, memory_order_relaxed);
+		avail = head - tail;
+		if (!avail)
+			continue;
+		if (avail > LR_SLOTS) {
+			ring_bad(dev, in);
+			continue;
+		}
+		if (avail > LR_BATCH)
+			avail = LR_BATCH;
+		if (!burst) {
+			uroce_rx_burst_begin(dev);
+			burst = true;
+		}
+		for (k = 0; k < avail; k++) {
+			struct lr_slot *s = &in->ring->slot[tail &
+							    (LR_SLOTS - 1)];
+			uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+			uint16_t ip_id = __atomic_load_n(&s->ip_id,
+							 __ATOMIC_RELAXED);
+			bool split = false;
+
+			if (len <= LR_DATA) {
+				/* the headers first, then all of it unless
+				 * the payload may stay where it is */
+				memcpy(L->rxbuf, s->data,
+				       len < LR_HEAD ? len : LR_HEAD);
+				split = split_ok(dev, L->rxbuf, len);
+				if (!split && len > LR_HEAD)
+					memcpy(L->rxbuf + LR_HEAD,
+					       s->data + LR_HEAD, len - LR_HEAD);
+			}
+			tail++;
+			atomic_store_explicit(&in->tail, tail,
+					      memory_order_relaxed);
+			if (len > LR_DATA) {
+				atomic_store_explicit(&in->ring->tail, tail,
+						      memory_order_release);
+				uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
+				continue;
+			}
+			/* (the slot is the sender's again once its payload
+			 * is out: after delivery when it was read in place) */
+			if (!split)
+				atomic_store_explicit(&in->ring->tail, tail,
+						      memory_order_release);
+			deliver(dev, L, in, len, ip_id, split ? s->data : NULL);
+			if (split)
+				atomic_store_explicit(&in->ring->tail, tail,
+						      memory_order_release);
+			total++;
+		}
+	}
+	if (burst)
+		uroce_rx_burst_end(dev);
+	L->recent = total > 0;
+	return total;
+}
+
+bool uroce_local_recent(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L && L->recent;
+}
+
+/*
+ * The progress thread is about to sleep in epoll: ask senders to ring.
+ * false if a ring has packets already (then it must not sleep).
+ */
+bool uroce_local_sleep(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	bool idle = true;
+	int i;
+
+	if (!L)
+		return true;
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (in)
+			atomic_store(&in->ring->sleeping, 1);
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	for (i = 0; i < LR_MAX_IN && idle; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (in && !in->broken &&
+		    atomic_load(&in->ring->head) !=
+		    atomic_load_explicit(&in->tail, memory_order_relaxed))
+			idle = false;
+	}
+	pthread_mutex_unlock(&L->acc_lock);
+	if (!idle)
+		uroce_local_awake(dev);
+	return idle;
+}
+
+void uroce_local_awake(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	int i;
+
+	if (!L)
+		return;
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (in)
+			atomic_store_explicit(&in->ring->sleeping, 0,
+					      memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&L->acc_lock);
+}
+
+/* the outbound peer whose connection is fd: it is gone */
+static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
+{
+	int i;
+
+	for (i = 0; i < LR_MAX_OUT; i++) {
+		if (atomic_load(&L->out[i].fd) == fd) {
+			atomic_store(&L->out[i].dead, true);
+			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
+			return true;
+		}
+	}
+	return false;
+}
+
+int uroce_local_event(struct uroce_dev *dev, int fd)
+{
+	struct uroce_local *L = loc(dev);
+	uint64_t v;
+	int i;
+
+	if (!L)
+		return 0;
+	if (fd == L->bell) {
+		if (read(L->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			return 1;
+		uroce_count(dev, UROCE_CNT_LOCAL_WAKEUPS, 1);
+		return 2;
+	}
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < L->nl; i++) {
+		if (fd == L->lfd[i]) {
+			accept_one(dev, L, fd);
+			pthread_mutex_unlock(&L->acc_lock);
+			return 1;
+		}
+	}
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (L->in_fd[i] == fd && in) {
+			/* anything from a sender is its end closing */
+			atomic_store(&in->dead, true);
+			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
+			pthread_mutex_unlock(&L->acc_lock);
+			return 2;	/* the poller reaps it */
+		}
+	}
+	pthread_mutex_unlock(&L->acc_lock);
+	return out_closed(dev, L, fd) ? 1 : 0;
+}
+
+/* ---- sending side (tx_lock held) ---- */
+
+static void out_down(struct lout *o)
+{
+	int fd = atomic_exchange(&o->fd, -1);
+
+	if (fd >= 0)
+		close(fd);
+	if (o->ring)
+		munmap(o->ring, sizeof(struct lr_shared));
+	if (o->bell >= 0)
+		close(o->bell);
+	o->ring = NULL;
+	o->bell = -1;
+	o->up = false;
+	o->self = false;
+	atomic_store(&o->dead, false);
+}
+
+/* Serve our own listeners while we wait for a peer's answer: it may be
+ * waiting for ours. */
+static void serve_own(struct uroce_dev *dev, struct uroce_local *L,
+		      struct pollfd *p, int np)
+{
+	int i;
+
+	for (i = 1; i < np; i++) {
+		if (!(p[i].revents & POLLIN))
+			continue;
+		pthread_mutex_lock(&L->acc_lock);
+		accept_one(dev, L, p[i].fd);
+		pthread_mutex_unlock(&L->acc_lock);
+	}
+}
+
+/* The answer: two descriptors, a memfd of the ring's size sealed against
+ * shrinking and the doorbell.  0, or -errno: not a ring we can use. */
+static int take_answer(struct uroce_local *L, struct lout *o, int fd,
+		       uint8_t want)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct lr_answer ans;
+	struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *c;
+	struct stat st;
+	int fds[2] = { -1, -1 }, err = -EPROTO, seals;
+	ssize_t n;
+
+	(void)L;
+	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	c = CMSG_FIRSTHDR(&msg);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(fds)))
+		memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	else if (c && c->cmsg_type == SCM_RIGHTS)
+		goto out;		/* (a count we did not ask for) */
+	if (n != (ssize_t)sizeof(ans) || (msg.msg_flags & MSG_CTRUNC) ||
+	    fds[0] < 0 || fds[1] < 0 || ans.magic != LR_MAGIC ||
+	    ans.size != sizeof(struct lr_shared))
+		goto out;
+	/* ".../0" is for QP1 (the member there steers it) and for every
+	 * QPN of a device alone; another slot's name must be that slot */
+	if (want && ans.slot != want && !ans.alone)
+		goto out;
+	seals = fcntl(fds[0], F_GET_SEALS);
+	if (fstat(fds[0], &st) || st.st_size != (off_t)sizeof(struct lr_shared) ||
+	    seals < 0 || !(seals & F_SEAL_SHRINK) || !(seals & F_SEAL_SEAL))
+		goto out;
+	/* a doorbell that is not an eventfd must not block us */
+	if (fcntl(fds[1], F_SETFL, O_NONBLOCK))
+		goto out;
+	o->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fds[0], 0);
+	if (o->ring == MAP_FAILED) {
+		o->ring = NULL;
+		goto out;
+	}
+	o->bell = fds[1];
+	fds[1] = -1;
+	o->alone = ans.alone;
+	o->head = atomic_load(&o->ring->head);
+	err = 0;
+out:
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	return err;
+}
+
+/*
+ * Packets to ourselves (two QPs of this process): a ring of our own,
+ * made without a handshake (we would wait for our own progress thread);
+ * a socketpair stands for the connection, so that it goes down the
+ * same way.
+ */
+static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
+		     struct lout *o)
+{
+	int sv[2], mfd;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0, sv))
+		return -errno;
+	pthread_mutex_lock(&L->acc_lock);
+	mfd = in_make(dev, L, sv[0], &dev->net.local);
+	pthread_mutex_unlock(&L->acc_lock);
+	if (mfd < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return mfd;
+	}
+	o->ring = mmap(NULL, sizeof(struct lr_shared), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, mfd, 0);
+	close(mfd);
+	o->bell = dup(L->bell);
+	if (o->ring == MAP_FAILED || o->bell < 0) {
+		o->ring = o->ring == MAP_FAILED ? NULL : o->ring;
+		shutdown(sv[1], SHUT_RDWR);	/* the poller reaps ours */
+		close(sv[1]);
+		return -ENOMEM;
+	}
+	o->self = true;
+	o->alone = !dev->net.share;
+	o->head = 0;
+	atomic_store(&o->fd, sv[1]);
+	o->up = true;
+	epoll_add(dev, sv[1]);
+	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+	return 0;
+}
+
+static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
+		       struct lout *o)
+{
+	struct lr_hello hello = { .magic = LR_MAGIC };
+	struct pollfd p[3];
+	struct sockaddr_un un;
+	socklen_t len;
+	uint64_t until;
+	int fd, i, np = 1;
+
+	len = lr_name(NULL, 0, &o->addr, o->sbyte, &un);
+	for (i = 0; i < L->nl; i++)
+		if (!strcmp(un.sun_path + 1, L->names[i]))
+			return self_ring(dev, L, o);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&un, len) || !same_uid(fd))
+		goto fail;
+	hello.slot = uroce_share_slot(dev);
+	hello.addr = dev->net.local;
+	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
+		goto fail;
+	p[0].fd = fd;
+	p[0].events = POLLIN;
+	for (i = 0; i < L->nl; i++) {
+		p[np].fd = L->lfd[i];
+		p[np++].events = POLLIN;
+	}
+	until = uroce_now_ns() + LR_HELLO_MS * 1000000ull;
+	for (;;) {
+		uint64_t now = uroce_now_ns();
+
+		if (now >= until)
+			goto fail;
+		if (poll(p, (nfds_t)np, (int)((until - now) / 1000000) + 1) < 0 &&
+		    errno != EINTR)
+			goto fail;
+		serve_own(dev, L, p, np);
+		if (p[0].revents)
+			break;
+	}
+	if (take_answer(L, o, fd, o->sbyte))
+		goto fail;
+	atomic_store(&o->fd, fd);
+	o->up = true;
+	epoll_add(dev, fd);
+	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+	return 0;
+fail:
+	close(fd);
+	return -ECONNREFUSED;
+}
+
+static struct lout *out_find(struct uroce_local *L,
+			     const struct sockaddr_storage *dst, uint8_t sb)
+{
+	int i;
+
+	for (i = 0; i < LR_MAX_OUT; i++) {
+		struct lout *o = &L->out[i];
+
+		if (o->used && o->sbyte == sb && same_addr(&o->addr, dst))
+			return o;
+	}
+	return NULL;
+}
+
+/* a free entry, or the one used least recently */
+static struct lout *out_new(struct uroce_local *L,
+			    const struct sockaddr_storage *dst, uint8_t sb)
+{
+	struct lout *o = &L->out[0];
+	int i;
+
+	for (i = 0; i < LR_MAX_OUT; i++) {
+		if (!L->out[i].used) {
+			o = &L->out[i];
+			break;
+		}
+		if (L->out[i].last_ns < o->last_ns)
+			o = &L->out[i];
+	}
+	if (o->used)
+		out_down(o);
+	memset(&o->addr, 0, sizeof(o->addr));
+	memcpy(&o->addr, dst, uroce_sa_len(dst));
+	o->sbyte = sb;
+	o->used = true;
+	o->up = false;
+	o->retry_ns = 0;
+	o->bell = -1;
+	atomic_store(&o->fd, -1);
+	return o;
+}
+
+/* the ring for (dst, QPN top byte), connecting if need be; NULL: UDP */
+static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
+			     const struct sockaddr_storage *dst, uint8_t sb,
+			     uint64_t now)
+{
+	struct lout *o = out_find(L, dst, sb);
+
+	if (o && o->up && atomic_load_explicit(&o->dead, memory_order_relaxed)) {
+		out_down(o);		/* the peer died: see if it is back */
+		o->retry_ns = 0;
+	}
+	if (o && o->up)
+		return o;
+	if (!o)
+		o = out_new(L, dst, sb);
+	o->last_ns = now;
+	if (now >= o->retry_ns) {
+		if (!out_connect(dev, L, o))
+			return o;
+		o->retry_ns = now + LR_RETRY_NS;
+	}
+	if (sb) {
+		/* a device bound alone takes all its QPNs at ".../0" */
+		struct lout *z = peer_get(dev, L, dst, 0, now);
+
+		if (z && z->alone)
+			return z;
+	}
+	return NULL;
+}
+
+static struct lout *peer_for(struct uroce_dev *dev,
+			     const struct sockaddr_storage *dst,
+			     const struct iovec *iov)
+{
+	struct uroce_local *L = loc(dev);
+	struct lout *o;
+	uint8_t sb;
+
+	if (!L || dst->ss_family != dev->net.family ||
+	    uroce_addr_is_mcast(dst) || iov[0].iov_len < UROCE_BTH_LEN)
+		return NULL;
+	sb = ((const uint8_t *)iov[0].iov_base)[5];	/* dest QP 23..16 */
+	o = L->last;
+	if (o && o->up && o->sbyte == sb && same_addr(&o->addr, dst) &&
+	    !atomic_load_explicit(&o->dead, memory_order_relaxed))
+		return o;
+	o = peer_get(dev, L, dst, sb, uroce_now_ns());
+	if (o)
+		L->last = o;
+	return o;
+}
+
+static void ring_bell(struct uroce_dev *dev, struct lout *o)
+{
+	uint64_t one = 1;
+
+	/* (a run's earlier packets may have gone to a ring that a later
+	 * lookup found dead and took down: nobody to ring) */
+	if (!o->up || !o->ring)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&o->ring->sleeping, memory_order_relaxed) &&
+	    atomic_exchange(&o->ring->sleeping, 0)) {
+		/* (fails only when the counter would overflow: the
+		 * receiver is awake then anyway) */
+		if (write(o->bell, &one, sizeof(one)) < 0)
+			uroce_log(UROCE_LOG_DEBUG, "local: doorbell: %s",
+				  strerror(errno));
+		uroce_count(dev, UROCE_CNT_LOCAL_DOORBELLS, 1);
+	}
+}
+
+/* room for one more packet: a full ring waits a little for the
+ * receiver, then the packet is lost like one a full socket buffer
+ * loses (the transport resends it); a ring that lies is dropped */
+static int ring_room(struct uroce_dev *dev, struct lout *o)
+{
+	uint64_t until = 0;
+
+	for (;;) {
+		uint32_t used = o->head - atomic_load_explicit(&o->ring->tail,
+							 memory_order_acquire);
+
+		if (used > LR_SLOTS) {
+			uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
+			atomic_store(&o->dead, true);
+			return -EPIPE;
+		}
+		if (used < LR_SLOTS)
+			return 0;
+		ring_bell(dev, o);
+		/* our own ring is drained by our poller, who may wait for
+		 * the lock we hold: the packet is lost at once */
+		if (o->self) {
+			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
+			return -EAGAIN;
+		}
+		if (!until)
+			until = uroce_now_ns() + LR_FULL_NS;
+		else if (uroce_now_ns() > until ||
+			 atomic_load_explicit(&o->dead, memory_order_relaxed)) {
+			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
+			return -EAGAIN;
+		}
+		sched_yield();
+	}
+}
+
+/* Copy one packet (up to len bytes from iov, off on) into the next
+ * slot; doorbell left to the caller.  0, or -errno (not sent). */
+static int ring_put(struct uroce_dev *dev, struct lout *o,
+		    const struct iovec **iov, size_t *off, const struct iovec *end,
+		    uint32_t len, uint16_t ip_id)
+{
+	struct lr_slot *s;
+	uint32_t done = 0;
+	int err = ring_room(dev, o);
+
+	if (err)
+		return err;
+	s = &o->ring->slot[o->head & (LR_SLOTS - 1)];
+	while (done < len && *iov < end) {
+		size_t take = (*iov)->iov_len - *off;
+
+		if (take > len - done)
+			take = len - done;
+		memcpy(s->data + done, (const uint8_t *)(*iov)->iov_base + *off,
+		       take);
+		done += (uint32_t)take;
+		*off += take;
+		if (*off == (*iov)->iov_len) {
+			(*iov)++;
+			*off = 0;
+		}
+	}
+	s->len = done;
+	s->ip_id = ip_id;
+	o->head++;
+	atomic_store_explicit(&o->ring->head, o->head, memory_order_release);
+	uroce_count(dev, UROCE_CNT_TX_LOCAL_PKTS, 1);
+	return 0;
+}
+
+static size_t iov_bytes(const struct iovec *iov, int n)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		     const struct iovec *iov, int iovcnt)
+{
+	size_t len = iov_bytes(iov, iovcnt), off = 0;
+	const struct iovec *it = iov;
+	struct lout *o;
+	int err;
+
+	if (len > LR_DATA || !(o = peer_for(dev, dst, iov)))
+		return 0;
+	err = ring_put(dev, o, &it, &off, iov + iovcnt, (uint32_t)len, 0);
+	ring_bell(dev, o);
+	return err ? err : 1;
+}
+
+/* The one packet of a local run that has no ring (a member of the
+ * address that turned the path off): by UDP, as it would have gone. */
+static void udp_one(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    const struct iovec *iov, int n)
+{
+	struct msghdr msg = {
+		.msg_name = (void *)dst,
+		.msg_namelen = uroce_sa_len(dst),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)n,
+	};
+
+	if (sendmsg(dev->net.sock, &msg, 0) < 0)
+		uroce_log(UROCE_LOG_DEBUG, "local: udp: %s", strerror(errno));
+}
+
+/* the iovecs of the next packet of a run: seg bytes, or what is left */
+static int pkt_iovs(const struct iovec *iov, int n, uint32_t seg)
+{
+	size_t sum = 0;
+	int i;
+
+	for (i = 0; i < n && sum < seg; i++)
+		sum += iov[i].iov_len;
+	return i;
+}
+
+/* Copy the packets of one run into the ring of each; one doorbell for
+ * the run (its packets may be for several members of the address). */
+static void send_run(struct uroce_dev *dev, const struct uroce_txrun *run,
+		     const struct iovec *iov)
+{
+	const struct iovec *it = &iov[run->iov0], *end = it + run->niov;
+	struct lout *o = NULL, *rung = NULL;
+	int k;
+
+	for (k = 0; k < run->npkts && it < end; k++) {
+		int n = pkt_iovs(it, (int)(end - it), run->seg);
+		size_t len = iov_bytes(it, n), off = 0;
+		const struct iovec *p = it;
+
+		o = peer_for(dev, &run->dst, it);
+		if (o && rung && o != rung)
+			ring_bell(dev, rung);
+		if (!o || len > LR_DATA)
+			udp_one(dev, &run->dst, it, n);
+		else
+			/* (a full ring loses it, as a full socket buffer
+			 * would; the transport resends) */
+			ring_put(dev, o, &p, &off, it + n, (uint32_t)len,
+				 (uint16_t)k);
+		if (o)
+			rung = o;
+		it += n;
+	}
+	if (rung)
+		ring_bell(dev, rung);
+}
+
+/*
+ * Runs of a GSO batch (net/udp.c udp_send_runs): the leading runs to
+ * local peers go through their rings; returns how many, or 0 with
+ * *udp_runs the number of leading runs that are not local (UDP sends
+ * those).
+ */
+int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
+			  int nruns, const struct iovec *iov, int *udp_runs)
+{
+	int r;
+
+	*udp_runs = nruns;
+	if (!loc(dev))
+		return 0;
+	for (r = 0; r < nruns; r++) {
+		if (!peer_for(dev, &run[r].dst, &iov[run[r].iov0]))
+			break;
+		send_run(dev, &run[r], iov);
+	}
+	if (r)
+		return r;
+	for (r = 1; r < nruns; r++)
+		if (peer_for(dev, &run[r].dst, &iov[run[r].iov0]))
+			break;
+	*udp_runs = r;
+	return 0;
+}
+
+/* whether packets to dst (QPN qpn) go through a ring now (uroce qps) */
+bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		      uint32_t qpn)
+{
+	struct uroce_local *L;
+	struct lout *o;
+	bool up;
+
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	L = loc(dev);
+	if (!L) {
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+		return false;
+	}
+	o = out_find(L, dst, (uint8_t)(qpn >> 16));
+	if (!(o && o->up) && (qpn >> 16))
+		o = out_find(L, dst, 0);
+	up = o && o->up && !atomic_load(&o->dead);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	return up;
+}
+
+/* ---- setup ---- */
+
+static int listen_on(struct uroce_local *L, struct uroce_dev *dev,
+		     uint32_t slot)
+{
+	struct sockaddr_un un;
+	socklen_t len = lr_name(L->names[L->nl], sizeof(L->names[0]),
+				&dev->net.local, slot, &un);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&un, len) || listen(fd, 64)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	L->lfd[L->nl++] = fd;
+	return 0;
+}
+
+static void listeners_open(struct uroce_dev *dev, struct uroce_local *L)
+{
+	uint32_t slot = uroce_share_slot(dev);
+
+	L->nl = 0;
+	if (listen_on(L, dev, slot))
+		uroce_log(UROCE_LOG_DEBUG, "local: no listener for slot %u",
+			  slot);
+	/* QP1 and the QPNs of a device alone: the address's first member
+	 * (the name is taken: another member has it) */
+	if (slot)
+		listen_on(L, dev, 0);
+}
+
+/* (the listeners change under acc_lock: the progress thread matches
+ * its descriptors against them) */
+static void all_close(struct uroce_dev *dev, struct uroce_local *L)
+{
+	int i;
+
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < L->nl; i++)
+		close(L->lfd[i]);
+	L->nl = 0;
+	pthread_mutex_unlock(&L->acc_lock);
+	for (i = 0; i < LR_MAX_IN; i++)
+		reap(L, i);
+	for (i = 0; i < LR_MAX_OUT; i++) {
+		if (L->out[i].used)
+			out_down(&L->out[i]);
+		L->out[i].used = false;
+	}
+	L->last = NULL;
+	(void)dev;
+}
+
+int uroce_local_open(struct uroce_dev *dev)
+{
+	struct uroce_local *L;
+	int i;
+
+	dev->net.local_path = NULL;
+	if (!uroce_config()->local)
+		return 0;
+	L = calloc(1, sizeof(*L));
+	if (!L)
+		return -ENOMEM;
+	pthread_mutex_init(&L->acc_lock, NULL);
+	for (i = 0; i < LR_MAX_IN; i++)
+		L->in_fd[i] = -1;
+	for (i = 0; i < LR_MAX_OUT; i++)
+		atomic_store(&L->out[i].fd, -1);
+	L->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (L->bell < 0) {
+		free(L);
+		return -errno;
+	}
+	dev->net.local_path = L;
+	listeners_open(dev, L);
+	return 0;
+}
+
+static void watch_listeners(struct uroce_dev *dev, struct uroce_local *L)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int i;
+
+	if (dev->prog.epfd < 0)
+		return;
+	for (i = 0; i < L->nl; i++) {
+		ev.data.fd = L->lfd[i];
+		epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, L->lfd[i], &ev);
+	}
+}
+
+void uroce_local_watch(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!L || dev->prog.epfd < 0)
+		return;
+	ev.data.fd = L->bell;
+	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, L->bell, &ev);
+	watch_listeners(dev, L);
+}
+
+/* the device moved to another address (rx_lock and dev->lock held) */
+void uroce_local_rebind(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+
+	if (!L)
+		return;
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	all_close(dev, L);
+	pthread_mutex_lock(&L->acc_lock);
+	listeners_open(dev, L);
+	pthread_mutex_unlock(&L->acc_lock);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	watch_listeners(dev, L);
+}
+
+void uroce_local_close(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+
+	if (!L)
+		return;
+	/* (a thread still sending holds tx_lock: it finds no path after) */
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	all_close(dev, L);
+	dev->net.local_path = NULL;
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	close(L->bell);
+	pthread_mutex_destroy(&L->acc_lock);
+	free(L);
+}
