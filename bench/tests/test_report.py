@@ -22,7 +22,7 @@ def meta():
             "duration_s": 90.0, "quick": True, "commit": "abc1234", "nproc": 2,
             "cpu": "test CPU", "kernel": "6.1", "perftest": "6.x", "iperf3": "3.12",
             "loadavg_start": (1.0, 1.0, 1.0), "loadavg_end": (2.0, 2.0, 2.0),
-            "paths": ["loopback"], "qperf": "n/a", "failures": []}
+            "paths": ["local"], "qperf": "n/a", "failures": []}
 
 
 def shared_runs():
@@ -48,7 +48,7 @@ def render(runs):
 
 class SharedSectionTest(unittest.TestCase):
     def test_section(self):
-        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0},
+        text = render({f"local/ib_write_bw/{S64K}/1": {"gbps": 20.0},
                        "shared": shared_runs()})
         self.assertEqual(text.count(SECTION), 1)
         body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
@@ -60,7 +60,7 @@ class SharedSectionTest(unittest.TestCase):
             "| ib_write_bw 64K -q 1024 (Gb/s) | 16.0 | — | — |",
         ])
         # the nested runs are no path's: the loopback table has its one size
-        bw = text.split("## Bandwidth vs size — loopback", 1)[1].split("\n## ", 1)[0]
+        bw = text.split("## Bandwidth vs size — local", 1)[1].split("\n## ", 1)[0]
         self.assertEqual([line.split(" |")[0] for line in bw.splitlines()
                           if line.startswith("| ") and line[2].isdigit()], ["| 64K"])
 
@@ -69,8 +69,8 @@ class SharedSectionTest(unittest.TestCase):
         tab = text.split("## Targets", 1)[1].split("\n## ", 1)[0]
         cells = (line.strip("| ").split(" | ") for line in tab.splitlines()
                  if "shared ÷" in line)
-        # path | measure | target | measured | verdict | figures
-        rows = {c[1]: (c[2], c[4], c[5]) for c in cells}
+        # issue | path | measure | target | measured | verdict | figures
+        rows = {c[2]: (c[3], c[5], c[6]) for c in cells}
         self.assertEqual(rows, {
             "ib_write_bw 64K 1 QP, shared ÷ dedicated address":
                 ("0.9–1.1", "met", "19.0 / 20.0 Gb/s"),
@@ -86,8 +86,8 @@ class SharedSectionTest(unittest.TestCase):
         S[f"shared/ib_write_bw/{S64K}/1"] = {"gbps": 17.0}
         S["shared/ib_send_lat/2/1"] = {"t_typical": 3.0}
         S[f"shared/ib_write_bw/{S64K}/1024"] = {"gbps": 17.6}
-        v = {what: (round(val, 3), verdict) for _, what, _, val, verdict, _ in
-             targets.targets({"runs": {"shared": S}, "meta": meta()}) if "shared ÷" in what}
+        v = {r.what: (round(r.value, 3), r.verdict) for r in
+             targets.targets({"runs": {"shared": S}, "meta": meta()}) if "shared ÷" in r.what}
         self.assertEqual(v, {
             "ib_write_bw 64K 1 QP, shared ÷ dedicated address": (0.85, "missed"),
             "ib_send_lat 2 B, shared ÷ dedicated address": (0.5, "met"),
@@ -96,9 +96,9 @@ class SharedSectionTest(unittest.TestCase):
 
     def test_no_shared_runs(self):
         # a run without loopback has no such section, and its targets are n/a
-        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0}})
+        text = render({f"local/ib_write_bw/{S64K}/1": {"gbps": 20.0}})
         self.assertNotIn(SECTION, text)
-        self.assertEqual({line.split(" | ")[4] for line in text.splitlines()
+        self.assertEqual({line.split(" | ")[5] for line in text.splitlines()
                           if "shared ÷" in line}, {"n/a"})
 
 
