@@ -104,3 +104,48 @@ class SharedSectionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Issue15SectionsTest(unittest.TestCase):
+    """The same-host table (local beside udp) and the alternatives'."""
+
+    def runs(self):
+        k = f"ib_write_bw/{S64K}/1"
+        return {
+            f"local/{k}": {"gbps": 60.0, "cpu_s_per_gb": 0.1, "spread": [50.0, 60.0, 70.0],
+                           "repeats": 3},
+            f"udp/{k}": {"gbps": 30.0, "cpu_s_per_gb": 1.0},
+            "local/ib_send_lat/2": {"t_typical": 1.0},
+            "udp/ib_send_lat/2": None,
+            "veth9000/alt/ucx_tag_bw/tcp": {"gbps": 8.0, "spread": [7.0, 8.0, 9.0]},
+            "veth9000/alt/ucx_tag_bw/uroce": {"gbps": 10.0},
+            "veth9000/alt/fi_pingpong/uroce": None,
+        }
+
+    def render(self):
+        m = meta()
+        m.update(paths=["local", "udp", "veth9000"], alt_paths=["veth9000"],
+                 links={"veth9000": {"link_mtu": 9000, "ib_mtu": 4096, "server": "10.0.0.1"}})
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": self.runs(), "meta": m}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                return f.read()
+
+    def section(self, text, title):
+        self.assertEqual(text.count(title), 1)
+        body = text.split(title, 1)[1].split("\n## ", 1)[0]
+        return [line for line in body.splitlines() if line.startswith("| ")][1:]
+
+    def test_same_host(self):
+        rows = self.section(self.render(), "## Same host:")
+        self.assertEqual(rows[0], "| ib_write_bw 64K 1 QP (Gb/s) | 60.0 (50.0–70.0, 3 runs) | "
+                                  "30.0 | 2.000 |")
+        self.assertIn("| CPU-s/GB ib_write_bw 64K (CPU-s/GB) | 0.10 | 1.00 | 0.100 |", rows)
+        self.assertIn("| ib_send_lat 2 B (µs) | 1.00 | failed | — |", rows)
+
+    def test_alternatives(self):
+        rows = self.section(self.render(), "## The user's alternatives — veth9000")
+        self.assertEqual(rows[0], "| UCX tag_bw 1M (Gb/s) | 8.00 (7.00–9.00, 3 runs) | 10.0 | "
+                                  "1.250 |")
+        self.assertIn("| fi_pingpong RDM 64K (Gb/s) | — | failed | — |", rows)
+        self.assertIn("| UCX tag_lat 8 B (µs median) | — | — | — |", rows)

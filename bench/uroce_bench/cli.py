@@ -99,7 +99,7 @@ def ensure_built(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer sizes and shorter runs (~2 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and shorter runs (~5 min)")
     ap.add_argument("--build", default=os.environ.get("UROCE_BUILD_DIR",
                                                      os.path.join(ROOT, "build")),
                     help="build directory (default: $UROCE_BUILD_DIR or build)")
@@ -110,8 +110,8 @@ def main():
                     "veth = veth9000,veth1500)")
     ap.add_argument("--cases", default=",".join(CASES),
                     help=f"what to run, of {','.join(CASES)} (default all)")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="runs of each measurement a target reads (default 3)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="runs of each measurement a target reads (default 3, --quick 2)")
     ap.add_argument("--no-profile", action="store_true", help="skip the callgrind profile")
     ap.add_argument("--no-setup", action="store_true",
                     help="do not install missing packages or build")
@@ -119,6 +119,8 @@ def main():
                     help="rewrite report.md and the plots from a results.json")
     args = ap.parse_args()
     args.path_names = path_names(ap, args.paths)
+    if args.repeats is None:
+        args.repeats = 2 if args.quick else 3
     bad = set(args.cases.split(",")) - set(CASES)
     if bad:
         ap.error(f"unknown case(s) {','.join(sorted(bad))}; cases: {','.join(CASES)}")

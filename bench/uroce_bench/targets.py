@@ -129,8 +129,8 @@ def evaluate(t, R, p=None):
     num = field(t.num)
     if t.den is not None:
         den = field(t.den)
-        n = max(runs(t.num), runs(t.den))
-        many = f", medians of {n} runs" if n > 1 else ""
+        n = sorted({runs(t.num), runs(t.den)})
+        many = f", medians of {'/'.join(map(str, n))} runs" if n[-1] > 1 else ""
         return ratio(num, den), f"{fmt(num)} / {fmt(den)} {t.unit}{many}"
     val = num * t.scale if num is not None else None
     detail = f"{fmt(val, t.nd)} {t.unit}"
