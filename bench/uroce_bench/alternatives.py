@@ -58,7 +58,7 @@ class Alternatives:
         """ucx_perftest TEST of SIZE over UCX's tcp or over uroce."""
         tag = f"{path.name}-ucx-{test}-{transport}"
         port = self.next_port()
-        n = {"tag_bw": 300 if self.quick else 1000, "tag_lat": 2000 if self.quick else 10000}
+        n = {"tag_bw": 300 if self.quick else 500, "tag_lat": 2000 if self.quick else 5000}
         args = ["ucx_perftest", "-t", test, "-s", str(size), "-n", str(n[test]),
                 "-w", str(n[test] // 10), "-p", str(port)]
         if transport == "tcp":
@@ -86,7 +86,7 @@ class Alternatives:
         port = self.next_port()
         prov = "tcp" if transport == "tcp" else "verbs;ofi_rxm"
         args = ["fi_pingpong", "-p", prov, "-e", "rdm", "-S", str(ALT_FI_SIZE),
-                "-I", str(500 if self.quick else 2000)]
+                "-I", str(500 if self.quick else 1000)]
         if transport == "tcp":
             env_s = env_c = self.plain_env()
         else:
@@ -117,7 +117,7 @@ class Alternatives:
         env["UROCE_BENCH_HOSTS"] = f"{a}={path.server_ns} {b}={path.client_ns}"
         argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "plm_rsh_agent",
                 os.path.join(ROOT, "bench", "ns_rsh"), "--mca", "oob_tcp_if_include", net]
-        rounds = str(50 if self.quick else 200)
+        rounds = str(50 if self.quick else 100)
         if transport == "tcp":
             argv += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                      "--mca", "btl_tcp_if_include", net]

@@ -177,6 +177,10 @@ def bars(plt, R, meta, outdir):
         for ax, (label, tool, f, unit) in zip(axes[0], rows):
             ys = [get(R, alt_key(p, tool, tr), f) or 0 for tr in ("tcp", "uroce")]
             ax.bar([0, 1], ys, color=["0.6", "C0"])
+            for x, y in enumerate(ys):
+                if not y:
+                    ax.text(x, 0, "failed" if alt_key(p, tool, ("tcp", "uroce")[x]) in R
+                            else "not run", ha="center", va="bottom", color="C3")
             ax.set_xticks([0, 1])
             ax.set_xticklabels(["TCP", "uroce"])
             ax.set_title(label, fontsize=9)

@@ -504,7 +504,12 @@ class Bench(Alternatives):
 
     def lat_iters(self, size):
         base = 500 if self.quick else 2000
-        return base if size < 16 * KIB else base // 2
+        return base if size < 16 * KIB else base // 4
+
+    def pp_iters(self, size):
+        """The UDP ping-pong beside a latency run: more round trips, as
+        each is cheaper than perftest's start-up."""
+        return self.lat_iters(size) * (5 if size < 16 * KIB else 2)
 
     # ------------------------------------------------------------ repeats
 
@@ -526,7 +531,7 @@ class Bench(Alternatives):
                  self.perftest(p, "ib_write_bw", size, self.bw_iters(size, 1024), 1024,
                                timeout=240))
         it = self.lat_iters(2)
-        self.put(f"{p.name}/udp_pp_spin/2", self.udp_pingpong(p, 2, it * 5, True))
+        self.put(f"{p.name}/udp_pp_spin/2", self.udp_pingpong(p, 2, self.pp_iters(2), True))
         for t in self.lat_tests:
             self.put(f"{p.name}/{t}/2", self.perftest(p, t, 2, it))
 
@@ -623,9 +628,9 @@ class Bench(Alternatives):
             for p in paths:
                 log(f"{p.name}: latency, {size_name(size)}")
                 it = self.lat_iters(size)
-                self.put(f"{p.name}/udp_pp_spin/{size}", self.udp_pingpong(p, size, it * 5, True))
-                self.put(f"{p.name}/udp_pp_block/{size}",
-                         self.udp_pingpong(p, size, it * 5, False))
+                pp = self.pp_iters(size)
+                self.put(f"{p.name}/udp_pp_spin/{size}", self.udp_pingpong(p, size, pp, True))
+                self.put(f"{p.name}/udp_pp_block/{size}", self.udp_pingpong(p, size, pp, False))
                 for t in self.lat_tests:
                     self.put(f"{p.name}/{t}/{size}", self.perftest(p, t, size, it))
 
