@@ -272,6 +272,12 @@ class TargetsTest(unittest.TestCase):
                 ("veth9000", None, "n/a", "— / 2.00 Gb/s"),
         })
 
+    def test_legacy_paths(self):
+        # a results.json of before issue 15: loopback read as udp, veth as veth1500
+        rows = {(r.path, r.target) for r in targets.targets(results(("loopback", "veth")))
+                if r.what == "ib_write_bw 64K 1 QP ÷ iperf3 TCP"}
+        self.assertEqual(rows, {("loopback", "≥ 3.0"), ("veth", "≥ 0.8")})
+
     def test_boundaries(self):
         v = targets.VERDICT
         self.assertTrue(v["ge"](2.0, 2.0) and v["le"](0.5, 0.5))

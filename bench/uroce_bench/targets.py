@@ -144,7 +144,12 @@ def where(t, meta):
     if t.on is None:
         return ["—"]
     on = meta.get("alt_paths", []) if t.on == ALT else t.on
-    return [p for p in meta["paths"] if p in on]
+    return [p for p in meta["paths"] if LEGACY.get(p, p) in on]
+
+
+# the paths of results.json files from before issue 15 (--report-only):
+# loopback was the UDP path, veth a link of MTU 1500
+LEGACY = {"loopback": "udp", "veth": "veth1500"}
 
 
 def targets(res):
