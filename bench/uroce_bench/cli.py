@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""uroce benchmark driver (issue 6).
+"""uroce benchmark driver (issues 6, 14, 15).
 
     bench/run [--quick] [--build DIR] [--out DIR] [--paths PATHS] [--cases CASES]
               [--repeats N] [--no-profile] [--no-setup]
@@ -30,7 +30,7 @@ user's alternatives on the first veth path: UCX, libfabric, Open MPI
 over TCP and over uroce), qperf, idle, profile, shared.
 
 A benchmark is not a test: nothing here asserts a timing; the report
-compares the measured ratios with the targets of issue 6.
+compares the measured ratios with the targets of issues 15, 6 and 14 (targets.py).
 """
 
 import argparse
