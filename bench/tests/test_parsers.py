@@ -13,7 +13,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from uroce_bench import parsers, targets  # noqa: E402
+from uroce_bench import common, parsers, targets  # noqa: E402
 
 
 def sample(name):
@@ -108,7 +108,67 @@ class BaselinesTest(unittest.TestCase):
         self.assertIsNone(parsers.idle_rss("ready qps=16 depth=128\n"))
 
 
-def results(paths=("loopback",)):
+class AlternativesTest(unittest.TestCase):
+    """ucx_perftest, fi_pingpong and our MPI ping-pong, captured between
+    two namespaces (veth, link MTU 9000) on a loaded machine."""
+
+    def test_ucx_bw(self):
+        r = parsers.ucx_perftest(sample("ucx_perftest_tag_bw.txt"))
+        self.assertEqual(r["iters"], 500)
+        self.assertEqual((r["lat_median_us"], r["lat_avg_us"], r["msg_rate"]),
+                         (4.376, 969.340, 1032.0))
+        # overall MB/s, MB = 2^20 bytes
+        self.assertAlmostEqual(r["gbps"], 1031.63 * 2 ** 20 * 8 / 1e9)
+
+    def test_ucx_lat(self):
+        # the progress rows ([thread 0]) are no result; Final: is
+        r = parsers.ucx_perftest(sample("ucx_perftest_tag_lat.txt"))
+        self.assertEqual((r["iters"], r["lat_median_us"], r["lat_avg_us"]),
+                         (10000, 5.421, 34.036))
+        self.assertIsNone(parsers.ucx_perftest(
+            sample("ucx_perftest_tag_lat.txt").replace("Final:", "[thread 0]")))
+
+    def test_fi_pingpong(self):
+        r = parsers.fi_pingpong(sample("fi_pingpong_rdm.txt"))
+        self.assertEqual(r["size"], 65536)
+        self.assertAlmostEqual(r["gbps"], 58.60 * 8 / 1e3)
+        self.assertEqual(r["half_rtt_us"], 1118.31)
+        self.assertEqual(parsers.fi_pingpong(
+            "1k      10k     =10k     19m   0.37s    55.13      18.57       0.05\n")["size"],
+            1024)
+        self.assertIsNone(parsers.fi_pingpong("[error] util/pingpong.c:933 : eq_readerr: "
+                                              "Connection timed out\n"))
+
+    def test_mpi_pingpong(self):
+        r = parsers.mpi_pingpong(sample("mpi_pingpong_2ns.txt"))
+        self.assertEqual(r["rounds"], 200)
+        self.assertEqual(r["size"], 1048576)
+        self.assertAlmostEqual(r["gbps"], 29.3 * 8 / 1e3)
+        # a bad byte on either rank, or a rank missing, is no result
+        text = sample("mpi_pingpong_2ns.txt")
+        self.assertIsNone(parsers.mpi_pingpong(text.replace("0 bad, 29.3", "3 bad, 29.3", 1)))
+        self.assertIsNone(parsers.mpi_pingpong(text.splitlines()[0]))
+
+
+class MedianTest(unittest.TestCase):
+    def test_median(self):
+        runs = [{"gbps": 10.0, "cpu_s_per_gb": 1.0, "counters": {"a": 1}},
+                None,
+                {"gbps": 30.0, "cpu_s_per_gb": 3.0, "counters": {"a": 3}},
+                {"gbps": 20.0, "cpu_s_per_gb": 9.0, "counters": {"a": 2}}]
+        m = common.median_result(runs)
+        # each figure its own median; the rest from the run of the median
+        self.assertEqual((m["gbps"], m["cpu_s_per_gb"], m["counters"]), (20.0, 3.0, {"a": 2}))
+        self.assertEqual((m["repeats"], m["failed_repeats"]), (3, 1))
+        self.assertEqual(m["spread"], [10.0, 20.0, 30.0])
+        # an even count: the lower run is the one kept, its figures the means
+        m = common.median_result(runs[:2] + runs[3:])
+        self.assertEqual((m["gbps"], m["counters"]), (15.0, {"a": 1}))
+        self.assertIsNone(common.median_result([None, None]))
+        self.assertEqual(common.median_result([{"t_typical": 5.0}])["t_typical"], 5.0)
+
+
+def results(paths=("local",)):
     """A run's results with the figures the targets read."""
     s = 64 * 1024
     R = {"idle": {"rss_per_qp_bytes_depth1": 2048, "idle16_core_pct": 0.5,
@@ -131,37 +191,92 @@ def results(paths=("loopback",)):
 
 class TargetsTest(unittest.TestCase):
     def test_table(self):
-        names = [t.what for t in targets.PATH_TARGETS + targets.GLOBAL_TARGETS]
+        names = [(t.what, t.on) for t in targets.TARGETS]
         self.assertEqual(len(names), len(set(names)))
-        for t in targets.PATH_TARGETS + targets.GLOBAL_TARGETS:
+        for t in targets.TARGETS:
             self.assertIn(t.how, targets.VERDICT, t.what)
+            self.assertIn(t.issue, (6, 14, 15), t.what)
             self.assertEqual(isinstance(t.limit, tuple), t.how == "in", t.what)
-        for t in targets.PATH_TARGETS:
-            self.assertIn("{p}", t.num[0], t.what)
-            self.assertIn("{p}", t.den[0], t.what)
+            if t.on is not None and t.on != targets.ALT:
+                self.assertTrue(set(t.on) <= set(targets.ALL), t.what)
+            if isinstance(t.on, tuple) or t.on == targets.ALT:
+                self.assertIn("{p}", t.num[0], t.what)
+                self.assertIn("{p}", t.den[0], t.what)
 
     def test_verdicts(self):
-        rows = {(p, what): (val, verdict, detail)
-                for p, what, _, val, verdict, detail in
-                targets.targets(results(("loopback", "veth")))}
-        self.assertEqual(len(rows), 2 * len(targets.PATH_TARGETS) +
-                         len(targets.GLOBAL_TARGETS))
-        lo = "loopback"
-        self.assertEqual(rows[(lo, "ib_write_bw 64K 1 QP ÷ iperf3 TCP")],
+        res = results(("local", "udp", "veth9000", "veth1500"))
+        rows = {(r.path, r.what, r.target): (r.value, r.verdict, r.figures)
+                for r in targets.targets(res)}
+        self.assertEqual(len(rows), len(targets.targets(res)))
+        lo = "local"
+        # the same-host path: 3x TCP; the UDP path beside it, same target
+        self.assertEqual(rows[(lo, "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 3.0")],
                          (4.0, "met", "20.0 / 5.00 Gb/s"))
-        self.assertEqual(rows[(lo, "ib_write_bw 64K 1 QP ÷ UDP GSO/GRO")][:2], (0.5, "missed"))
-        self.assertEqual(rows[(lo, "CPU-s/GB ib_write_bw ÷ iperf3 TCP")][:2], (0.25, "met"))
-        self.assertEqual(rows[(lo, "ib_read_bw 64K ÷ ib_write_bw 64K")][:2], (0.9, "met"))
-        self.assertEqual(rows[(lo, "ib_send_bw 64K ÷ ib_write_bw 64K")][:2], (1.5, "missed"))
-        self.assertEqual(rows[(lo, "ib_send_lat 2 B ÷ ½ UDP spin RTT")][:2], (1.2, "met"))
-        self.assertEqual(rows[(lo, "ib_read_lat 2 B ÷ ½ UDP spin RTT")][:2], (1.4, "met"))
+        self.assertEqual(rows[("udp", "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 3.0")][:2],
+                         (4.0, "met"))
+        # the network paths: 1.0x at MTU 9000, 0.8x at 1500
+        self.assertEqual(rows[("veth9000", "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 1.0")][:2],
+                         (4.0, "met"))
+        self.assertIn(("veth1500", "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 0.8"), rows)
+        self.assertNotIn(("veth1500", "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 1.0"), rows)
+        self.assertNotIn((lo, "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 1.0"), rows)
+        self.assertEqual(rows[(lo, "CPU-s/GB ib_write_bw ÷ iperf3 TCP", "≤ 0.5")][:2],
+                         (0.25, "met"))
+        self.assertEqual(rows[("veth9000", "CPU-s/GB ib_write_bw ÷ iperf3 TCP", "≤ 1.5")][:2],
+                         (0.25, "met"))
+        # 6 / 5 = 1.2: within 2x half the RTT on veth, not 0.5x on the same host
+        self.assertEqual(rows[(lo, "ib_send_lat 2 B ÷ ½ UDP spin RTT", "≤ 0.5")][:2],
+                         (1.2, "missed"))
+        self.assertEqual(rows[("veth1500", "ib_send_lat 2 B ÷ ½ UDP spin RTT", "≤ 2.0")][:2],
+                         (1.2, "met"))
+        self.assertEqual(rows[(lo, "ib_read_lat 2 B ÷ ½ UDP spin RTT", "≤ 0.5")][:2],
+                         (1.4, "missed"))
         # a missing or failed run is n/a, never met
-        self.assertEqual(rows[(lo, "ib_write_lat 2 B ÷ ½ UDP spin RTT")][:2], (None, "n/a"))
-        self.assertEqual(rows[(lo, "ib_write_bw 64K 1024 QPs ÷ 1 QP")][:2], (None, "n/a"))
-        self.assertEqual(rows[("—", "RSS per idle RC QP beyond its queues (depth 1)")],
-                         (2.0, "met", "2.00 KiB"))
-        self.assertEqual(rows[("—", "CPU of 16 connected idle QPs (% of a core)")],
+        self.assertEqual(rows[(lo, "ib_write_lat 2 B ÷ ½ UDP spin RTT", "≤ 1.0")][:2],
+                         (None, "n/a"))
+        self.assertEqual(rows[(lo, "ib_write_bw 64K 1024 QPs ÷ 1 QP", "≥ 0.8")][:2],
+                         (None, "n/a"))
+        # issue 6 rows kept: the UDP ceiling only where uroce runs on UDP
+        self.assertEqual(rows[("udp", "ib_write_bw 64K 1 QP ÷ UDP GSO/GRO", "≥ 0.6")][:2],
+                         (0.5, "missed"))
+        self.assertNotIn((lo, "ib_write_bw 64K 1 QP ÷ UDP GSO/GRO", "≥ 0.6"), rows)
+        self.assertEqual(rows[(lo, "ib_send_bw 64K ÷ ib_write_bw 64K", "0.8–1.2")][:2],
+                         (1.5, "missed"))
+        self.assertEqual(rows[("—", "RSS per idle RC QP beyond its queues (depth 1)",
+                               "≤ 64 KiB")], (2.0, "met", "2.00 KiB"))
+        self.assertEqual(rows[("—", "CPU of 16 connected idle QPs (% of a core)", "< 1 %")],
                          (0.5, "met", "0.500 % over 10.0 s"))
+
+    def test_alternatives(self):
+        res = results(("local", "veth9000", "veth1500"))
+        res["meta"]["alt_paths"] = ["veth9000"]
+        R = res["runs"]
+        for tool, f, tcp, uro in (("ucx_tag_bw", "gbps", 8.0, 10.0),
+                                  ("ucx_tag_lat", "lat_median_us", 5.0, 6.0),
+                                  ("fi_pingpong", "gbps", 4.0, 4.0)):
+            R[f"veth9000/alt/{tool}/tcp"] = {f: tcp, "repeats": 3}
+            R[f"veth9000/alt/{tool}/uroce"] = {f: uro, "repeats": 3}
+        R["veth9000/alt/mpi_pingpong/tcp"] = {"gbps": 2.0}
+        R["veth9000/alt/mpi_pingpong/uroce"] = None
+        rows = {r.what: (r.path, r.value, r.verdict, r.figures)
+                for r in targets.targets(res) if r.path in ("veth9000", "veth1500")
+                and ":" in r.what}
+        self.assertEqual(rows, {
+            "UCX tag_bw 1 MiB: rc_verbs on uroce ÷ UCX tcp":
+                ("veth9000", 1.25, "met", "10.0 / 8.00 Gb/s, medians of 3 runs"),
+            "UCX tag_lat 8 B: rc_verbs on uroce ÷ UCX tcp":
+                ("veth9000", 1.2, "missed", "6.00 / 5.00 µs, medians of 3 runs"),
+            "fi_pingpong 64K: verbs;ofi_rxm on uroce ÷ libfabric tcp":
+                ("veth9000", 1.0, "met", "4.00 / 4.00 Gb/s, medians of 3 runs"),
+            "Open MPI ping-pong 1 MiB: UCX on uroce ÷ TCP BTL":
+                ("veth9000", None, "n/a", "— / 2.00 Gb/s"),
+        })
+
+    def test_legacy_paths(self):
+        # a results.json of before issue 15: loopback read as udp, veth as veth1500
+        rows = {(r.path, r.target) for r in targets.targets(results(("loopback", "veth")))
+                if r.what == "ib_write_bw 64K 1 QP ÷ iperf3 TCP"}
+        self.assertEqual(rows, {("loopback", "≥ 3.0"), ("veth", "≥ 0.8")})
 
     def test_boundaries(self):
         v = targets.VERDICT
@@ -179,8 +294,16 @@ class CliTest(unittest.TestCase):
         out = subprocess.run([sys.executable, run, "--help"], capture_output=True,
                              text=True, check=True).stdout
         for opt in ("--quick", "--build", "--out", "--paths", "--no-profile",
-                    "--no-setup", "--report-only"):
+                    "--no-setup", "--report-only", "--cases", "--repeats"):
             self.assertIn(opt, out)
+
+    def test_bad_choices(self):
+        run = os.path.join(os.path.dirname(HERE), "run")
+        for bad in (["--paths", "loopback,ethernet"], ["--cases", "bw,nonsense"]):
+            r = subprocess.run([sys.executable, run, "--no-setup"] + bad,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("unknown", r.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def meta():
             "duration_s": 90.0, "quick": True, "commit": "abc1234", "nproc": 2,
             "cpu": "test CPU", "kernel": "6.1", "perftest": "6.x", "iperf3": "3.12",
             "loadavg_start": (1.0, 1.0, 1.0), "loadavg_end": (2.0, 2.0, 2.0),
-            "paths": ["loopback"], "qperf": "n/a", "failures": []}
+            "paths": ["local"], "qperf": "n/a", "failures": []}
 
 
 def shared_runs():
@@ -48,7 +48,7 @@ def render(runs):
 
 class SharedSectionTest(unittest.TestCase):
     def test_section(self):
-        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0},
+        text = render({f"local/ib_write_bw/{S64K}/1": {"gbps": 20.0},
                        "shared": shared_runs()})
         self.assertEqual(text.count(SECTION), 1)
         body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
@@ -60,7 +60,7 @@ class SharedSectionTest(unittest.TestCase):
             "| ib_write_bw 64K -q 1024 (Gb/s) | 16.0 | — | — |",
         ])
         # the nested runs are no path's: the loopback table has its one size
-        bw = text.split("## Bandwidth vs size — loopback", 1)[1].split("\n## ", 1)[0]
+        bw = text.split("## Bandwidth vs size — local", 1)[1].split("\n## ", 1)[0]
         self.assertEqual([line.split(" |")[0] for line in bw.splitlines()
                           if line.startswith("| ") and line[2].isdigit()], ["| 64K"])
 
@@ -69,8 +69,8 @@ class SharedSectionTest(unittest.TestCase):
         tab = text.split("## Targets", 1)[1].split("\n## ", 1)[0]
         cells = (line.strip("| ").split(" | ") for line in tab.splitlines()
                  if "shared ÷" in line)
-        # path | measure | target | measured | verdict | figures
-        rows = {c[1]: (c[2], c[4], c[5]) for c in cells}
+        # issue | path | measure | target | measured | verdict | figures
+        rows = {c[2]: (c[3], c[5], c[6]) for c in cells}
         self.assertEqual(rows, {
             "ib_write_bw 64K 1 QP, shared ÷ dedicated address":
                 ("0.9–1.1", "met", "19.0 / 20.0 Gb/s"),
@@ -86,8 +86,8 @@ class SharedSectionTest(unittest.TestCase):
         S[f"shared/ib_write_bw/{S64K}/1"] = {"gbps": 17.0}
         S["shared/ib_send_lat/2/1"] = {"t_typical": 3.0}
         S[f"shared/ib_write_bw/{S64K}/1024"] = {"gbps": 17.6}
-        v = {what: (round(val, 3), verdict) for _, what, _, val, verdict, _ in
-             targets.targets({"runs": {"shared": S}, "meta": meta()}) if "shared ÷" in what}
+        v = {r.what: (round(r.value, 3), r.verdict) for r in
+             targets.targets({"runs": {"shared": S}, "meta": meta()}) if "shared ÷" in r.what}
         self.assertEqual(v, {
             "ib_write_bw 64K 1 QP, shared ÷ dedicated address": (0.85, "missed"),
             "ib_send_lat 2 B, shared ÷ dedicated address": (0.5, "met"),
@@ -96,11 +96,56 @@ class SharedSectionTest(unittest.TestCase):
 
     def test_no_shared_runs(self):
         # a run without loopback has no such section, and its targets are n/a
-        text = render({f"loopback/ib_write_bw/{S64K}/1": {"gbps": 20.0}})
+        text = render({f"local/ib_write_bw/{S64K}/1": {"gbps": 20.0}})
         self.assertNotIn(SECTION, text)
-        self.assertEqual({line.split(" | ")[4] for line in text.splitlines()
+        self.assertEqual({line.split(" | ")[5] for line in text.splitlines()
                           if "shared ÷" in line}, {"n/a"})
 
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Issue15SectionsTest(unittest.TestCase):
+    """The same-host table (local beside udp) and the alternatives'."""
+
+    def runs(self):
+        k = f"ib_write_bw/{S64K}/1"
+        return {
+            f"local/{k}": {"gbps": 60.0, "cpu_s_per_gb": 0.1, "spread": [50.0, 60.0, 70.0],
+                           "repeats": 3},
+            f"udp/{k}": {"gbps": 30.0, "cpu_s_per_gb": 1.0},
+            "local/ib_send_lat/2": {"t_typical": 1.0},
+            "udp/ib_send_lat/2": None,
+            "veth9000/alt/ucx_tag_bw/tcp": {"gbps": 8.0, "spread": [7.0, 8.0, 9.0]},
+            "veth9000/alt/ucx_tag_bw/uroce": {"gbps": 10.0},
+            "veth9000/alt/fi_pingpong/uroce": None,
+        }
+
+    def render(self):
+        m = meta()
+        m.update(paths=["local", "udp", "veth9000"], alt_paths=["veth9000"],
+                 links={"veth9000": {"link_mtu": 9000, "ib_mtu": 4096, "server": "10.0.0.1"}})
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": self.runs(), "meta": m}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                return f.read()
+
+    def section(self, text, title):
+        self.assertEqual(text.count(title), 1)
+        body = text.split(title, 1)[1].split("\n## ", 1)[0]
+        return [line for line in body.splitlines() if line.startswith("| ")][1:]
+
+    def test_same_host(self):
+        rows = self.section(self.render(), "## Same host:")
+        self.assertEqual(rows[0], "| ib_write_bw 64K 1 QP (Gb/s) | 60.0 (50.0–70.0, 3 runs) | "
+                                  "30.0 | 2.000 |")
+        self.assertIn("| CPU-s/GB ib_write_bw 64K (CPU-s/GB) | 0.10 | 1.00 | 0.100 |", rows)
+        self.assertIn("| ib_send_lat 2 B (µs) | 1.00 | failed | — |", rows)
+
+    def test_alternatives(self):
+        rows = self.section(self.render(), "## The user's alternatives — veth9000")
+        self.assertEqual(rows[0], "| UCX tag_bw 1M (Gb/s) | 8.00 (7.00–9.00, 3 runs) | 10.0 | "
+                                  "1.250 |")
+        self.assertIn("| fi_pingpong RDM 64K (Gb/s) | — | failed | — |", rows)
+        self.assertIn("| UCX tag_lat 8 B (µs median) | — | — | — |", rows)

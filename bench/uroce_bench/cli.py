@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""uroce benchmark driver (issue 6).
+"""uroce benchmark driver (issues 6, 14, 15).
 
-    bench/run [--quick] [--build DIR] [--out DIR] [--paths loopback,veth]
-              [--no-profile] [--no-setup]
+    bench/run [--quick] [--build DIR] [--out DIR] [--paths PATHS] [--cases CASES]
+              [--repeats N] [--no-profile] [--no-setup]
 
 Runs, in one invocation, unmodified perftest (and qperf, when our
 librdmacm is built) over uroce next to the baselines on the same path:
@@ -16,12 +16,21 @@ With loopback, the single-pair figures are also taken on one address
 shared by server, client and two idle processes, next to dedicated ones.
 
 Writes DIR/report.md, DIR/results.json and PNG plots (default DIR:
-bench/report).  Paths: loopback (each process on its own 127.0.0.x), and
-veth: two network namespaces joined by a veth pair on 10.213.0.0/24 (root
-only; skipped cleanly when namespaces cannot be made).
+bench/report).  Paths: local and udp, loopback (each process on its own
+127.0.0.x) with uroce's default (the same-host path) and with
+UROCE_LOCAL=0 in both processes; veth9000 and veth1500: two network
+namespaces joined by a veth pair at that link MTU (IB MTU 4096 and
+1024; root only; skipped cleanly when namespaces cannot be made).
+"loopback" stands for local,udp and "veth" for veth9000,veth1500.
+
+Cases (--cases, default all): bw, qps, lat (the sweeps by size and by QP
+count), repeat (the runs the targets read, again, each path in turn, so
+that every target is a median of --repeats interleaved runs), alt (the
+user's alternatives on the first veth path: UCX, libfabric, Open MPI
+over TCP and over uroce), qperf, idle, profile, shared.
 
 A benchmark is not a test: nothing here asserts a timing; the report
-compares the measured ratios with the targets of issue 6.
+compares the measured ratios with the targets of issues 15, 6 and 14 (targets.py).
 """
 
 import argparse
@@ -37,8 +46,27 @@ from .report import plots, report
 from .runners import Bench
 from .targets import targets
 
+CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "idle", "profile", "shared")
+PATHS = ("local", "udp", "veth9000", "veth1500")
+PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
+
+
+def path_names(ap, text):
+    """--paths: the names, aliases expanded, in the order of PATHS."""
+    names = set()
+    for n in text.split(","):
+        if n in PATH_ALIASES:
+            names.update(PATH_ALIASES[n])
+        elif n in PATHS:
+            names.add(n)
+        else:
+            ap.error(f"unknown path {n}; paths: {','.join(PATHS)} (or loopback, veth)")
+    return [p for p in PATHS if p in names]
+
+
 def ensure_built(args):
-    need = ["ib_write_bw", "iperf3", "cmake", "ss", "ip"]
+    need = ["ib_write_bw", "iperf3", "cmake", "ss", "ip", "ucx_perftest", "fi_pingpong",
+            "mpirun"]
     missing = [c for c in need if not shutil.which(c)]
     try:
         import matplotlib  # noqa: F401  # pylint: disable=unused-import
@@ -55,30 +83,47 @@ def ensure_built(args):
         subprocess.run(["cmake", build], check=True, stdout=subprocess.DEVNULL)
     jobs = os.environ.get("UROCE_JOBS", "2")
     log(f"building ibverbs, rdmacm and the baseline programs in {build}")
-    subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "ibverbs", "bench_tools"],
+    subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "ibverbs", "bench_tools",
+                    "uroce"],
                    check=True, stdout=subprocess.DEVNULL)
     r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "rdmacm"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode:
         log("librdmacm did not build: qperf will be n/a")
+    r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "mpi_pingpong"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode:
+        log("tests/mpi/mpi_pingpong did not build: the Open MPI runs will fail")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer sizes and shorter runs (~2 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and shorter runs (~5 min)")
     ap.add_argument("--build", default=os.environ.get("UROCE_BUILD_DIR",
                                                      os.path.join(ROOT, "build")),
                     help="build directory (default: $UROCE_BUILD_DIR or build)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "report"),
                     help="report directory (default: bench/report)")
-    ap.add_argument("--paths", default="loopback,veth", help="loopback,veth (default both)")
+    ap.add_argument("--paths", default="local,udp,veth9000,veth1500",
+                    help="local,udp,veth9000,veth1500 (default all; loopback = local,udp, "
+                    "veth = veth9000,veth1500)")
+    ap.add_argument("--cases", default=",".join(CASES),
+                    help=f"what to run, of {','.join(CASES)} (default all)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="runs of each measurement a target reads (default 3, --quick 2)")
     ap.add_argument("--no-profile", action="store_true", help="skip the callgrind profile")
     ap.add_argument("--no-setup", action="store_true",
                     help="do not install missing packages or build")
     ap.add_argument("--report-only", metavar="RESULTS_JSON",
                     help="rewrite report.md and the plots from a results.json")
     args = ap.parse_args()
+    args.path_names = path_names(ap, args.paths)
+    if args.repeats is None:
+        args.repeats = 2 if args.quick else 3
+    bad = set(args.cases.split(",")) - set(CASES)
+    if bad:
+        ap.error(f"unknown case(s) {','.join(sorted(bad))}; cases: {','.join(CASES)}")
     os.makedirs(args.out, exist_ok=True)
     analysis = None
     apath = os.path.join(args.out, "analysis.md")   # hand-written notes on this run
@@ -109,5 +154,6 @@ def main():
     pngs = plots(res, args.out)
     report(res, args.out, pngs, analysis)
     log(f"report: {os.path.join(args.out, 'report.md')}")
-    for p, what, tgt, val, verdict, detail in targets(res):
-        log(f"  {p:8} {what:50} {tgt:8} {fmt(val, 3):>7}  {verdict}")
+    for row in targets(res):
+        log(f"  {row.issue:2} {row.path:8} {row.what:55} {row.target:8} "
+            f"{fmt(row.value, 3):>7}  {row.verdict}")

@@ -5,12 +5,15 @@ a child process measured by wait4 (Run), where server and client run
 
 import os
 import signal
+import statistics
 import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-VETH_NET = "10.213.0"            # the only link we configure: a private /24
+# The links we configure, each a private /24: (path name, link MTU, net)
+VETHS = (("veth9000", 9000, "10.213.1"), ("veth1500", 1500, "10.213.0"))
+VETH_NET = "10.213.0"
 KIB, MIB = 1024, 1024 * 1024
 
 # The runs of the shared-address case, each on dedicated addresses and on
@@ -124,7 +127,7 @@ class Path:
 
     def __init__(self, name, server_ns=None, client_ns=None, server_addr="127.0.0.1",
                  uroce_server_addr=None, uroce_client_addr=None, seg=4128, mtu=4096,
-                 env=None):
+                 env=None, link_mtu=None):
         self.name = name
         self.server_ns, self.client_ns = server_ns, client_ns
         self.server_addr = server_addr          # what clients dial (TCP, UDP)
@@ -133,6 +136,11 @@ class Path:
         self.seg = seg                          # UDP payload of one uroce data packet
         self.mtu = mtu                          # uroce's IB MTU on this path
         self.env = dict(env or {})              # set for uroce on both sides
+        self.link_mtu = link_mtu                # veth: the link's MTU; None: loopback
+
+    def same_host(self):
+        """Both ends in one network namespace: uroce may take its same-host path."""
+        return self.server_ns == self.client_ns
 
     def wrap(self, argv, side):
         ns = self.server_ns if side == "server" else self.client_ns
@@ -166,3 +174,33 @@ def get(R, key, field):
 
 def ratio(a, b):
     return a / b if a is not None and b else None
+
+
+PRIMARY = ("gbps", "t_typical", "half_rtt_median", "lat_median_us", "half_rtt_us")
+
+
+def median_result(samples):
+    """The median of a key's samples: the run whose primary figure (the
+    first of PRIMARY it has) is the median (the lower one of an even
+    count), with every numeric field the median of that field over the
+    runs; "repeats" says how many runs, "spread" their primary figures."""
+    ok = [s for s in samples if s]
+    if not ok:
+        return None
+    field = next((f for f in PRIMARY if f in ok[0]), None)
+    if field is None or len(ok) == 1:
+        out = dict(ok[0])
+    else:
+        ok = [s for s in ok if s.get(field) is not None]
+        ok.sort(key=lambda s: s[field])
+        out = dict(ok[(len(ok) - 1) // 2])
+        for k, v in out.items():
+            vals = [s.get(k) for s in ok]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    all(isinstance(x, (int, float)) for x in vals):
+                out[k] = statistics.median(vals)
+    out["repeats"] = len(ok)
+    out["failed_repeats"] = len(samples) - len(ok)
+    if field:
+        out["spread"] = [s[field] for s in ok]
+    return out

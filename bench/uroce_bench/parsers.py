@@ -127,3 +127,46 @@ def callgrind(text):
         if m2:
             total = int(m2.group(1).replace(",", ""))
     return total, rows
+
+
+def ucx_perftest(text):
+    """ucx_perftest's "Final:" row: iterations, latency (µs: median,
+    average, overall), bandwidth (MB/s: average, overall), message rate
+    (msg/s: average, overall).  Bandwidth in Gb/s (MB = 2^20 bytes, as
+    ucx_perftest counts them)."""
+    m = re.search(r"^Final:\s+(\d+)" + r"\s+([\d.]+)" * 7, text, re.M)
+    if not m:
+        return None
+    v = [float(x) for x in m.groups()[1:]]
+    return {"iters": int(m.group(1)), "lat_median_us": v[0], "lat_avg_us": v[1],
+            "gbps": v[4] * MIB_BYTES * 8 / 1e9, "msg_rate": v[6]}
+
+
+MIB_BYTES = 1 << 20
+FI_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def fi_pingpong(text):
+    """fi_pingpong (fabtests): "bytes #sent #ack total time MB/sec
+    usec/xfer Mxfers/sec"; the first row (one size).  MB/sec is 10^6
+    bytes a second, both directions' bytes counted; usec/xfer is half a
+    round trip."""
+    m = re.search(r"^(\d+)([kmg]?)\s+\S+\s+=\S+\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)",
+                  text, re.M)
+    if not m:
+        return None
+    return {"size": int(m.group(1)) * FI_SCALE[m.group(2)],
+            "gbps": float(m.group(3)) * 8 / 1e3, "half_rtt_us": float(m.group(4))}
+
+
+def mpi_pingpong(text):
+    """tests/mpi/mpi_pingpong: each rank's "rank R: N round trips of S
+    bytes, B bad, X MB/s"; rank 0's figure (10^6 bytes a second, both
+    directions), None unless both ranks report 0 bad."""
+    rows = re.findall(r"^rank (\d+): (\d+) round trips of (\d+) bytes, (\d+) bad, "
+                      r"([\d.]+) MB/s", text, re.M)
+    ranks = {r[0]: r for r in rows}
+    if set(ranks) != {"0", "1"} or any(r[3] != "0" for r in rows):
+        return None
+    r0 = ranks["0"]
+    return {"rounds": int(r0[1]), "size": int(r0[2]), "gbps": float(r0[4]) * 8 / 1e3}

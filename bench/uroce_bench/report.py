@@ -3,8 +3,14 @@
 
 import os
 
-from .common import KIB, SHARED_RUNS, VETH_NET, fmt, get, ratio, shared_key, size_name
+from .alternatives import ALT_FI_SIZE, ALT_MPI_SIZE, ALT_UCX_TESTS, alt_key
+from .common import KIB, PRIMARY, SHARED_RUNS, fmt, get, ratio, shared_key, size_name
 from .targets import targets
+
+def has_data(ax):
+    """Whether a panel has a point to draw (an empty series is a line too)."""
+    return any(len(line.get_xdata()) for line in ax.get_lines())
+
 
 def plots(res, outdir):
     try:
@@ -43,6 +49,13 @@ def plots(res, outdir):
         fig, axes = plt.subplots(1, len(paths), figsize=(6.5 * len(paths), 5), squeeze=False)
         for ax, p in zip(axes[0], paths):
             draw(ax, p)
+        if not any(has_data(ax) for ax in axes[0]):
+            plt.close(fig)          # a run without these cases
+            return
+        for ax, p in zip(axes[0], paths):
+            if not has_data(ax):
+                ax.set_title(f"{title} — {p}: not run")
+                continue
             ax.set_yscale("log")
             xaxis(ax)
             ax.set_xlabel(xlabel)
@@ -101,14 +114,144 @@ def plots(res, outdir):
            "latency vs size")
     figure("bw_vs_qps.png", by_qps, qpaxis, "QPs (perftest -q)", "aggregate Gb/s",
            "bandwidth vs QP count")
+    made += bars(plt, R, res["meta"], outdir)
     return made
+
+
+def alt_rows(p):
+    """The alternatives' comparisons on path p: (label, tool, field, unit)."""
+    rows = [(f"UCX {t} {size_name(s)}{' B' if s < 1024 else ''}", f"ucx_{t}",
+             "gbps" if t.endswith("_bw") else "lat_median_us",
+             "Gb/s" if t.endswith("_bw") else "µs median") for t, s in ALT_UCX_TESTS]
+    rows.append((f"fi_pingpong RDM {size_name(ALT_FI_SIZE)}", "fi_pingpong", "gbps", "Gb/s"))
+    rows.append((f"Open MPI ping-pong {size_name(ALT_MPI_SIZE)}", "mpi_pingpong", "gbps",
+                 "Gb/s"))
+    return rows
+
+
+SAME_HOST_ROWS = (
+    ("ib_write_bw 64K 1 QP", "{p}/ib_write_bw/%d/1" % (64 * KIB), "gbps", "Gb/s"),
+    ("ib_write_bw 64K 1024 QPs", "{p}/qp/ib_write_bw/1024", "gbps", "Gb/s"),
+    ("CPU-s/GB ib_write_bw 64K", "{p}/ib_write_bw/%d/1" % (64 * KIB), "cpu_s_per_gb",
+     "CPU-s/GB"),
+    ("ib_send_lat 2 B", "{p}/ib_send_lat/2", "t_typical", "µs"),
+    ("ib_read_lat 2 B", "{p}/ib_read_lat/2", "t_typical", "µs"),
+    ("ib_write_lat 2 B", "{p}/ib_write_lat/2", "t_typical", "µs"),
+)
+
+
+def bars(plt, R, meta, outdir):
+    """Bar charts of the comparisons a line plot does not show: the
+    same-host path against UROCE_LOCAL=0 and TCP, and each alternative
+    over TCP against over uroce."""
+    import numpy as np
+    made = []
+    if {"local", "udp"} & set(meta["paths"]):
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        groups = (("bandwidth, Gb/s", [r for r in SAME_HOST_ROWS if r[3] == "Gb/s"]),
+                  ("latency, µs", [r for r in SAME_HOST_ROWS if r[3] == "µs"]))
+        for ax, (title, rows) in zip(axes, groups):
+            x = np.arange(len(rows))
+            for i, p in enumerate(("local", "udp")):
+                ys = [get(R, key.format(p=p), f) or 0 for _, key, f, _ in rows]
+                ax.bar(x + (i - 0.5) * 0.38, ys, 0.38, label=p)
+            if title.startswith("bandwidth"):
+                tcp = get(R, "local/iperf3/%d" % (64 * KIB), "gbps")
+                if tcp:
+                    ax.axhline(tcp, color="k", linestyle="--", label="iperf3 TCP 64K")
+            else:
+                half = get(R, "local/udp_pp_spin/2", "half_rtt_median")
+                if half:
+                    ax.axhline(half, color="k", linestyle="--", label="½ UDP spin RTT")
+            ax.set_xticks(x)
+            ax.set_xticklabels([r[0] for r in rows], fontsize=8)
+            ax.set_title(f"same host: local vs udp (UROCE_LOCAL=0) — {title}")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "same_host.png"), dpi=110)
+        plt.close(fig)
+        made.append("same_host.png")
+    for p in meta.get("alt_paths", []):
+        rows = alt_rows(p)
+        fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 4), squeeze=False)
+        for ax, (label, tool, f, unit) in zip(axes[0], rows):
+            ys = [get(R, alt_key(p, tool, tr), f) or 0 for tr in ("tcp", "uroce")]
+            ax.bar([0, 1], ys, color=["0.6", "C0"])
+            for x, y in enumerate(ys):
+                if not y:
+                    ax.text(x, 0, "failed" if alt_key(p, tool, ("tcp", "uroce")[x]) in R
+                            else "not run", ha="center", va="bottom", color="C3")
+            ax.set_xticks([0, 1])
+            ax.set_xticklabels(["TCP", "uroce"])
+            ax.set_title(label, fontsize=9)
+            ax.set_ylabel(unit)
+        fig.suptitle(f"the user's alternatives over TCP and over uroce — {p}")
+        fig.tight_layout()
+        name = f"alternatives_{p}.png"
+        fig.savefig(os.path.join(outdir, name), dpi=110)
+        plt.close(fig)
+        made.append(name)
+    return made
+
+
+def spread(R, key, field):
+    """A cell: the median, and the runs' range when there were several."""
+    v = get(R, key, field)
+    s = get(R, key, "spread")
+    if v is None:
+        return "failed" if key in R else "—"
+    primary = next((f for f in PRIMARY if get(R, key, f) is not None), None)
+    if s and len(s) > 1 and field == primary:
+        return f"{fmt(v)} ({fmt(min(s))}–{fmt(max(s))}, {len(s)} runs)"
+    return fmt(v)
+
+
+def same_host_section(R, meta):
+    L = ["## Same host: the same-host path (local) and UDP (udp, UROCE_LOCAL=0)\n",
+         "Loopback, each process on its own 127.0.0.x; udp sets UROCE_LOCAL=0 in both "
+         "uroce processes. Medians of the interleaved repeats, the range of the runs in "
+         "parentheses (CPU-s/GB: the median only).\n",
+         "| run | local | udp | local ÷ udp |", "|---|---|---|---|"]
+    for label, key, f, unit in SAME_HOST_ROWS:
+        lo, ud = key.format(p="local"), key.format(p="udp")
+        a, b = get(R, lo, f), get(R, ud, f)
+        L.append(f"| {label} ({unit}) | {spread(R, lo, f) if f != 'cpu_s_per_gb' else fmt(a)} | "
+                 f"{spread(R, ud, f) if f != 'cpu_s_per_gb' else fmt(b)} | "
+                 f"{fmt(ratio(a, b), 3)} |")
+    tcp = "local/iperf3/%d" % (64 * KIB)
+    L.append(f"\nBaselines (local): iperf3 TCP 64K {spread(R, tcp, 'gbps')} Gb/s, "
+             f"{fmt(get(R, tcp, 'cpu_s_per_gb'))} CPU-s/GB; UDP ping-pong ½ RTT spinning "
+             f"{spread(R, 'local/udp_pp_spin/2', 'half_rtt_median')} µs.\n")
+    return L
+
+
+def alt_section(R, meta):
+    L = []
+    for p in meta.get("alt_paths", []):
+        link = meta.get("links", {}).get(p, {})
+        L += [f"## The user's alternatives — {p}\n",
+              f"Two namespaces, link MTU {link.get('link_mtu', '?')}. Each middleware over "
+              "its own TCP transport and over uroce, back to back, medians of the "
+              "repeats (range in parentheses). UCX: ucx_perftest, UCX_TLS=tcp against "
+              "rc_verbs (ud_verbs for the wire-up) on uroce through `uroce run`; "
+              "libfabric: fi_pingpong RDM, provider tcp against verbs;ofi_rxm (Debian "
+              "packages no fi_msg_bw; fi_pingpong's MB/sec counts both directions); "
+              "Open MPI: tests/mpi/mpi_pingpong, one rank in each namespace, "
+              "`--mca pml ob1 --mca btl tcp,self` against `--mca pml ucx` on uroce.\n",
+              "| run | over TCP | over uroce | uroce ÷ TCP |", "|---|---|---|---|"]
+        for label, tool, f, unit in alt_rows(p):
+            kt, ku = alt_key(p, tool, "tcp"), alt_key(p, tool, "uroce")
+            L.append(f"| {label} ({unit}) | {spread(R, kt, f)} | {spread(R, ku, f)} | "
+                     f"{fmt(ratio(get(R, ku, f), get(R, kt, f)), 3)} |")
+        L.append("")
+    return L
 
 
 def shared_section(S):
     """The lines of "One address shared by several processes", from the
     shared-address runs S (results["runs"]["shared"])."""
     L = ["## One address shared by several processes\n",
-         "Loopback. dedicated: server and client each alone on an address "
+         "Loopback, UDP path (UROCE_LOCAL=0 in every process). dedicated: server and client each alone on an address "
          f"(UROCE_SHARE=0); shared: server, client and {S.get('idle_members', '?')} "
          "idle processes on one address, steered by the reuseport program. "
          "Target: within 10 % (latency: at most 10 % above).\n",
@@ -136,16 +279,26 @@ def report(res, outdir, pngs, analysis_md=None):
     w(f"- started {meta['started']}, took {meta['duration_s'] / 60:.1f} min"
       f"{' (--quick)' if meta['quick'] else ''}; commit `{meta['commit']}`")
     w(f"- machine: {meta['nproc']} CPUs ({meta['cpu']}), kernel {meta['kernel']}; "
-      f"perftest {meta['perftest']}, iperf3 {meta['iperf3']}")
+      f"perftest {meta['perftest']}, iperf3 {meta['iperf3']}"
+      + "".join(f", {k} {meta[k]}" for k in ("ucx-utils", "libfabric-bin", "openmpi-bin")
+                if meta.get(k)))
+    if meta.get("repeats"):
+        w(f"- every figure a target reads: the median of {meta['repeats']} runs, the "
+          "runs of each path and of each transport interleaved (round after round); "
+          f"cases run: {', '.join(meta.get('cases', []))}")
     w(f"- **load average** at start {la0}, at end {la1} (1, 5, 15 min). The machine is "
       "shared: every figure below competed with other work for the CPUs.")
+    skipped = meta.get("skipped", {})
     w(f"- paths: {', '.join(meta['paths'])}"
-      + (f" (veth skipped: {meta['veth_skipped']})" if meta.get("veth_skipped") else "")
+      + "".join(f" ({p} skipped: {why})" for p, why in skipped.items())
       + f"; qperf over uroce: {meta['qperf']}")
-    w("- loopback: each uroce process on its own 127.0.0.x, UDP payload of a data "
-      "packet at IB MTU 4096 ≈ 4128 B (the UDP GSO segment used as baseline); veth: "
-      f"namespaces joined by a veth pair, {VETH_NET}.1 ↔ {VETH_NET}.2, link MTU 1500, "
-      "IB MTU 1024, GSO segment 1056 B.")
+    w("- local and udp: loopback, each uroce process on its own 127.0.0.x; local with "
+      "uroce's default (its same-host path between processes), udp with UROCE_LOCAL=0 "
+      "in both processes (UDP payload of a data packet at IB MTU 4096 ≈ 4128 B, the "
+      "UDP GSO segment of the baseline). vethN: two namespaces joined by a veth pair "
+      "at link MTU N: " + "; ".join(
+          f"{p} {v.get('server')}, IB MTU {v.get('ib_mtu')}"
+          for p, v in meta.get("links", {}).items() if v.get("link_mtu")) + ".")
     w("- CPU-s/GB: user + system CPU seconds of both processes (wait4), whole process "
       "lifetime (setup included), per 10⁹ bytes delivered. perftest's client polls its "
       "CQ in a loop, so uroce's figure includes one spinning application thread.\n")
@@ -153,16 +306,20 @@ def report(res, outdir, pngs, analysis_md=None):
         w(f"Runs that failed ({len(meta['failures'])}; logs in `logs/`): " +
           ", ".join(f"`{t}` ({why})" for t, why in meta["failures"]) + "\n")
 
-    w("## Targets (issue 6)\n")
-    w("| path | measure | target | measured | verdict | figures |")
-    w("|---|---|---|---|---|---|")
-    for p, what, tgt, val, verdict, detail in targets(res):
-        w(f"| {p} | {what} | {tgt} | {fmt(val, 3)} | {verdict} | {detail} |")
+    w("## Targets (issues 15, 6 and 14)\n")
+    w("| issue | path | measure | target | measured | verdict | figures |")
+    w("|---|---|---|---|---|---|---|")
+    for row in targets(res):
+        w(f"| {row.issue} | {row.path} | {row.what} | {row.target} | {fmt(row.value, 3)} | "
+          f"{row.verdict} | {row.figures} |")
     w("")
     if analysis_md:
         w(analysis_md)
     for png in pngs:
         w(f"![{png}]({png})\n")
+    if any(p in meta["paths"] for p in ("local", "udp")):
+        L += same_host_section(R, meta)
+    L += alt_section(R, meta)
     if R.get("shared"):
         L += shared_section(R["shared"])
 
@@ -265,7 +422,8 @@ def report(res, outdir, pngs, analysis_md=None):
           "(/proc/PID/stat, 10 ms resolution).\n")
     prof = R.get("profile")
     if prof:
-        w("## Where the time goes: callgrind, ib_write_bw 64 KiB, loopback\n")
+        w(f"## Where the time goes: callgrind, ib_write_bw 64 KiB, "
+          f"{meta.get('profile_path', 'loopback')}\n")
         w(f"Both sides under `valgrind --tool=callgrind` for a {prof.get('iters', '?')}-iteration run; "
           "self cost (instructions) by function. Time in the kernel (sendmsg/recvmsg, "
           "the copies into and out of socket buffers) is not counted by callgrind — "

@@ -8,16 +8,19 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 from . import parsers
-from .common import (KIB, MIB, ROOT, SHARED_RUNS, VETH_NET, Path, Run, cpu_total, log,
+from .alternatives import Alternatives
+from .common import (KIB, MIB, ROOT, SHARED_RUNS, VETHS, Path, Run, cpu_total, log,
+                     median_result,
                      shared_key, size_name)
 
-class Bench:
+class Bench(Alternatives):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick
@@ -30,6 +33,11 @@ class Bench:
         self.nruns = 0
         self.ns = []
         self.res = {"runs": {}, "meta": {}}
+        self.samples = {}                   # key: every run of it, for the median
+        self.dead = set()                   # alternatives that failed once
+        self.repeats = max(1, args.repeats)
+        self.cases = set(args.cases.split(","))
+        self.path_names = args.path_names
         self.failures = []
 
     # ------------------------------------------------------------ basics
@@ -393,9 +401,10 @@ class Bench:
         program, docs/decisions.md "The shared device"), next to the same
         runs on dedicated addresses (UROCE_SHARE=0: each socket alone)."""
         ded = Path("dedicated", server_addr="127.0.0.201", uroce_server_addr="127.0.0.201",
-                   uroce_client_addr="127.0.0.202", env={"UROCE_SHARE": "0"})
+                   uroce_client_addr="127.0.0.202",
+                   env={"UROCE_SHARE": "0", "UROCE_LOCAL": "0"})
         sha = Path("shared", server_addr="127.0.0.200", uroce_server_addr="127.0.0.200",
-                   uroce_client_addr="127.0.0.200")
+                   uroce_client_addr="127.0.0.200", env={"UROCE_LOCAL": "0"})
         out = {}
         idle = []
         try:
@@ -421,21 +430,21 @@ class Bench:
 
     # ------------------------------------------------------------ veth
 
-    def make_veth(self):
+    def make_veth(self, name, mtu, net):
+        """Two namespaces joined by a veth pair at link MTU mtu on net.0/24;
+        uroce picks its IB MTU from the link's (9000: 4096, 1500: 1024)."""
         if os.geteuid() != 0:
             return None, "network namespaces need root"
-        a, b = f"ubenchA{os.getpid()}", f"ubenchB{os.getpid()}"
-        r = subprocess.run(["ip", "netns", "add", a], capture_output=True, text=True)
-        if r.returncode:
-            return None, f"ip netns add: {r.stderr.strip()}"
-        self.ns.append(a)
-        if subprocess.run(["ip", "netns", "add", b]).returncode:
-            return None, "ip netns add failed"
-        self.ns.append(b)
-        cmds = [["ip", "link", "add", "ubv0", "netns", a, "type", "veth", "peer", "name",
-                 "ubv1", "netns", b],
-                ["ip", "-n", a, "addr", "add", f"{VETH_NET}.1/24", "dev", "ubv0"],
-                ["ip", "-n", b, "addr", "add", f"{VETH_NET}.2/24", "dev", "ubv1"],
+        a, b = f"ub2-{name}-A{os.getpid()}", f"ub2-{name}-B{os.getpid()}"
+        for ns in (a, b):
+            r = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True)
+            if r.returncode:
+                return None, f"ip netns add: {r.stderr.strip()}"
+            self.ns.append(ns)
+        cmds = [["ip", "link", "add", "ubv0", "netns", a, "mtu", str(mtu), "type", "veth",
+                 "peer", "name", "ubv1", "netns", b, "mtu", str(mtu)],
+                ["ip", "-n", a, "addr", "add", f"{net}.1/24", "dev", "ubv0"],
+                ["ip", "-n", b, "addr", "add", f"{net}.2/24", "dev", "ubv1"],
                 ["ip", "-n", a, "link", "set", "lo", "up"],
                 ["ip", "-n", b, "link", "set", "lo", "up"],
                 ["ip", "-n", a, "link", "set", "ubv0", "up"],
@@ -444,17 +453,30 @@ class Bench:
             r = subprocess.run(c, capture_output=True, text=True)
             if r.returncode:
                 return None, f"{' '.join(c)}: {r.stderr.strip()}"
-        # wait for the link to come up (ping once)
+        # wait for the carrier on both ends (a veth pair is up at once,
+        # but its address leaves the tentative state only then)
         for _ in range(50):
-            if subprocess.run(["ip", "netns", "exec", b, "ping", "-c1", "-W1",
-                               f"{VETH_NET}.1"], capture_output=True).returncode == 0:
+            up = [subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev],
+                                 capture_output=True, text=True).stdout
+                  for ns, dev in ((a, "ubv0"), (b, "ubv1"))]
+            if all("LOWER_UP" in u for u in up):
                 break
             time.sleep(0.1)
-        return Path("veth", a, b, f"{VETH_NET}.1", f"{VETH_NET}.1", f"{VETH_NET}.2",
-                    seg=1024 + 32, mtu=1024), None
+        ib_mtu = 4096 if mtu >= 4096 + 100 else 1024
+        return Path(name, a, b, f"{net}.1", f"{net}.1", f"{net}.2",
+                    seg=ib_mtu + 32, mtu=ib_mtu, link_mtu=mtu), None
 
     def cleanup(self):
+        """Our namespaces, and what still runs in them (only ours: a far
+        Open MPI daemon whose mpirun was killed, say)."""
         for ns in self.ns:
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.ns = []
 
@@ -462,16 +484,17 @@ class Bench:
 
     def plan(self):
         q = self.quick
+        # the size sweeps: ib_write_bw at every size, read and send where
+        # the targets compare them (64 KiB); the repeats add the medians
         self.bw_sizes = [2, 64 * KIB, 1 * MIB] if q else \
-            [2, 64, 1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 8 * MIB]
-        self.lat_sizes = [2, 64 * KIB] if q else \
-            [2, 64, 1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB]
+            [2, 1 * KIB, 16 * KIB, 64 * KIB, 1 * MIB, 8 * MIB]
+        self.lat_sizes = [2, 64 * KIB] if q else [2, 4 * KIB, 64 * KIB]
         self.bw_tests = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
         self.lat_tests = ["ib_write_lat", "ib_read_lat", "ib_send_lat"]
-        self.qp_counts = [1, 16, 1024] if q else [1, 16, 256, 1024]
-        self.qp_tests = ["ib_write_bw"] if q else self.bw_tests
+        self.qp_counts = [1, 1024] if q else [1, 16, 256, 1024]
+        self.qp_tests = ["ib_write_bw"]
         self.base_secs = 1 if q else 2
-        self.target_bytes = (96 if q else 384) * MIB
+        self.target_bytes = (96 if q else 256) * MIB
         self.max_iters = 20000 if q else 100000
         self.prof_iters = 2000
 
@@ -481,7 +504,65 @@ class Bench:
 
     def lat_iters(self, size):
         base = 500 if self.quick else 2000
-        return base if size < 16 * KIB else base // 2
+        return base if size < 16 * KIB else base // 4
+
+    def pp_iters(self, size):
+        """The UDP ping-pong beside a latency run: more round trips, as
+        each is cheaper than perftest's start-up."""
+        return self.lat_iters(size) * (5 if size < 16 * KIB else 2)
+
+    # ------------------------------------------------------------ repeats
+
+    def put(self, key, res):
+        """One sample of key; the result kept is the median of its samples."""
+        self.samples.setdefault(key, []).append(res)
+
+    def bw_tests_at(self, size):
+        return self.bw_tests if size == 64 * KIB else self.bw_tests[:1]
+
+    def target_round(self, p):
+        """The runs the issue 15 targets read, one round on path p."""
+        size = 64 * KIB
+        self.put(f"{p.name}/iperf3/{size}", self.iperf3(p, size, self.base_secs))
+        one = self.perftest(p, "ib_write_bw", size, self.bw_iters(size))
+        self.put(f"{p.name}/ib_write_bw/{size}/1", one)
+        self.put(f"{p.name}/qp/ib_write_bw/1", one)     # the same command
+        self.put(f"{p.name}/qp/ib_write_bw/1024",
+                 self.perftest(p, "ib_write_bw", size, self.bw_iters(size, 1024), 1024,
+                               timeout=240))
+        it = self.lat_iters(2)
+        self.put(f"{p.name}/udp_pp_spin/2", self.udp_pingpong(p, 2, self.pp_iters(2), True))
+        for t in self.lat_tests:
+            self.put(f"{p.name}/{t}/2", self.perftest(p, t, 2, it))
+
+    def alt_round(self, p):
+        for k, v in self.alternatives(p, self.dead).items():
+            self.put(k, v)
+
+    def want(self, case):
+        return case in self.cases
+
+    # ------------------------------------------------------------ the run
+
+    def make_paths(self):
+        """The paths asked for, in order: local and udp (loopback, the
+        same-host path and UROCE_LOCAL=0), veth9000 and veth1500."""
+        meta = self.res["meta"]
+        paths = []
+        for name in self.path_names:
+            if name == "local":
+                paths.append(Path("local"))
+            elif name == "udp":
+                paths.append(Path("udp", env={"UROCE_LOCAL": "0"}))
+            else:
+                mtu, net = next((m, n) for v, m, n in VETHS if v == name)
+                p, why = self.make_veth(name, mtu, net)
+                if p:
+                    paths.append(p)
+                else:
+                    log(f"{name} path skipped: {why}")
+                    meta.setdefault("skipped", {})[name] = why
+        return paths
 
     def run(self):
         args = self.args
@@ -498,62 +579,81 @@ class Bench:
         meta["commit"] = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
                                         capture_output=True, text=True).stdout.strip()
         meta["quick"] = self.quick
-        meta["perftest"] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "perftest"],
-                                          capture_output=True, text=True).stdout
-        meta["iperf3"] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "iperf3"],
-                                        capture_output=True, text=True).stdout
+        meta["repeats"] = self.repeats
+        meta["cases"] = sorted(self.cases)
+        for pkg in ("perftest", "iperf3", "ucx-utils", "libfabric-bin", "openmpi-bin"):
+            meta[pkg] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg],
+                                       capture_output=True, text=True).stdout
         t_start = time.monotonic()
 
-        paths = [Path("loopback")] if "loopback" in args.paths else []
-        if "veth" in args.paths:
-            p, why = self.make_veth()
-            if p:
-                paths.append(p)
-            else:
-                log(f"veth path skipped: {why}")
-                meta["veth_skipped"] = why
-                self.cleanup()
+        paths = self.make_paths()
         meta["paths"] = [p.name for p in paths]
+        meta["links"] = {p.name: {"link_mtu": p.link_mtu, "ib_mtu": p.mtu,
+                                  "server": p.server_addr, "env": p.env} for p in paths}
+        alt_paths = [p for p in paths if not p.same_host()][:1]
+        meta["alt_paths"] = [p.name for p in alt_paths] if self.want("alt") else []
         have_cm = os.path.exists(os.path.join(self.lib, "librdmacm.so.1"))
         meta["qperf"] = "yes" if have_cm and shutil.which("qperf") else "n/a"
         R = self.res["runs"]
 
         # 1. bandwidth vs size, interleaved: for each size, for each path,
         #    the baselines and then uroce
-        for size in self.bw_sizes:
-            R[f"memcpy/{size}"] = self.memcpy(size, 0.1 if self.quick else 0.25)
+        for size in self.bw_sizes if self.want("bw") else []:
+            self.put(f"memcpy/{size}", self.memcpy(size, 0.1 if self.quick else 0.25))
+            secs = self.base_secs if size == 64 * KIB else 1
             for p in paths:
                 log(f"{p.name}: bandwidth, {size_name(size)}")
-                R[f"{p.name}/iperf3/{size}"] = self.iperf3(p, size, self.base_secs)
-                R[f"{p.name}/udp_gso/{size}"] = self.udp_stream(p, size, self.base_secs)
-                for t in self.bw_tests:
-                    R[f"{p.name}/{t}/{size}/1"] = self.perftest(p, t, size, self.bw_iters(size))
+                self.put(f"{p.name}/iperf3/{size}", self.iperf3(p, size, secs))
+                self.put(f"{p.name}/udp_gso/{size}", self.udp_stream(p, size, secs))
+                for t in self.bw_tests_at(size):
+                    self.put(f"{p.name}/{t}/{size}/1", self.perftest(p, t, size,
+                                                                     self.bw_iters(size)))
 
         # 2. bandwidth vs QP count at 64 KiB, with the baselines again
         size = 64 * KIB
-        for qps in self.qp_counts:
+        for qps in self.qp_counts if self.want("qps") else []:
             for p in paths:
                 log(f"{p.name}: bandwidth, 64K, {qps} QPs")
                 if qps == self.qp_counts[0]:
-                    R[f"{p.name}/iperf3/qpsweep"] = self.iperf3(p, size, self.base_secs)
-                    R[f"{p.name}/udp_gso/qpsweep"] = self.udp_stream(p, size, self.base_secs)
+                    self.put(f"{p.name}/iperf3/qpsweep", self.iperf3(p, size, self.base_secs))
+                    self.put(f"{p.name}/udp_gso/qpsweep",
+                             self.udp_stream(p, size, self.base_secs))
                 for t in self.qp_tests:
-                    R[f"{p.name}/qp/{t}/{qps}"] = self.perftest(
+                    self.put(f"{p.name}/qp/{t}/{qps}", self.perftest(
                         p, t, size, self.bw_iters(size, qps), qps,
-                        timeout=240 if qps >= 256 else 90)
+                        timeout=240 if qps >= 256 else 90))
 
         # 3. latency vs size
-        for size in self.lat_sizes:
+        for size in self.lat_sizes if self.want("lat") else []:
             for p in paths:
                 log(f"{p.name}: latency, {size_name(size)}")
                 it = self.lat_iters(size)
-                R[f"{p.name}/udp_pp_spin/{size}"] = self.udp_pingpong(p, size, it * 5, True)
-                R[f"{p.name}/udp_pp_block/{size}"] = self.udp_pingpong(p, size, it * 5, False)
+                pp = self.pp_iters(size)
+                self.put(f"{p.name}/udp_pp_spin/{size}", self.udp_pingpong(p, size, pp, True))
+                self.put(f"{p.name}/udp_pp_block/{size}", self.udp_pingpong(p, size, pp, False))
                 for t in self.lat_tests:
-                    R[f"{p.name}/{t}/{size}"] = self.perftest(p, t, size, it)
+                    self.put(f"{p.name}/{t}/{size}", self.perftest(p, t, size, it))
 
-        # 4. qperf over uroce (through our librdmacm)
-        for p in paths:
+        # 4. the user's alternatives, then the repeats of what the targets
+        #    read (every path, and the alternatives, in turn), so that
+        #    each target is a median of interleaved runs
+        for r in range(self.repeats):
+            for p in alt_paths if self.want("alt") else []:
+                log(f"{p.name}: UCX, libfabric, Open MPI over TCP and over uroce "
+                    f"({r + 1}/{self.repeats})")
+                self.alt_round(p)
+            if r == 0 and any(self.want(c) for c in ("bw", "qps", "lat")):
+                continue        # the sweeps were the first round
+            for p in paths if self.want("repeat") else []:
+                log(f"{p.name}: the target runs, round {r + 1}/{self.repeats}")
+                self.target_round(p)
+        for key, samples in self.samples.items():
+            R[key] = median_result(samples)
+
+        # 5. qperf over uroce (through our librdmacm)
+        # (on the first path and the alternatives' path: the time a run allows)
+        for p in [q for q in paths if q is paths[0] or q in alt_paths] \
+                if self.want("qperf") else []:
             if meta["qperf"] != "yes":
                 break
             log(f"{p.name}: qperf")
@@ -562,17 +662,19 @@ class Bench:
                      ("rc_rdma_read_lat", 2)]
             R[f"{p.name}/qperf"] = self.qperf(p, tests)
 
-        # 5. idle QPs: memory per QP, CPU of 16 connected idle QPs
-        log("idle QPs: RSS per QP, CPU of 16 idle QPs")
-        R["idle"] = self.idle()
+        # 6. idle QPs: memory per QP, CPU of 16 connected idle QPs
+        if self.want("idle"):
+            log("idle QPs: RSS per QP, CPU of 16 idle QPs")
+            R["idle"] = self.idle()
 
-        # 6. where the time goes
-        if not args.no_profile and not self.quick and paths:
-            log("callgrind profile of ib_write_bw 64K (loopback)")
+        # 7. where the time goes
+        if self.want("profile") and not args.no_profile and not self.quick and paths:
+            log(f"callgrind profile of ib_write_bw 64K ({paths[0].name})")
             R["profile"] = self.profile(paths[0])
+            meta["profile_path"] = paths[0].name
 
-        # 7. one address shared by several processes
-        if "loopback" in meta["paths"]:
+        # 8. one address shared by several processes (over UDP)
+        if self.want("shared") and any(p.same_host() for p in paths):
             log("shared address vs dedicated addresses")
             R["shared"] = self.shared()
 
@@ -580,3 +682,4 @@ class Bench:
         meta["duration_s"] = time.monotonic() - t_start
         meta["failures"] = self.failures
         self.cleanup()
+

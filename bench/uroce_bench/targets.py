@@ -1,75 +1,111 @@
 # SPDX-License-Identifier: MIT
-"""The targets of issue 6, one table, and their verdicts on a run.
+"""The targets of issue 15 (and those of issues 6 and 14 that still
+mean something), one table, and their verdicts on a run.
 
-Each row: what is measured, the target as written, the value (a result
-field, divided by another for a ratio, both keyed by path where {p}
-stands), the comparison and its limit, and how the figures behind the
-value read.  PATH_TARGETS are evaluated for every path of the run, in
-order, then GLOBAL_TARGETS once.  A key may be a tuple: the path down
-nested results (the shared-address runs, under "shared")."""
+Each row: the issue, what is measured, the target as written, the value
+(a result field, divided by another for a ratio, both keyed by path
+where {p} stands), the comparison and its limit, how the figures behind
+the value read, and where it is evaluated (on): a tuple of path names,
+ALT (the paths the user's alternatives ran on) or None (once, not by
+path).  A key may be a tuple: the path down nested results (the
+shared-address runs, under "shared").  Every figure a target reads is
+the median of the run's interleaved repeats (runners.median_result)."""
 
 from collections import namedtuple
 
+from .alternatives import alt_key
 from .common import KIB, fmt, get, ratio, shared_key
 
 S64K = 64 * KIB
+SAME_HOST = ("local", "udp")
+VETH = ("veth9000", "veth1500")
+ALL = SAME_HOST + VETH
+UDP_PATHS = ("udp",) + VETH
+ALT = "alt"
 
 
 def shared_ref(mode, test, size, qps, field):
     return (("shared", shared_key(mode, test, size, qps)), field)
 
 
+def alt_ref(tool, transport, field):
+    return (alt_key("{p}", tool, transport), field)
+
+
 # num, den: (results key, field); den None: the value is num * scale,
 # shown with nd decimals; also: (key, field, text) a figure added after it
-Target = namedtuple("Target", "what target num den how limit unit scale nd also",
+Target = namedtuple("Target", "issue what target num den how limit unit on scale nd also",
                     defaults=(1, 2, None))
+Row = namedtuple("Row", "issue path what target value verdict figures")
 
-PATH_TARGETS = (
-    Target("ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 2.0",
-           ("{p}/ib_write_bw/%d/1" % S64K, "gbps"), ("{p}/iperf3/%d" % S64K, "gbps"),
-           "ge", 2.0, "Gb/s"),
-    Target("ib_write_bw 64K 1 QP ÷ UDP GSO/GRO", "≥ 0.6",
-           ("{p}/ib_write_bw/%d/1" % S64K, "gbps"), ("{p}/udp_gso/%d" % S64K, "gbps"),
-           "ge", 0.6, "Gb/s"),
-    Target("CPU-s/GB ib_write_bw ÷ iperf3 TCP", "≤ 0.5",
-           ("{p}/ib_write_bw/%d/1" % S64K, "cpu_s_per_gb"),
-           ("{p}/iperf3/%d" % S64K, "cpu_s_per_gb"), "le", 0.5, "CPU-s/GB"),
-    Target("ib_read_bw 64K ÷ ib_write_bw 64K", "0.8–1.2",
-           ("{p}/ib_read_bw/%d/1" % S64K, "gbps"), ("{p}/ib_write_bw/%d/1" % S64K, "gbps"),
-           "in", (0.8, 1.2), "Gb/s"),
-    Target("ib_send_bw 64K ÷ ib_write_bw 64K", "0.8–1.2",
-           ("{p}/ib_send_bw/%d/1" % S64K, "gbps"), ("{p}/ib_write_bw/%d/1" % S64K, "gbps"),
-           "in", (0.8, 1.2), "Gb/s"),
-    Target("ib_send_lat 2 B ÷ ½ UDP spin RTT", "≤ 1.5",
-           ("{p}/ib_send_lat/2", "t_typical"), ("{p}/udp_pp_spin/2", "half_rtt_median"),
-           "le", 1.5, "µs"),
-    Target("ib_read_lat 2 B ÷ ½ UDP spin RTT", "≤ 1.5",
-           ("{p}/ib_read_lat/2", "t_typical"), ("{p}/udp_pp_spin/2", "half_rtt_median"),
-           "le", 1.5, "µs"),
-    Target("ib_write_lat 2 B ÷ ½ UDP spin RTT", "≤ 2.0",
-           ("{p}/ib_write_lat/2", "t_typical"), ("{p}/udp_pp_spin/2", "half_rtt_median"),
-           "le", 2.0, "µs"),
-    Target("ib_write_bw 64K 1024 QPs ÷ 1 QP", "≥ 0.8",
+WRITE64 = ("{p}/ib_write_bw/%d/1" % S64K, "gbps")
+TCP64 = ("{p}/iperf3/%d" % S64K, "gbps")
+SPIN2 = ("{p}/udp_pp_spin/2", "half_rtt_median")
+
+TARGETS = (
+    # issue 15: the same-host path (local; udp beside it is UROCE_LOCAL=0)
+    Target(15, "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 3.0", WRITE64, TCP64, "ge", 3.0,
+           "Gb/s", SAME_HOST),
+    Target(15, "CPU-s/GB ib_write_bw ÷ iperf3 TCP", "≤ 0.5",
+           (WRITE64[0], "cpu_s_per_gb"), (TCP64[0], "cpu_s_per_gb"), "le", 0.5,
+           "CPU-s/GB", SAME_HOST),
+    Target(15, "ib_send_lat 2 B ÷ ½ UDP spin RTT", "≤ 0.5", ("{p}/ib_send_lat/2", "t_typical"),
+           SPIN2, "le", 0.5, "µs", SAME_HOST),
+    Target(15, "ib_read_lat 2 B ÷ ½ UDP spin RTT", "≤ 0.5", ("{p}/ib_read_lat/2", "t_typical"),
+           SPIN2, "le", 0.5, "µs", SAME_HOST),
+    Target(15, "ib_write_lat 2 B ÷ ½ UDP spin RTT", "≤ 1.0",
+           ("{p}/ib_write_lat/2", "t_typical"), SPIN2, "le", 1.0, "µs", SAME_HOST),
+    # issue 15: the network path, veth between namespaces
+    Target(15, "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 1.0", WRITE64, TCP64, "ge", 1.0,
+           "Gb/s", ("veth9000",)),
+    Target(15, "ib_write_bw 64K 1 QP ÷ iperf3 TCP", "≥ 0.8", WRITE64, TCP64, "ge", 0.8,
+           "Gb/s", ("veth1500",)),
+    Target(15, "CPU-s/GB ib_write_bw ÷ iperf3 TCP", "≤ 1.5",
+           (WRITE64[0], "cpu_s_per_gb"), (TCP64[0], "cpu_s_per_gb"), "le", 1.5,
+           "CPU-s/GB", VETH),
+    Target(15, "ib_send_lat 2 B ÷ ½ UDP spin RTT", "≤ 2.0", ("{p}/ib_send_lat/2", "t_typical"),
+           SPIN2, "le", 2.0, "µs", VETH),
+    # issues 6 and 15: every path
+    Target(15, "ib_write_bw 64K 1024 QPs ÷ 1 QP", "≥ 0.8",
            ("{p}/qp/ib_write_bw/1024", "gbps"), ("{p}/qp/ib_write_bw/1", "gbps"),
-           "ge", 0.8, "Gb/s"),
-)
-
-GLOBAL_TARGETS = (
-    Target("RSS per idle RC QP beyond its queues (depth 1)", "≤ 64 KiB",
-           ("idle", "rss_per_qp_bytes_depth1"), None, "le", 64, "KiB", 1 / 1024),
-    Target("CPU of 16 connected idle QPs (% of a core)", "< 1 %",
-           ("idle", "idle16_core_pct"), None, "lt", 1.0, "%", 1, 3,
+           "ge", 0.8, "Gb/s", ALL),
+    # issue 15: the user's alternatives, same veth
+    Target(15, "UCX tag_bw 1 MiB: rc_verbs on uroce ÷ UCX tcp", "≥ 1.0",
+           alt_ref("ucx_tag_bw", "uroce", "gbps"), alt_ref("ucx_tag_bw", "tcp", "gbps"),
+           "ge", 1.0, "Gb/s", ALT),
+    Target(15, "UCX tag_lat 8 B: rc_verbs on uroce ÷ UCX tcp", "≤ 1.0",
+           alt_ref("ucx_tag_lat", "uroce", "lat_median_us"),
+           alt_ref("ucx_tag_lat", "tcp", "lat_median_us"), "le", 1.0, "µs", ALT),
+    Target(15, "fi_pingpong 64K: verbs;ofi_rxm on uroce ÷ libfabric tcp", "≥ 1.0",
+           alt_ref("fi_pingpong", "uroce", "gbps"), alt_ref("fi_pingpong", "tcp", "gbps"),
+           "ge", 1.0, "Gb/s", ALT),
+    Target(15, "Open MPI ping-pong 1 MiB: UCX on uroce ÷ TCP BTL", "≥ 1.0",
+           alt_ref("mpi_pingpong", "uroce", "gbps"), alt_ref("mpi_pingpong", "tcp", "gbps"),
+           "ge", 1.0, "Gb/s", ALT),
+    # issue 6, still meaningful
+    Target(6, "ib_write_bw 64K 1 QP ÷ UDP GSO/GRO", "≥ 0.6", WRITE64,
+           ("{p}/udp_gso/%d" % S64K, "gbps"), "ge", 0.6, "Gb/s", UDP_PATHS),
+    Target(6, "ib_read_bw 64K ÷ ib_write_bw 64K", "0.8–1.2",
+           ("{p}/ib_read_bw/%d/1" % S64K, "gbps"), WRITE64, "in", (0.8, 1.2), "Gb/s", ALL),
+    Target(6, "ib_send_bw 64K ÷ ib_write_bw 64K", "0.8–1.2",
+           ("{p}/ib_send_bw/%d/1" % S64K, "gbps"), WRITE64, "in", (0.8, 1.2), "Gb/s", ALL),
+    Target(6, "RSS per idle RC QP beyond its queues (depth 1)", "≤ 64 KiB",
+           ("idle", "rss_per_qp_bytes_depth1"), None, "le", 64, "KiB", None, 1 / 1024),
+    Target(6, "CPU of 16 connected idle QPs (% of a core)", "< 1 %",
+           ("idle", "idle16_core_pct"), None, "lt", 1.0, "%", None, 1, 3,
            ("idle", "idle16_window_s", "over {} s")),
-    Target("ib_write_bw 64K 1 QP, shared ÷ dedicated address", "0.9–1.1",
+    # issue 14: one address shared by several processes (UDP path)
+    Target(14, "ib_write_bw 64K 1 QP, shared ÷ dedicated address", "0.9–1.1",
            shared_ref("shared", "ib_write_bw", S64K, 1, "gbps"),
-           shared_ref("dedicated", "ib_write_bw", S64K, 1, "gbps"), "in", (0.9, 1.1), "Gb/s"),
-    Target("ib_send_lat 2 B, shared ÷ dedicated address", "≤ 1.1",
+           shared_ref("dedicated", "ib_write_bw", S64K, 1, "gbps"), "in", (0.9, 1.1), "Gb/s",
+           None),
+    Target(14, "ib_send_lat 2 B, shared ÷ dedicated address", "≤ 1.1",
            shared_ref("shared", "ib_send_lat", 2, 1, "t_typical"),
-           shared_ref("dedicated", "ib_send_lat", 2, 1, "t_typical"), "le", 1.1, "µs"),
-    Target("ib_write_bw 64K 1024 QPs, shared ÷ dedicated address", "0.9–1.1",
+           shared_ref("dedicated", "ib_send_lat", 2, 1, "t_typical"), "le", 1.1, "µs", None),
+    Target(14, "ib_write_bw 64K 1024 QPs, shared ÷ dedicated address", "0.9–1.1",
            shared_ref("shared", "ib_write_bw", S64K, 1024, "gbps"),
            shared_ref("dedicated", "ib_write_bw", S64K, 1024, "gbps"), "in", (0.9, 1.1),
-           "Gb/s"),
+           "Gb/s", None),
 )
 
 VERDICT = {
@@ -86,10 +122,16 @@ def evaluate(t, R, p=None):
         key, name = ref
         return get(R, key.format(p=p) if isinstance(key, str) else key, name)
 
+    def runs(ref):
+        key = ref[0].format(p=p) if isinstance(ref[0], str) else ref[0]
+        return get(R, key, "repeats") or 1
+
     num = field(t.num)
     if t.den is not None:
         den = field(t.den)
-        return ratio(num, den), f"{fmt(num)} / {fmt(den)} {t.unit}"
+        n = sorted({runs(t.num), runs(t.den)})
+        many = f", medians of {'/'.join(map(str, n))} runs" if n[-1] > 1 else ""
+        return ratio(num, den), f"{fmt(num)} / {fmt(den)} {t.unit}{many}"
     val = num * t.scale if num is not None else None
     detail = f"{fmt(val, t.nd)} {t.unit}"
     if t.also:
@@ -97,17 +139,29 @@ def evaluate(t, R, p=None):
     return val, detail
 
 
+def where(t, meta):
+    """The paths of this run target t is evaluated on, in the run's order."""
+    if t.on is None:
+        return ["—"]
+    on = meta.get("alt_paths", []) if t.on == ALT else t.on
+    return [p for p in meta["paths"] if LEGACY.get(p, p) in on]
+
+
+# the paths of results.json files from before issue 15 (--report-only):
+# loopback was the UDP path, veth a link of MTU 1500
+LEGACY = {"loopback": "udp", "veth": "veth1500"}
+
+
 def targets(res):
-    """[(path, what, target, value, verdict, figures)] of every target."""
+    """[Row] of every target on every path it applies to in this run."""
     R = res["runs"]
-    rows = [(p, t) for p in res["meta"]["paths"] for t in PATH_TARGETS]
-    rows += [("—", t) for t in GLOBAL_TARGETS]
     out = []
-    for p, t in rows:
-        val, detail = evaluate(t, R, p)
-        if val is None:
-            verdict = "n/a"
-        else:
-            verdict = "met" if VERDICT[t.how](val, t.limit) else "missed"
-        out.append((p, t.what, t.target, val, verdict, detail))
+    for t in TARGETS:
+        for p in where(t, res["meta"]):
+            val, detail = evaluate(t, R, p)
+            if val is None:
+                verdict = "n/a"
+            else:
+                verdict = "met" if VERDICT[t.how](val, t.limit) else "missed"
+            out.append(Row(t.issue, p, t.what, t.target, val, verdict, detail))
     return out
