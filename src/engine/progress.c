@@ -216,6 +216,8 @@ static void *progress_main(void *arg)
 
 			if (local == 1)
 				continue;
+			if (fd == dev->net.sock)
+				uroce_local_sock_ready(dev);
 			if (fd == dev->net.sock || local == 2) {
 				if (app_is_polling(dev))
 					continue;
