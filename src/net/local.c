@@ -466,6 +466,13 @@ bool uroce_local_recent(const struct uroce_dev *dev)
 	return L && L->recent;
 }
 
+bool uroce_local_rings(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L && L->rings;
+}
+
 /*
  * The progress thread is about to sleep in epoll: ask senders to ring.
  * false if a ring has packets already (then it must not sleep).
