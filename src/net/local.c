@@ -60,6 +60,8 @@
 #define LR_HELLO_MS	100		/* the answer to a connect */
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
 #define LR_FULL_NS	200000ull	/* a full ring: wait this long, drop */
+#define LR_SOCK_NS	20000ull	/* the socket, read at least this often
+					 * while rings are in use */
 
 /* a ring we receive on */
 struct lin {
@@ -98,6 +100,10 @@ struct uroce_local {
 	struct lout out[LR_MAX_OUT];	/* tx_lock */
 	struct lout *last;
 	bool recent;			/* rx_lock: the last poll had packets */
+	int rings;			/* rx_lock: inbound rings, last poll */
+	bool sock_busy;			/* rx_lock: the last read had packets */
+	uint64_t sock_ns;		/* rx_lock: the socket's last read */
+	_Atomic bool sock_ready;	/* epoll saw the socket readable */
 	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
 };
 
@@ -332,7 +338,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 {
 	struct uroce_local *L = loc(dev);
 	bool burst = false;
-	int i, total = 0;
+	int i, total = 0, rings = 0;
 
 	if (!L)
 		return 0;
@@ -343,6 +349,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 
 		if (!in)
 			continue;
+		rings++;
 		if (atomic_load(&in->dead) || in->broken) {
 			if (atomic_load(&in->dead))
 				reap(L, i);
@@ -406,7 +413,50 @@ int uroce_local_poll(struct uroce_dev *dev)
 	if (burst)
 		uroce_rx_burst_end(dev);
 	L->recent = total > 0;
+	L->rings = rings;
 	return total;
+}
+
+/*
+ * Whether this poll reads the UDP socket too (rx_lock held).  A thread
+ * spinning on the rings (an application polling its CQ, the progress
+ * thread's receive_spin) would otherwise make a recvmmsg system call per
+ * look at an empty socket: half the receiver's time in ib_write_bw over
+ * the rings.  While rings are in use the socket is read when epoll saw
+ * it readable, when its last read brought packets, and at least every
+ * LR_SOCK_NS; with no ring, always.
+ */
+bool uroce_local_sock_due(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	uint64_t now;
+
+	if (!L || !L->rings || L->sock_busy ||
+	    atomic_exchange_explicit(&L->sock_ready, false,
+				     memory_order_relaxed))
+		return true;
+	now = uroce_now_ns();
+	if (now - L->sock_ns < LR_SOCK_NS)
+		return false;
+	L->sock_ns = now;
+	return true;
+}
+
+void uroce_local_sock_read(struct uroce_dev *dev, int n)
+{
+	struct uroce_local *L = loc(dev);
+
+	if (L)
+		L->sock_busy = n > 0;
+}
+
+void uroce_local_sock_ready(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+
+	if (L)
+		atomic_store_explicit(&L->sock_ready, true,
+				      memory_order_relaxed);
 }
 
 bool uroce_local_recent(const struct uroce_dev *dev)
@@ -414,6 +464,13 @@ bool uroce_local_recent(const struct uroce_dev *dev)
 	const struct uroce_local *L = loc(dev);
 
 	return L && L->recent;
+}
+
+bool uroce_local_rings(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L && L->rings;
 }
 
 /*

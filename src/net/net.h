@@ -172,8 +172,15 @@ int uroce_local_poll(struct uroce_dev *dev);
 bool uroce_local_sleep(struct uroce_dev *dev);
 void uroce_local_awake(struct uroce_dev *dev);
 int uroce_local_event(struct uroce_dev *dev, int fd);
+/* whether uroce_net_poll reads the socket this time, what it got (both
+ * rx_lock held), and the progress thread saw the socket readable */
+bool uroce_local_sock_due(struct uroce_dev *dev);
+void uroce_local_sock_read(struct uroce_dev *dev, int n);
+void uroce_local_sock_ready(struct uroce_dev *dev);
 /* the last uroce_local_poll received something (rx_lock held) */
 bool uroce_local_recent(const struct uroce_dev *dev);
+/* the last uroce_local_poll found inbound rings (rx_lock held) */
+bool uroce_local_rings(const struct uroce_dev *dev);
 /* packets to dst for QPN qpn go through a ring (uroce qps) */
 bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      uint32_t qpn);

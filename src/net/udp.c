@@ -675,7 +675,10 @@ int uroce_net_poll(struct uroce_dev *dev)
 		rx_ready = true;
 	}
 	local = uroce_local_poll(dev);		/* the same-host rings */
+	if (!uroce_local_sock_due(dev))
+		return local;
 	n = recvmmsg(dev->net.sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+	uroce_local_sock_read(dev, n);
 	if (n <= 0)
 		return local;
 	pkts = local;
