@@ -59,7 +59,8 @@
 #define LR_BATCH	32		/* packets per ring per poll */
 #define LR_HELLO_MS	100		/* the answer to a connect */
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
-#define LR_FULL_NS	200000ull	/* a full ring: wait this long, drop */
+#define LR_STALL_NS	20000000ull	/* a full ring whose receiver took
+					 * nothing for this long: drop */
 #define LR_SOCK_NS	20000ull	/* the socket, read at least this often
 					 * while rings are in use */
 
@@ -87,6 +88,8 @@ struct lout {
 	struct lr_shared *ring;
 	int bell;
 	uint32_t head;			/* ours; the shared one is a copy */
+	bool stalled;			/* a full ring dropped at stall_tail */
+	uint32_t stall_tail;
 };
 
 struct uroce_local {
@@ -346,12 +349,14 @@ int uroce_local_poll(struct uroce_dev *dev)
 		struct lin *in = atomic_load_explicit(&L->in[i],
 						      memory_order_acquire);
 		uint32_t head, avail, tail, k;
+		bool dead;
 
 		if (!in)
 			continue;
 		rings++;
-		if (atomic_load(&in->dead) || in->broken) {
-			if (atomic_load(&in->dead))
+		dead = atomic_load(&in->dead);
+		if (in->broken) {
+			if (dead)
 				reap(L, i);
 			continue;
 		}
@@ -359,8 +364,14 @@ int uroce_local_poll(struct uroce_dev *dev)
 					    memory_order_acquire);
 		tail = atomic_load_explicit(&in->tail, memory_order_relaxed);
 		avail = head - tail;
-		if (!avail)
+		/* a sender that closed (exited) may have left its last
+		 * packets in the ring, a REJ or a DREQ say: they are read
+		 * before the ring goes */
+		if (!avail) {
+			if (dead)
+				reap(L, i);
 			continue;
+		}
 		if (avail > LR_SLOTS) {
 			ring_bad(dev, in);
 			continue;
@@ -885,35 +896,50 @@ static void ring_bell(struct uroce_dev *dev, struct lout *o)
 	}
 }
 
-/* room for one more packet: a full ring waits a little for the
- * receiver, then the packet is lost like one a full socket buffer
- * loses (the transport resends it); a ring that lies is dropped */
+/* room for one more packet.  A full ring waits for its receiver as long
+ * as the receiver takes packets (back-pressure, as a lossless link gives:
+ * UC and UD have no retransmission, and a UDP socket buffer of the same
+ * traffic would not have overflowed); only a receiver that took nothing
+ * for LR_STALL_NS loses the packet, and then every later one at once
+ * until it takes something again.  The wait is bounded because two
+ * processes sending to each other may each wait for the other's poller,
+ * which may be waiting for the sender's lock (the transport resends).
+ * A ring that lies is dropped. */
 static int ring_room(struct uroce_dev *dev, struct lout *o)
 {
 	uint64_t until = 0;
+	uint32_t seen = 0;
 
 	for (;;) {
-		uint32_t used = o->head - atomic_load_explicit(&o->ring->tail,
-							 memory_order_acquire);
+		uint32_t tail = atomic_load_explicit(&o->ring->tail,
+						     memory_order_acquire);
+		uint32_t used = o->head - tail;
 
 		if (used > LR_SLOTS) {
 			uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
 			atomic_store(&o->dead, true);
 			return -EPIPE;
 		}
-		if (used < LR_SLOTS)
+		if (used < LR_SLOTS) {
+			o->stalled = false;
 			return 0;
+		}
 		ring_bell(dev, o);
 		/* our own ring is drained by our poller, who may wait for
-		 * the lock we hold: the packet is lost at once */
-		if (o->self) {
+		 * the lock we hold: the packet is lost at once; so is one
+		 * behind a receiver that stalled before and still does */
+		if (o->self || (o->stalled && tail == o->stall_tail) ||
+		    atomic_load_explicit(&o->dead, memory_order_relaxed)) {
 			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
 			return -EAGAIN;
 		}
-		if (!until)
-			until = uroce_now_ns() + LR_FULL_NS;
-		else if (uroce_now_ns() > until ||
-			 atomic_load_explicit(&o->dead, memory_order_relaxed)) {
+		if (!until || tail != seen) {
+			/* (re)start the clock whenever the receiver moved */
+			seen = tail;
+			until = uroce_now_ns() + LR_STALL_NS;
+		} else if (uroce_now_ns() > until) {
+			o->stalled = true;
+			o->stall_tail = tail;
 			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
 			return -EAGAIN;
 		}
