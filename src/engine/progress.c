@@ -155,6 +155,7 @@ static void receive_spin(struct uroce_dev *dev)
 	int n;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
+	uroce_local_rx_mark(true);
 	for (;;) {
 		uint64_t now;
 
@@ -193,6 +194,7 @@ static void receive_spin(struct uroce_dev *dev)
 		if (bulk && uroce_local_rings(dev))
 			sched_yield();
 	}
+	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
@@ -257,7 +259,9 @@ void uroce_progress_poll(struct uroce_dev *dev)
 			      memory_order_relaxed);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
+	uroce_local_rx_mark(true);
 	uroce_net_poll(dev);
+	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 

@@ -61,6 +61,7 @@
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
 #define LR_STALL_NS	20000000ull	/* a full ring whose receiver took
 					 * nothing for this long: drop */
+#define LR_SHORT_NS	200000ull	/* the same for a receiving thread */
 #define LR_SOCK_NS	20000ull	/* the socket, read at least this often
 					 * while rings are in use */
 
@@ -109,6 +110,14 @@ struct uroce_local {
 	_Atomic bool sock_ready;	/* epoll saw the socket readable */
 	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
 };
+
+/* this thread holds dev->prog.rx_lock: the one that drains our rings */
+static __thread bool lr_receiver;
+
+void uroce_local_rx_mark(bool on)
+{
+	lr_receiver = on;
+}
 
 static struct uroce_local *loc(const struct uroce_dev *dev)
 {
@@ -903,7 +912,9 @@ static void ring_bell(struct uroce_dev *dev, struct lout *o)
  * for LR_STALL_NS loses the packet, and then every later one at once
  * until it takes something again.  The wait is bounded because two
  * processes sending to each other may each wait for the other's poller,
- * which may be waiting for the sender's lock (the transport resends).
+ * which may be waiting for the sender's lock (the transport resends);
+ * for the same reason a thread that is receiving (ACKs, READ responses,
+ * retransmissions: all RC, all resent if lost) waits 200 us at most.
  * A ring that lies is dropped. */
 static int ring_room(struct uroce_dev *dev, struct lout *o)
 {
@@ -933,10 +944,14 @@ static int ring_room(struct uroce_dev *dev, struct lout *o)
 			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
 			return -EAGAIN;
 		}
-		if (!until || tail != seen) {
-			/* (re)start the clock whenever the receiver moved */
+		if (!until || (tail != seen && !lr_receiver)) {
+			/* (re)start the clock whenever the receiver moved;
+			 * a thread that receives for us waits LR_SHORT_NS
+			 * at most: the peer's receiver may be waiting for
+			 * room in our rings, which only we empty */
 			seen = tail;
-			until = uroce_now_ns() + LR_STALL_NS;
+			until = uroce_now_ns() +
+				(lr_receiver ? LR_SHORT_NS : LR_STALL_NS);
 		} else if (uroce_now_ns() > until) {
 			o->stalled = true;
 			o->stall_tail = tail;
