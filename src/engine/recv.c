@@ -33,19 +33,6 @@ void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 	ip->dport = UROCE_UDP_PORT;
 }
 
-static bool same_peer(const struct sockaddr_storage *a,
-		      const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		       &((const struct sockaddr_in6 *)b)->sin6_addr,
-		       sizeof(struct in6_addr));
-}
-
 static uint32_t transport_mask(enum ibv_qp_type type)
 {
 	switch (type) {
@@ -172,7 +159,7 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		goto out;
 	}
 	/* connected QPs: only the peer may speak to them */
-	if (qp->type != IBV_QPT_UD && !same_peer(&qp->peer, src)) {
+	if (qp->type != IBV_QPT_UD && !uroce_same_ip(&qp->peer, src)) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_SRC, 1);
 		goto out;
 	}

@@ -153,18 +153,6 @@ static bool same_uid(int fd)
 	       cr.uid == getuid();
 }
 
-static bool same_addr(const struct sockaddr_storage *a,
-		      const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
-}
-
 static void epoll_add(struct uroce_dev *dev, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
@@ -798,7 +786,7 @@ static struct lout *out_find(struct uroce_local *L,
 	for (i = 0; i < LR_MAX_OUT; i++) {
 		struct lout *o = &L->out[i];
 
-		if (o->used && o->sbyte == sb && same_addr(&o->addr, dst))
+		if (o->used && o->sbyte == sb && uroce_same_ip(&o->addr, dst))
 			return o;
 	}
 	return NULL;
@@ -876,7 +864,7 @@ static struct lout *peer_for(struct uroce_dev *dev,
 		return NULL;
 	sb = ((const uint8_t *)iov[0].iov_base)[5];	/* dest QP 23..16 */
 	o = L->last;
-	if (o && o->up && o->sbyte == sb && same_addr(&o->addr, dst) &&
+	if (o && o->up && o->sbyte == sb && uroce_same_ip(&o->addr, dst) &&
 	    !atomic_load_explicit(&o->dead, memory_order_relaxed))
 		return o;
 	o = peer_get(dev, L, dst, sb, uroce_now_ns());

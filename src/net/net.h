@@ -18,6 +18,8 @@
 #ifndef UROCE_NET_H
 #define UROCE_NET_H
 
+#include <string.h>
+
 #include "core/core.h"
 
 /* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
@@ -83,6 +85,20 @@ static inline socklen_t uroce_sa_len(const struct sockaddr_storage *ss)
 {
 	return ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) :
 					  sizeof(struct sockaddr_in6);
+}
+
+/* whether a and b hold the same IP address (ports not compared) */
+static inline bool uroce_same_ip(const struct sockaddr_storage *a,
+				 const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr,
+		       sizeof(struct in6_addr));
 }
 
 /* whether ss is a multicast IP address (every received packet asks) */

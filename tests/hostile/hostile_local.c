@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "craft.h"
+#include "target.h"
 #include "uroce_local.h"
 
 #define NQP		4
@@ -51,28 +52,13 @@
 #define EPSN0		0x100
 
 static struct in_addr a_target, a_me;
-static int s_me, failures;
+static int s_me;
 static uint32_t qpn0, epsn[NQP];
 static uint64_t w_addr, ro_addr;
 static uint32_t w_rkey, ro_rkey;
 static struct lr_shared *ring;
 static uint32_t head;
 static int bell = -1;
-
-static void check(bool ok, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "ok  " : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!ok)
-		failures++;
-}
 
 static socklen_t ring_name(struct sockaddr_un *un, struct in_addr a,
 			   uint32_t slot)
@@ -266,33 +252,17 @@ static void *fake_receiver(void *arg)
 	}
 }
 
-static long get_num(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	return p ? strtol(p + strlen(key), NULL, 0) : -1;
-}
-
-static uint64_t get_u64(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	return p ? strtoull(p + strlen(key), NULL, 0) : 0;
-}
-
 int main(int argc, char **argv)
 {
-	int to_child[2], from_child[2], err_child[2], status, i, conn, memfd;
-	char addr[2][32], qpn_arg[16], nqp_arg[8], line[4096];
-	static char errbuf[1 << 16];
-	size_t errlen = 0;
+	static struct target tg;
+	int i, conn, memfd;
+	char addr[2][32], line[4096];
 	unsigned int net = (unsigned int)getpid() % 200 + 20;
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_port = htons(UROCE_UDP_PORT) };
 	struct sockaddr_un un;
 	pthread_t th;
 	FILE *out;
-	pid_t pid;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: hostile_local TARGET_BINARY\n");
@@ -319,28 +289,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (pipe(to_child) || pipe(from_child) || pipe(err_child))
+	if (target_start(&tg, argv[1], addr[0], addr[1], FIRST_QPN, NQP))
 		return 1;
-	snprintf(qpn_arg, sizeof(qpn_arg), "%u", FIRST_QPN);
-	snprintf(nqp_arg, sizeof(nqp_arg), "%d", NQP);
-	pid = fork();
-	if (pid == 0) {
-		dup2(to_child[0], 0);
-		dup2(from_child[1], 1);
-		dup2(err_child[1], 2);
-		close(to_child[1]);
-		close(from_child[0]);
-		close(err_child[0]);
-		setenv("UROCE_ADDR", addr[0], 1);
-		setenv("UROCE_STATS", "1", 1);
-		execl(argv[1], argv[1], addr[1], qpn_arg, nqp_arg, (char *)NULL);
-		_exit(127);
-	}
-	close(to_child[0]);
-	close(from_child[1]);
-	close(err_child[1]);
-	alarm(120);	/* nothing here may hang */
-	out = fdopen(from_child[0], "r");
+	out = tg.out;
 	if (!fgets(line, sizeof(line), out) || strncmp(line, "info ", 5)) {
 		fprintf(stderr, "hostile_local: no info line from the target\n");
 		return 1;
@@ -462,7 +413,7 @@ int main(int argc, char **argv)
 	}
 
 	/* ---- what the target saw ---- */
-	close(to_child[1]);
+	target_stop(&tg);
 	while (fgets(line, sizeof(line), out)) {
 		if (!strncmp(line, "region ", 7)) {
 			line[strcspn(line, "\n")] = 0;
@@ -470,20 +421,9 @@ int main(int argc, char **argv)
 			      line);
 		}
 	}
-	for (;;) {
-		ssize_t n = read(err_child[0], errbuf + errlen,
-				 sizeof(errbuf) - 1 - errlen);
-
-		if (n <= 0)
-			break;
-		errlen += (size_t)n;
-	}
-	errbuf[errlen] = 0;
-	waitpid(pid, &status, 0);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	      "target exited cleanly (status 0x%x)", status);
+	target_wait(&tg);
 	{
-		static const struct { const char *name; long min, max; } want[] = {
+		static const struct want_counter want[] = {
 			{ " rx_local_pkts=", 6, 1000 },
 			{ " drop_local_bad=", 4, 1000 },
 			{ " drop_truncated=", 2, 1000 },
@@ -493,23 +433,8 @@ int main(int argc, char **argv)
 			 * sealed one taken */
 			{ " local_connects=", 1, 1000 },
 		};
-		const char *stats = strstr(errbuf, "uroce-stats:");
-		size_t k;
 
-		check(stats != NULL, "target printed its counters");
-		for (k = 0; stats && k < sizeof(want) / sizeof(want[0]); k++) {
-			long v = get_num(stats, want[k].name);
-
-			check(v >= want[k].min && v <= want[k].max,
-			      "counter%s%ld (in [%ld, %ld])", want[k].name, v,
-			      want[k].min, want[k].max);
-		}
+		return target_verdict(&tg, "hostile_local", want,
+				      sizeof(want) / sizeof(want[0]));
 	}
-	if (strstr(errbuf, "Sanitizer") || strstr(errbuf, "runtime error")) {
-		fputs(errbuf, stdout);
-		check(false, "sanitizer report from the target");
-	}
-	printf("hostile_local: %s, %d failure(s)\n", failures ? "FAIL" : "PASS",
-	       failures);
-	return failures ? 1 : 0;
 }

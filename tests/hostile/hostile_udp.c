@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "craft.h"
+#include "target.h"
 
 #define NQP		16
 #define FIRST_QPN	0x500
@@ -47,23 +48,7 @@ static int s_me, s_intruder;
 static struct info inf;
 static uint32_t epsn[NQP];
 static int next_qp;		/* next unused QP index */
-static int failures;
 static uint32_t xrc_tgt[3], xrc_srqn, xrc_srqn_other;
-
-static void check(bool ok, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "ok  " : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!ok)
-		failures++;
-}
 
 static int udp_bound(struct in_addr a)
 {
@@ -242,29 +227,13 @@ static void drop_case(const char *what, struct craft c, int fd,
 	probe(0, what);
 }
 
-static long get_num(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	return p ? strtol(p + strlen(key), NULL, 0) : -1;
-}
-
-static uint64_t get_u64(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	return p ? strtoull(p + strlen(key), NULL, 0) : 0;
-}
-
 int main(int argc, char **argv)
 {
-	int to_child[2], from_child[2], err_child[2], status, i;
-	char addr[3][32], qpn_arg[16], nqp_arg[8], line[4096];
-	char errbuf[1 << 16];
-	size_t errlen = 0;
+	static struct target tg;
+	int i;
+	char addr[3][32], line[4096];
 	unsigned int net = (unsigned int)getpid() % 200 + 20;
 	FILE *out;
-	pid_t pid;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: hostile_udp TARGET_BINARY\n");
@@ -280,28 +249,9 @@ int main(int argc, char **argv)
 	s_me = udp_bound(a_me);
 	s_intruder = udp_bound(a_intruder);
 
-	if (pipe(to_child) || pipe(from_child) || pipe(err_child))
+	if (target_start(&tg, argv[1], addr[0], addr[1], FIRST_QPN, NQP))
 		return 1;
-	snprintf(qpn_arg, sizeof(qpn_arg), "%u", FIRST_QPN);
-	snprintf(nqp_arg, sizeof(nqp_arg), "%d", NQP);
-	pid = fork();
-	if (pid == 0) {
-		dup2(to_child[0], 0);
-		dup2(from_child[1], 1);
-		dup2(err_child[1], 2);
-		close(to_child[1]);
-		close(from_child[0]);
-		close(err_child[0]);
-		setenv("UROCE_ADDR", addr[0], 1);
-		setenv("UROCE_STATS", "1", 1);
-		execl(argv[1], argv[1], addr[1], qpn_arg, nqp_arg, (char *)NULL);
-		_exit(127);
-	}
-	close(to_child[0]);
-	close(from_child[1]);
-	close(err_child[1]);
-	alarm(120);	/* nothing here may hang */
-	out = fdopen(from_child[0], "r");
+	out = tg.out;
 	if (!fgets(line, sizeof(line), out) || strncmp(line, "info ", 5)) {
 		fprintf(stderr, "hostile_udp: no info line from the target\n");
 		return 1;
@@ -459,7 +409,7 @@ int main(int argc, char **argv)
 	}
 
 	/* ---- what the target saw ---- */
-	close(to_child[1]);
+	target_stop(&tg);
 	while (fgets(line, sizeof(line), out)) {
 		long changed = get_num(line, "changed=");
 
@@ -474,43 +424,18 @@ int main(int argc, char **argv)
 			      "the legitimate WRITE landed in RE");
 		}
 	}
-	for (;;) {
-		ssize_t n = read(err_child[0], errbuf + errlen,
-				 sizeof(errbuf) - 1 - errlen);
-
-		if (n <= 0)
-			break;
-		errlen += (size_t)n;
-	}
-	errbuf[errlen] = 0;
-	waitpid(pid, &status, 0);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	      "target exited cleanly (status 0x%x)", status);
+	target_wait(&tg);
 	{
-		static const struct { const char *name; long min; } want[] = {
-			{ " tx_nak_access=", 9 }, { " tx_nak_inv=", 3 },
-			{ " rem_access_err=", 8 }, { " drop_bad_hdr=", 6 },
-			{ " drop_truncated=", 2 }, { " drop_bad_icrc=", 1 },
-			{ " drop_bad_src=", 1 }, { " drop_unknown_qp=", 1 },
-			{ " out_of_seq=", 1 }, { " tx_nak_seq=", 1 },
-			{ " duplicates=", 1 }, { " xrc_bad_srqn=", 2 },
+		static const struct want_counter want[] = {
+			{ " tx_nak_access=", 9, 0 }, { " tx_nak_inv=", 3, 0 },
+			{ " rem_access_err=", 8, 0 }, { " drop_bad_hdr=", 6, 0 },
+			{ " drop_truncated=", 2, 0 }, { " drop_bad_icrc=", 1, 0 },
+			{ " drop_bad_src=", 1, 0 }, { " drop_unknown_qp=", 1, 0 },
+			{ " out_of_seq=", 1, 0 }, { " tx_nak_seq=", 1, 0 },
+			{ " duplicates=", 1, 0 }, { " xrc_bad_srqn=", 2, 0 },
 		};
-		const char *stats = strstr(errbuf, "uroce-stats:");
-		size_t k;
 
-		check(stats != NULL, "target printed its counters");
-		for (k = 0; stats && k < sizeof(want) / sizeof(want[0]); k++) {
-			long v = get_num(stats, want[k].name);
-
-			check(v >= want[k].min, "counter%s%ld (>= %ld)",
-			      want[k].name, v, want[k].min);
-		}
+		return target_verdict(&tg, "hostile_udp", want,
+				      sizeof(want) / sizeof(want[0]));
 	}
-	if (strstr(errbuf, "Sanitizer") || strstr(errbuf, "runtime error")) {
-		fputs(errbuf, stdout);
-		check(false, "sanitizer report from the target");
-	}
-	printf("hostile_udp: %s, %d failure(s)\n", failures ? "FAIL" : "PASS",
-	       failures);
-	return failures ? 1 : 0;
 }
