@@ -289,8 +289,17 @@ pair_checks() {
 	perftest)
 		row=$(awk '/#bytes/ { hdr = 1; next } hdr && $1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$2")
 		[[ -n $row ]] || fail "$(basename "$2"): the client printed no results row"
-		awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row" ||
-			fail "the results row is all zero: $row"
+		# (perftest prints zeros when it could not measure its CPU
+		# clock, which the emulated guest's does under load: the row
+		# then says nothing, and the transfer is judged by the exit
+		# statuses and the packet accounting below)
+		if ! awk '{ for (i = 3; i <= NF; i++) if ($i + 0 > 0) ok = 1 } END { exit !ok }' <<<"$row"; then
+			if grep -qF 'Correlation coefficient r^2' "$2"; then
+				echo "note: $(basename "$2"): perftest could not measure its CPU clock; its figures are zero"
+			else
+				fail "the results row is all zero: $row"
+			fi
+		fi
 		result=$(awk 'NR == 1 { print "bytes=" $1, "iters=" $2, "peak_MB/s=" $3, "avg_MB/s=" $4 }' <<<"$row")
 		;;
 	esac
