@@ -50,6 +50,7 @@
 	X(TX_GSO_SENDS, "tx_gso_sends")	/* sends that carried several packets */ \
 	X(TX_GSO_OFF, "tx_gso_off")	/* the kernel refused GSO: off since */ \
 	X(TX_SEND_FAILED, "tx_send_failed") /* UC/UD WQEs: no route */ \
+	X(TX_FILTERED, "tx_filtered")	/* GSO runs a firewall refused (EPERM): lost */ \
 	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
 	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
 	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \

@@ -122,6 +122,16 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			txb_run_failed(dev, b, &b->run[sent++]);
 			continue;
 		}
+		if (n == -EPERM) {
+			/* a firewall dropped the run (netfilter sees a GSO
+			 * run as one packet, as it sees a TSO segment): that
+			 * run is lost, the rest of the batch goes, and GSO
+			 * stays on: EPERM says nothing about the kernel's
+			 * GSO */
+			uroce_count(dev, UROCE_CNT_TX_FILTERED, 1);
+			sent++;
+			continue;
+		}
 		if (n <= 0) {
 			/* a full socket buffer is loss, which the transport
 			 * mends; anything else means no GSO here: lost

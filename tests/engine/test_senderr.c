@@ -321,6 +321,63 @@ static void t_ud_batched(void)
 	ahs_free();
 }
 
+/* a firewall's EPERM in a batch: that run is lost, the runs after it go
+ * and GSO stays on (netfilter drops a GSO run whole, as iptables'
+ * statistic match does in fault.loss-*) */
+static void t_ud_batched_filtered(void)
+{
+	struct eng_opts o = { .gso = true, .unreach_err = -EPERM };
+	struct ibv_cq *cq, *rcq;
+	struct ibv_qp *qp, *rx;
+	struct ibv_ah *ah[3];
+	uint32_t dqpn[3];
+	union ibv_gid local, filtered;
+	struct ibv_sge sge[2];
+	struct ibv_recv_wr rwr[2], *bad;
+	struct ibv_wc wc;
+	int i;
+
+	eng_setup(&o);
+	cq = cq_new();
+	rcq = cq_new();
+	qp = qp_new(IBV_QPT_UD, cq);
+	rx = qp_new(IBV_QPT_UD, rcq);
+	ud_rts(qp);
+	ud_rts(rx);
+	for (i = 0; i < 2; i++) {
+		sge[i].addr = (uintptr_t)E->buf_b + (uint64_t)i * 4096;
+		sge[i].length = 4096;
+		sge[i].lkey = E->mr_b->lkey;
+		rwr[i] = (struct ibv_recv_wr){ .wr_id = 7 + (uint64_t)i,
+					       .sg_list = &sge[i], .num_sge = 1 };
+		ENG_CHECK(!ibv_post_recv(rx, &rwr[i], &bad), "ibv_post_recv");
+	}
+	eng_gid_local(&local);
+	eng_gid_unreach(&filtered);
+	/* WR 1 to rx, WR 2 into the firewall, WR 3 to rx: three runs */
+	ah[0] = ah[2] = ah_to(&local);
+	ah[1] = ah_to(&filtered);
+	for (i = 0; i < 3; i++)
+		dqpn[i] = rx->qp_num;
+	post_ud(qp, 3, ah, dqpn);
+	/* UD: a dropped datagram is a sent one (rxe_send: -EAGAIN) */
+	for (i = 0; i < 3; i++)
+		expect_wc(cq, (uint64_t)i + 1, IBV_WC_SUCCESS);
+	ENG_CHECK(qp_state(qp) == IBV_QPS_RTS, "QP state %d", qp_state(qp));
+	ENG_CHECK(!eng_cnt(UROCE_CNT_TX_GSO_OFF), "GSO turned off");
+	ENG_CHECK(atomic_load(&E->dev->net.gso), "GSO off");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_FILTERED) == 1, "tx_filtered %llu",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TX_FILTERED));
+	/* WR 1 and WR 3 reached rx */
+	wait_cq = rcq;
+	ENG_CHECK(eng_run(cq_ready, 1 * MS), "nothing arrived");
+	expect_wc(rcq, 7, IBV_WC_SUCCESS);
+	ENG_CHECK(eng_run(cq_ready, 1 * MS), "WR 3 never arrived");
+	expect_wc(rcq, 8, IBV_WC_SUCCESS);
+	ENG_CHECK(!eng_poll(rcq, &wc), "a third receive");
+	ahs_free();
+}
+
 /* batched UD that all goes: every completion there when post returns */
 static void t_ud_batched_ok(void)
 {
@@ -428,6 +485,7 @@ static const struct eng_test tests[] = {
 	{ "ud_eperm", t_ud_eperm },
 	{ "ud_batched", t_ud_batched },
 	{ "ud_batched_ok", t_ud_batched_ok },
+	{ "ud_batched_filtered", t_ud_batched_filtered },
 	{ "uc_no_route", t_uc_no_route },
 	{ "uc_no_route_batched", t_uc_no_route_batched },
 	{ "rc_no_route", t_rc_no_route },
