@@ -151,7 +151,11 @@ class Runner:
 
     def env(self, lib, addr):
         e = dict(os.environ)
-        e.update(LD_LIBRARY_PATH=lib, UROCE_ADDR=addr, UROCE_STATS="1")
+        # UROCE_LOCAL=0: the two processes share a namespace, so they
+        # would meet on the same-host path, where iptables drops nothing;
+        # this measures recovery from loss on the network (UDP) path
+        e.update(LD_LIBRARY_PATH=lib, UROCE_ADDR=addr, UROCE_STATS="1",
+                 UROCE_LOCAL="0")
         for k in ("UROCE_FAULT", "UROCE_PCAP", "UROCE_IFNAME"):
             e.pop(k, None)
         return e
