@@ -256,18 +256,29 @@ static void *progress_main(void *arg)
  * its sender is a thread of this host that may be waiting for this very
  * core (ib_send_bw's server spins on its CQ; ib_write_bw's sleeps, and
  * the progress thread that receives for it yields the same way in
- * receive_spin).  So an empty poll within spin_ns of a bulk gives the
- * core up.  Not for single packets: a ping-pong (ib_send_lat) never
- * yields, its peer is spinning on a core of its own.
+ * receive_spin).  So a thread whose polls have found nothing for
+ * APP_YIELD_NS, within spin_ns of a bulk, gives the core up.  Not at the
+ * first empty poll: in a ping-pong of large messages (ib_send_lat 64K,
+ * a bulk each) the reply is a few microseconds away, and a yield per
+ * empty poll cost 7 % there.  Not for single packets at all: a
+ * ping-pong of small ones (ib_send_lat 2 B) never yields.
  */
-static __thread uint64_t app_bulk_ns;
+#define APP_YIELD_NS 5000
+
+static __thread uint64_t app_bulk_ns, app_empty_ns;
 
 static void app_poll_yield(struct uroce_dev *dev, int n, uint64_t now)
 {
-	if (n >= SPIN_MIN_PKTS)
-		app_bulk_ns = now;
-	else if (!n && app_bulk_ns && now - app_bulk_ns < spin_ns &&
-		 uroce_local_rings(dev))
+	if (n) {
+		if (n >= SPIN_MIN_PKTS)
+			app_bulk_ns = now;
+		app_empty_ns = 0;
+		return;
+	}
+	if (!app_empty_ns)
+		app_empty_ns = now;
+	if (app_bulk_ns && now - app_bulk_ns < spin_ns &&
+	    now - app_empty_ns > APP_YIELD_NS && uroce_local_rings(dev))
 		sched_yield();
 }
 
