@@ -1049,7 +1049,7 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 /* The one packet of a local run that has no ring (a member of the
  * address that turned the path off): by UDP, as it would have gone. */
 static void udp_one(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int n)
+		    const struct iovec *iov, int n, uint16_t k)
 {
 	struct msghdr msg = {
 		.msg_name = (void *)dst,
@@ -1062,6 +1062,9 @@ static void udp_one(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	uroce_net_icrc(dev, &dev->net.local, dst, iov, n, 0);
 	if (sendmsg(dev->net.sock, &msg, 0) < 0)
 		uroce_log(UROCE_LOG_DEBUG, "local: udp: %s", strerror(errno));
+	/* the tap records it as datagram k of its run (xmit.c txb_send):
+	 * a capture gets the ICRC that goes with that IP ID */
+	capture_icrc(dev, dst, iov, n, k);
 }
 
 /* the iovecs of the next packet of a run: seg bytes, or what is left */
@@ -1093,7 +1096,7 @@ static void send_run(struct uroce_dev *dev, const struct uroce_txrun *run,
 		if (o && rung && o != rung)
 			ring_bell(dev, rung);
 		if (!o || len > LR_DATA) {
-			udp_one(dev, &run->dst, it, n);
+			udp_one(dev, &run->dst, it, n, (uint16_t)k);
 		} else {
 			capture_icrc(dev, &run->dst, it, n, (uint16_t)k);
 			/* (a full ring loses it, as a full socket buffer
