@@ -76,6 +76,8 @@
 	X(LOCAL_ACCEPTS, "local_accepts")	/* rings we made for a sender */ \
 	X(LOCAL_DOORBELLS, "local_doorbells")	/* wake-ups we wrote to a sleeping peer */ \
 	X(LOCAL_WAKEUPS, "local_wakeups")	/* a peer woke us */ \
+	/* net/udp.c, net/local.c: ICRCs packet IO computed (uroce_net_icrc) */ \
+	X(ICRC_FILLS, "icrc_fills")	/* for the socket, a capture, a member */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \

@@ -250,19 +250,56 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/*
+ * An application thread that spins in ibv_poll_cq receives for itself
+ * (the progress thread naps meanwhile), and in a bulk stream from a ring
+ * its sender is a thread of this host that may be waiting for this very
+ * core (ib_send_bw's server spins on its CQ; ib_write_bw's sleeps, and
+ * the progress thread that receives for it yields the same way in
+ * receive_spin).  So a thread whose polls have found nothing for
+ * APP_YIELD_NS, within spin_ns of a bulk, gives the core up.  Not at the
+ * first empty poll: in a ping-pong of large messages (ib_send_lat 64K,
+ * a bulk each) the reply is a few microseconds away, and a yield per
+ * empty poll cost 7 % there.  Not for single packets at all: a
+ * ping-pong of small ones (ib_send_lat 2 B) never yields.
+ */
+#define APP_YIELD_NS 5000
+
+static __thread uint64_t app_bulk_ns, app_empty_ns;
+
+static void app_poll_yield(struct uroce_dev *dev, int n, uint64_t now)
+{
+	if (n) {
+		if (n >= SPIN_MIN_PKTS)
+			app_bulk_ns = now;
+		app_empty_ns = 0;
+		return;
+	}
+	if (!app_empty_ns)
+		app_empty_ns = now;
+	if (app_bulk_ns && now - app_bulk_ns < spin_ns &&
+	    now - app_empty_ns > APP_YIELD_NS && uroce_local_rings(dev))
+		sched_yield();
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
+	uint64_t now;
+	int n;
+
 	if (!dev->net_up || dev->net.sock < 0)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
-	atomic_store_explicit(&dev->prog.app_poll_ns, uroce_now_ns(),
+	now = uroce_now_ns();
+	atomic_store_explicit(&dev->prog.app_poll_ns, now,
 			      memory_order_relaxed);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	uroce_local_rx_mark(true);
-	uroce_net_poll(dev);
+	n = uroce_net_poll(dev);
 	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
+	app_poll_yield(dev, n, now);
 }
 
 static int watch(struct uroce_dev *dev, int fd)

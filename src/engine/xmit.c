@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Put one packet of a QP on the wire: pad, ICRC, hand to packet IO.
+ * The ICRC is packet IO's where it says so (uroce_pkt_io fills_icrc: the
+ * UDP IO, which computes it only for what leaves by the socket or is
+ * captured, not for the same-host rings).
  *
  * Between uroce_xmit_begin and uroce_xmit_end (the requester's run, the
  * processing of one received packet) packets are held and leave together:
@@ -371,12 +374,15 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		iov[n].iov_base = (void *)zeros;
 		iov[n++].iov_len = pad;
 	}
-	uroce_icrc_ip_from(&dev->net.local, dst, &ip);
-	/* an unconnected socket with IP_PMTUDISC_DO sends DF, and IPv4 ID 0
-	 * for a datagram of its own, k for the k-th of a GSO send */
-	ip.ip_id = run ? run->npkts : 0;
-	ip.df = dev->net.family == AF_INET;
-	uroce_icrc_store(tail, uroce_icrc_compute(&ip, iov, n));
+	if (!dev->net.io->fills_icrc) {
+		uroce_icrc_ip_from(&dev->net.local, dst, &ip);
+		/* an unconnected socket with IP_PMTUDISC_DO sends DF, and
+		 * IPv4 ID 0 for a datagram of its own, k for the k-th of a
+		 * GSO send */
+		ip.ip_id = run ? run->npkts : 0;
+		ip.df = dev->net.family == AF_INET;
+		uroce_icrc_store(tail, uroce_icrc_compute(&ip, iov, n));
+	}
 	iov[n].iov_base = tail;
 	iov[n++].iov_len = UROCE_ICRC_LEN;
 

@@ -305,6 +305,26 @@ static bool split_ok(const struct uroce_dev *dev, const uint8_t *hdr,
 	       (!dev->net.share || (qpn >> 16) == uroce_share_slot(dev));
 }
 
+/*
+ * A ring packet read whole is seen by something that checks or records
+ * its ICRC, which the sender left out: a capture, or another member of
+ * the address (share.c forwards it; the member's receive checks it).
+ * Computed into our copy then; the engine itself checks none.
+ */
+static void ring_icrc(struct uroce_dev *dev, uint8_t *pkt, uint32_t len,
+		      const struct sockaddr_storage *src, uint16_t ip_id)
+{
+	struct iovec iov = { .iov_base = pkt, .iov_len = len };
+	uint32_t qpn;
+
+	if (len < UROCE_BTH_LEN + UROCE_ICRC_LEN)
+		return;
+	qpn = bth_qpn(pkt);
+	if (uroce_pcap_path()[0] ||
+	    (dev->net.share && (qpn == 1 || (qpn >> 16) != uroce_share_slot(dev))))
+		uroce_net_icrc(dev, src, &dev->net.local, &iov, 1, ip_id);
+}
+
 static void deliver(struct uroce_dev *dev, struct uroce_local *L,
 		    struct lin *in, uint32_t len, uint16_t ip_id,
 		    const uint8_t *ring_pkt)
@@ -319,6 +339,7 @@ static void deliver(struct uroce_dev *dev, struct uroce_local *L,
 				 &dev->net.local, ip_id, ring_pkt);
 		return;
 	}
+	ring_icrc(dev, L->rxbuf, len, &in->src, ip_id);
 	/* QP1 and other members' QPNs reach the address's first member */
 	if (uroce_share_steer(dev, L->rxbuf, len, &in->src, &dev->net.local,
 			      ip_id))
@@ -985,6 +1006,20 @@ static int ring_put(struct uroce_dev *dev, struct lout *o,
 	return 0;
 }
 
+/*
+ * A ring packet carries no ICRC (the engine leaves it to packet IO, and
+ * the ring's receiver checks none), but a captured one must have the
+ * ICRC the socket would have sent: computed here, while capturing only,
+ * before the packet goes into the ring (the tap records it after).
+ */
+static void capture_icrc(struct uroce_dev *dev,
+			 const struct sockaddr_storage *dst,
+			 const struct iovec *iov, int n, uint16_t ip_id)
+{
+	if (uroce_pcap_path()[0])
+		uroce_net_icrc(dev, &dev->net.local, dst, iov, n, ip_id);
+}
+
 static size_t iov_bytes(const struct iovec *iov, int n)
 {
 	size_t len = 0;
@@ -1005,6 +1040,7 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 
 	if (len > LR_DATA || !(o = peer_for(dev, dst, iov)))
 		return 0;
+	capture_icrc(dev, dst, iov, iovcnt, 0);
 	err = ring_put(dev, o, &it, &off, iov + iovcnt, (uint32_t)len, 0);
 	ring_bell(dev, o);
 	return err ? err : 1;
@@ -1013,7 +1049,7 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 /* The one packet of a local run that has no ring (a member of the
  * address that turned the path off): by UDP, as it would have gone. */
 static void udp_one(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int n)
+		    const struct iovec *iov, int n, uint16_t k)
 {
 	struct msghdr msg = {
 		.msg_name = (void *)dst,
@@ -1022,12 +1058,17 @@ static void udp_one(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		.msg_iovlen = (size_t)n,
 	};
 
+	/* (a datagram of its own: IP ID 0) */
+	uroce_net_icrc(dev, &dev->net.local, dst, iov, n, 0);
 	if (sendmsg(dev->net.sock, &msg, 0) < 0)
 		uroce_log(UROCE_LOG_DEBUG, "local: udp: %s", strerror(errno));
+	/* the tap records it as datagram k of its run (xmit.c txb_send):
+	 * a capture gets the ICRC that goes with that IP ID */
+	capture_icrc(dev, dst, iov, n, k);
 }
 
 /* the iovecs of the next packet of a run: seg bytes, or what is left */
-static int pkt_iovs(const struct iovec *iov, int n, uint32_t seg)
+int uroce_run_pkt_iovs(const struct iovec *iov, int n, uint32_t seg)
 {
 	size_t sum = 0;
 	int i;
@@ -1047,20 +1088,22 @@ static void send_run(struct uroce_dev *dev, const struct uroce_txrun *run,
 	int k;
 
 	for (k = 0; k < run->npkts && it < end; k++) {
-		int n = pkt_iovs(it, (int)(end - it), run->seg);
+		int n = uroce_run_pkt_iovs(it, (int)(end - it), run->seg);
 		size_t len = iov_bytes(it, n), off = 0;
 		const struct iovec *p = it;
 
 		o = peer_for(dev, &run->dst, it);
 		if (o && rung && o != rung)
 			ring_bell(dev, rung);
-		if (!o || len > LR_DATA)
-			udp_one(dev, &run->dst, it, n);
-		else
+		if (!o || len > LR_DATA) {
+			udp_one(dev, &run->dst, it, n, (uint16_t)k);
+		} else {
+			capture_icrc(dev, &run->dst, it, n, (uint16_t)k);
 			/* (a full ring loses it, as a full socket buffer
 			 * would; the transport resends) */
 			ring_put(dev, o, &p, &off, it + n, (uint32_t)len,
 				 (uint16_t)k);
+		}
 		if (o)
 			rung = o;
 		it += n;

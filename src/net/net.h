@@ -36,6 +36,11 @@ struct uroce_pkt_io {
 	 * when dev->net.gso is set.  Returns how many runs went, or -errno. */
 	int (*send_runs)(struct uroce_dev *dev, const struct uroce_txrun *run,
 			 int nruns, const struct iovec *iov);
+	/* The engine leaves each packet's ICRC (its last 4 bytes) to this
+	 * IO, which computes it where a packet meets a wire or a reader:
+	 * the socket, a capture, another member of the address.  A
+	 * same-host ring needs none (its receiver does not check one). */
+	bool fills_icrc;
 };
 
 struct uroce_txrun {
@@ -122,6 +127,14 @@ void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
 		  const struct sockaddr_storage *dst, uint16_t ip_id);
 const char *uroce_pcap_path(void);		/* "" when not capturing */
+
+/* Compute and store the ICRC of a packet whose last 4 bytes (in
+ * iov[n - 1]) are its ICRC's place, as IP ID ip_id from src to dst
+ * (net/udp.c; uroce_pkt_io fills_icrc). */
+void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
+		    const struct sockaddr_storage *dst, const struct iovec *iov,
+		    int n, uint16_t ip_id);
+
 /* the IPv4 (20 bytes, DF, ID 0, TTL 64, checksum) or IPv6 (40 bytes)
  * header of a UDP datagram of udp_len bytes from src to dst, as the
  * kernel sends ours; returns its length (pcap frames, UD GRHs) */
@@ -180,6 +193,9 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
  * leading runs are not */
 int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 			  int nruns, const struct iovec *iov, int *udp_runs);
+/* how many of the n iovecs at iov the next datagram of a run takes (seg
+ * bytes, or what is left) */
+int uroce_run_pkt_iovs(const struct iovec *iov, int n, uint32_t seg);
 /* receive from the rings (rx_lock held); returns the packets */
 int uroce_local_poll(struct uroce_dev *dev);
 /* the progress thread: before epoll_wait (false: packets wait, do not

@@ -159,6 +159,35 @@ bool uroce_fault_nomem(struct uroce_dev *dev)
 	return false;
 }
 
+/*
+ * The ICRC the engine left to us (udp_io.fills_icrc), over every byte but
+ * the last 4, which receive it.  Packets are BTH..ICRC with the ICRC's
+ * place at the end of the last iovec (the engine's tail, a held copy, a
+ * ring packet read whole).  The pseudo header is the one the kernel
+ * sends: DF on IPv4 (IP_PMTUDISC_DO), IP ID 0 for a datagram of its own
+ * and k for the k-th of a GSO send.
+ */
+void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
+		    const struct sockaddr_storage *dst, const struct iovec *iov,
+		    int n, uint16_t ip_id)
+{
+	struct iovec body[UROCE_MAX_SGE + 4];
+	struct uroce_icrc_ip ip;
+	uint8_t *tail;
+
+	if (n < 1 || n > (int)UROCE_ARRAY_SIZE(body) ||
+	    iov[n - 1].iov_len < UROCE_ICRC_LEN)
+		return;		/* (no packet the engine builds) */
+	memcpy(body, iov, (size_t)n * sizeof(*iov));
+	body[n - 1].iov_len -= UROCE_ICRC_LEN;
+	tail = (uint8_t *)iov[n - 1].iov_base + body[n - 1].iov_len;
+	uroce_icrc_ip_from(src, dst, &ip);
+	ip.ip_id = ip_id;
+	ip.df = src->ss_family == AF_INET;
+	uroce_icrc_store(tail, uroce_icrc_compute(&ip, body, n));
+	uroce_count(dev, UROCE_CNT_ICRC_FILLS, 1);
+}
+
 static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		    const struct iovec *iov, int iovcnt)
 {
@@ -171,8 +200,11 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 
 	int local = uroce_local_send(dev, dst, iov, iovcnt);
 
-	if (local)				/* went through a ring */
+	if (local > 0)				/* went through a ring */
+		uroce_tap_tx(dev, dst, iov, iovcnt, 0);
+	if (local)
 		return local < 0 ? local : 0;
+	uroce_net_icrc(dev, &dev->net.local, dst, iov, iovcnt, 0);
 	for (;;) {
 		if (sendmsg(dev->net.sock, &msg, 0) >= 0) {
 			uroce_tap_tx(dev, dst, iov, iovcnt, 0);
@@ -234,6 +266,20 @@ static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return raw_send(dev, dst, iov, iovcnt);
 }
 
+/* The ICRC of each datagram of a GSO run: the k-th leaves as IP ID k. */
+static void run_icrc(struct uroce_dev *dev, const struct uroce_txrun *run,
+		     const struct iovec *iov)
+{
+	const struct iovec *it = &iov[run->iov0], *end = it + run->niov;
+	int k, n;
+
+	for (k = 0; k < run->npkts && it < end; k++, it += n) {
+		n = uroce_run_pkt_iovs(it, (int)(end - it), run->seg);
+		uroce_net_icrc(dev, &dev->net.local, &run->dst, it, n,
+			       (uint16_t)k);
+	}
+}
+
 static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 			 int nruns, const struct iovec *iov)
 {
@@ -250,6 +296,8 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 		return n;
 	for (r = 0; r < nruns; r++) {
 		struct msghdr *m = &msg[r].msg_hdr;
+
+		run_icrc(dev, &run[r], iov);
 
 		memset(m, 0, sizeof(*m));
 		m->msg_name = (void *)&run[r].dst;
@@ -277,6 +325,7 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 static const struct uroce_pkt_io udp_io = {
 	.send = udp_send,
 	.send_runs = udp_send_runs,
+	.fills_icrc = true,
 };
 
 /*
