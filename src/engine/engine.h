@@ -99,6 +99,8 @@ struct uroce_tx {
  * wait here (QP numbers) and leave once at its end (dev->lock) */
 struct uroce_ack_hold {
 	bool ack_defer;
+	_Atomic bool held;	/* some wait for the next post (a hint:
+				 * read without the lock) */
 	uint32_t nack_pending;
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 };
@@ -186,6 +188,7 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
  * is released and what was queued is sent); no lock held by the caller */
 void uroce_rx_burst_begin(struct uroce_dev *dev);
 void uroce_rx_burst_end(struct uroce_dev *dev);
+void uroce_rx_burst_end_for_post(struct uroce_dev *dev);
 /* engine/progress.c */
 int uroce_progress_start(struct uroce_dev *dev);
 /* stop the progress thread (waiting for it until the CLOCK_REALTIME
@@ -196,6 +199,8 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* the calling thread receives in uroce_progress_poll (an application's) */
+bool uroce_progress_app_rx(void);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */
@@ -247,6 +252,13 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
 /* hold plain ACKs until uroce_ack_burst_end (a receive burst; lock held) */
 void uroce_ack_burst_begin(struct uroce_dev *dev);
 void uroce_ack_burst_end(struct uroce_dev *dev);
+/* ... or leave them for the application's next post or poll, which
+ * send them with uroce_post_run or uroce_ack_release(_unlocked) */
+void uroce_ack_burst_end_for_post(struct uroce_dev *dev);
+void uroce_ack_release(struct uroce_dev *dev);
+void uroce_ack_release_unlocked(struct uroce_dev *dev);
+/* uroce_req_run for a post, then the ACKs held for it (lock held) */
+void uroce_post_run(struct uroce_qp *qp);
 /* the device goes down: send every held ACK and what is queued; takes
  * dev->lock, waiting until the deadline until (NULL: forever); 0 or
  * -ETIMEDOUT */

@@ -214,6 +214,9 @@ static void *progress_main(void *arg)
 		int i;
 
 		uroce_local_awake(dev);
+		/* ACKs an application's poll left for a post: whatever woke
+		 * us, they have waited long enough */
+		uroce_ack_release_unlocked(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -250,6 +253,14 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* this thread is an application's, receiving in its own poll */
+static __thread bool app_rx;
+
+bool uroce_progress_app_rx(void)
+{
+	return app_rx;
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	if (!dev->net_up || dev->net.sock < 0)
@@ -257,10 +268,14 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	/* (marked even when the thread has the socket: it then hands over) */
 	atomic_store_explicit(&dev->prog.app_poll_ns, uroce_now_ns(),
 			      memory_order_relaxed);
+	/* the ACKs the last poll left for a post that did not come */
+	uroce_ack_release_unlocked(dev);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	uroce_local_rx_mark(true);
+	app_rx = true;
 	uroce_net_poll(dev);
+	app_rx = false;
 	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }

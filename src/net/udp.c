@@ -711,7 +711,11 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
-	uroce_rx_burst_end(dev);
+	/* an application's poll: its ACKs go behind its reply */
+	if (uroce_progress_app_rx())
+		uroce_rx_burst_end_for_post(dev);
+	else
+		uroce_rx_burst_end(dev);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }

@@ -504,6 +504,8 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 
+	/* the caller may sleep now: ACKs its poll held for a post go */
+	uroce_ack_release_unlocked(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */
 	if (!cq->armed)
