@@ -105,14 +105,25 @@ struct uroce_ack_hold {
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 };
 
+/* who watches the socket (engine/progress.c) */
+enum uroce_watch {
+	UROCE_WATCH_SOCK,	/* the progress thread, woken by every packet */
+	UROCE_WATCH_APP,	/* an application thread polling its CQ */
+};
+
 /* dev->prog, engine/progress.c */
 struct uroce_progress {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	_Atomic uint64_t app_poll_ns;	/* when an application thread last
 					 * received for itself */
 	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
+	_Atomic uint64_t app_rx_ns;	/* ... polled an empty CQ, and has
+					 * not handed the socket back since */
+	_Atomic int watch;		/* enum uroce_watch: the thread's */
 	pthread_t thread;
-	int epfd;
+	int epfd;			/* what the thread waits on but the
+					 * socket */
+	int sock_epfd;			/* the socket and epfd */
 	int timerfd;
 	int wakefd;			/* eventfd: wake the progress thread */
 	bool running;			/* thread started, not yet joined */
@@ -201,6 +212,9 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 void uroce_progress_poll(struct uroce_dev *dev);
 /* the calling thread receives in uroce_progress_poll (an application's) */
 bool uroce_progress_app_rx(void);
+/* the application may stop polling now (it found only send
+ * completions, or arms a CQ to sleep): the thread watches the socket */
+void uroce_progress_sock_handback(struct uroce_dev *dev);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */

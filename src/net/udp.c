@@ -574,8 +574,8 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	old = dev->net.sock;
 	old_sh = dev->net.share;
 	ev.data.fd = fd;
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, old, NULL);
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_DEL, old, NULL);
+	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_ADD, fd, &ev);
 	dev->net.sock = fd;
 	set_share(dev, sh);
 	uroce_share_watch(dev);
