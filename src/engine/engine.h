@@ -210,8 +210,9 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
-/* the calling thread receives in uroce_progress_poll (an application's) */
-bool uroce_progress_app_rx(void);
+/* the calling thread receives in uroce_progress_poll (an application's),
+ * and the progress thread looks by soon (engine/progress.c) */
+bool uroce_progress_app_rx(struct uroce_dev *dev);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);

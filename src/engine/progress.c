@@ -330,9 +330,14 @@ static void *progress_main(void *arg)
 /* this thread is an application's, receiving in its own poll */
 static __thread bool app_rx;
 
-bool uroce_progress_app_rx(void)
+/*
+ * ... and the progress thread leaves the socket to it, so it looks by
+ * within APP_WAIT_NS: what the poll leaves for the application's next
+ * call (held ACKs) is sent by then even if that call never comes.
+ */
+bool uroce_progress_app_rx(struct uroce_dev *dev)
 {
-	return app_rx;
+	return app_rx && atomic_load(&dev->prog.watch) == UROCE_WATCH_APP;
 }
 
 void uroce_progress_poll(struct uroce_dev *dev)

@@ -712,7 +712,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 		}
 	}
 	/* an application's poll: its ACKs go behind its reply */
-	if (uroce_progress_app_rx())
+	if (uroce_progress_app_rx(dev))
 		uroce_rx_burst_end_for_post(dev);
 	else
 		uroce_rx_burst_end(dev);
