@@ -119,6 +119,7 @@ struct uroce_progress {
 	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
 	_Atomic uint64_t app_rx_ns;	/* ... polled an empty CQ, and has
 					 * not handed the socket back since */
+	_Atomic uint64_t handback_ns;	/* ... last handed the socket back */
 	_Atomic int watch;		/* enum uroce_watch: the thread's */
 	pthread_t thread;
 	int epfd;			/* what the thread waits on but the

@@ -107,11 +107,22 @@ static bool app_is_polling(struct uroce_dev *dev)
  */
 #define APP_WAIT_NS 200000
 
+/*
+ * An application that handed the socket back keeps it handed back for
+ * HANDBACK_NS: one that does so on every poll (ib_write_bw's client
+ * finds WRITE completions in most) would otherwise cost an eventfd write
+ * and a wake-up of the thread per poll; for it the thread watches the
+ * socket as before this scheme.
+ */
+#define HANDBACK_NS 1000000
+
 static bool app_receives(struct uroce_dev *dev)
 {
-	uint64_t last = atomic_load(&dev->prog.app_rx_ns);
+	uint64_t last = atomic_load(&dev->prog.app_rx_ns), now = uroce_now_ns();
 
-	return last && uroce_now_ns() - last <= APP_POLL_NS;
+	return last && now - last <= APP_POLL_NS &&
+	       now - atomic_load_explicit(&dev->prog.handback_ns,
+					  memory_order_relaxed) > HANDBACK_NS;
 }
 
 void uroce_progress_sock_handback(struct uroce_dev *dev)
@@ -120,6 +131,8 @@ void uroce_progress_sock_handback(struct uroce_dev *dev)
 
 	/* (the mark first, then the watch; the thread stores its watch,
 	 * then reads the mark: one of the two sees the other) */
+	atomic_store_explicit(&dev->prog.handback_ns, uroce_now_ns(),
+			      memory_order_relaxed);
 	atomic_store(&dev->prog.app_rx_ns, 0);
 	if (atomic_exchange(&dev->prog.watch, UROCE_WATCH_SOCK) ==
 	    UROCE_WATCH_APP && write(dev->prog.wakefd, &one, sizeof(one)) < 0)
