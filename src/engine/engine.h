@@ -99,8 +99,16 @@ struct uroce_tx {
  * wait here (QP numbers) and leave once at its end (dev->lock) */
 struct uroce_ack_hold {
 	bool ack_defer;
+	_Atomic bool held;	/* some wait for the next post (a hint:
+				 * read without the lock) */
 	uint32_t nack_pending;
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
+};
+
+/* who watches the socket (engine/progress.c) */
+enum uroce_watch {
+	UROCE_WATCH_SOCK,	/* the progress thread, woken by every packet */
+	UROCE_WATCH_APP,	/* an application thread polling its CQ */
 };
 
 /* dev->prog, engine/progress.c */
@@ -109,8 +117,14 @@ struct uroce_progress {
 	_Atomic uint64_t app_poll_ns;	/* when an application thread last
 					 * received for itself */
 	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
+	_Atomic uint64_t app_rx_ns;	/* ... polled an empty CQ, and has
+					 * not handed the socket back since */
+	_Atomic uint64_t handback_ns;	/* ... last handed the socket back */
+	_Atomic int watch;		/* enum uroce_watch: the thread's */
 	pthread_t thread;
-	int epfd;
+	int epfd;			/* what the thread waits on but the
+					 * socket */
+	int sock_epfd;			/* the socket and epfd */
 	int timerfd;
 	int wakefd;			/* eventfd: wake the progress thread */
 	bool running;			/* thread started, not yet joined */
@@ -186,6 +200,7 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
  * is released and what was queued is sent); no lock held by the caller */
 void uroce_rx_burst_begin(struct uroce_dev *dev);
 void uroce_rx_burst_end(struct uroce_dev *dev);
+void uroce_rx_burst_end_for_post(struct uroce_dev *dev);
 /* engine/progress.c */
 int uroce_progress_start(struct uroce_dev *dev);
 /* stop the progress thread (waiting for it until the CLOCK_REALTIME
@@ -196,6 +211,12 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* the calling thread receives in uroce_progress_poll (an application's),
+ * and the progress thread looks by soon (engine/progress.c) */
+bool uroce_progress_app_rx(struct uroce_dev *dev);
+/* the application may stop polling now (it found only send
+ * completions, or arms a CQ to sleep): the thread watches the socket */
+void uroce_progress_sock_handback(struct uroce_dev *dev);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */
@@ -247,6 +268,13 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
 /* hold plain ACKs until uroce_ack_burst_end (a receive burst; lock held) */
 void uroce_ack_burst_begin(struct uroce_dev *dev);
 void uroce_ack_burst_end(struct uroce_dev *dev);
+/* ... or leave them for the application's next post or poll, which
+ * send them with uroce_post_run or uroce_ack_release(_unlocked) */
+void uroce_ack_burst_end_for_post(struct uroce_dev *dev);
+void uroce_ack_release(struct uroce_dev *dev);
+void uroce_ack_release_unlocked(struct uroce_dev *dev);
+/* uroce_req_run for a post, then the ACKs held for it (lock held) */
+void uroce_post_run(struct uroce_qp *qp);
 /* the device goes down: send every held ACK and what is queued; takes
  * dev->lock, waiting until the deadline until (NULL: forever); 0 or
  * -ETIMEDOUT */

@@ -90,6 +90,93 @@ static bool app_is_polling(struct uroce_dev *dev)
 }
 
 /*
+ * Who watches the socket.  An application thread that polls its CQ
+ * receives for itself, and every datagram that also woke the thread in
+ * epoll (which then found the socket drained and slept again, all in
+ * the kernel) cost a wake-up on a core the application spins on:
+ * ib_send_lat 2 B over veth, one per two round trips.  So while an
+ * application polls, the thread waits on the other descriptors only
+ * (dev->prog.epfd) and looks again every APP_WAIT_NS; otherwise on those
+ * and the socket (dev->prog.sock_epfd, which holds both).  An
+ * application that may stop polling in a way we see hands the socket
+ * back at once (uroce_progress_sock_handback): a poll that found only
+ * send completions (ib_write_lat now spins on memory for the peer's
+ * WRITE), and arming a CQ to sleep.  A poll that found a receive is
+ * taken to come back (a receive loop); if it does not, the socket waits
+ * at most APP_WAIT_NS for the thread.
+ */
+#define APP_WAIT_NS 200000
+
+/*
+ * An application that handed the socket back keeps it handed back for
+ * HANDBACK_NS: one that does so on every poll (ib_write_bw's client
+ * finds WRITE completions in most) would otherwise cost an eventfd write
+ * and a wake-up of the thread per poll; for it the thread watches the
+ * socket as before this scheme.
+ */
+#define HANDBACK_NS 1000000
+
+static bool app_receives(struct uroce_dev *dev)
+{
+	uint64_t last = atomic_load(&dev->prog.app_rx_ns), now = uroce_now_ns();
+
+	return last && now - last <= APP_POLL_NS &&
+	       now - atomic_load_explicit(&dev->prog.handback_ns,
+					  memory_order_relaxed) > HANDBACK_NS;
+}
+
+void uroce_progress_sock_handback(struct uroce_dev *dev)
+{
+	uint64_t one = 1;
+
+	/* (the mark first, then the watch; the thread stores its watch,
+	 * then reads the mark: one of the two sees the other) */
+	atomic_store_explicit(&dev->prog.handback_ns, uroce_now_ns(),
+			      memory_order_relaxed);
+	atomic_store(&dev->prog.app_rx_ns, 0);
+	if (atomic_exchange(&dev->prog.watch, UROCE_WATCH_SOCK) ==
+	    UROCE_WATCH_APP && write(dev->prog.wakefd, &one, sizeof(one)) < 0)
+		uroce_log(UROCE_LOG_DEBUG, "progress wake-up: %s",
+			  strerror(errno));
+}
+
+/* epoll_wait on the set the watch above says: the socket left out while
+ * the application receives */
+static int wait_events(struct uroce_dev *dev, struct epoll_event *ev,
+		       int max, bool sleep)
+{
+	static const struct timespec app_wait = { 0, APP_WAIT_NS }, none;
+	bool inner = false;
+	int n, k, i;
+
+	if (app_receives(dev)) {
+		atomic_store(&dev->prog.watch, UROCE_WATCH_APP);
+		if (app_receives(dev)) {
+			n = epoll_pwait2(dev->prog.epfd, ev, max,
+					 sleep ? &app_wait : &none, NULL);
+			if (n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
+				n = epoll_wait(dev->prog.epfd, ev, max,
+					       sleep ? 1 : 0);
+			return n;
+		}
+	}
+	atomic_store(&dev->prog.watch, UROCE_WATCH_SOCK);
+	n = epoll_wait(dev->prog.sock_epfd, ev, max, sleep ? -1 : 0);
+	/* epfd is one entry of sock_epfd: its own events replace it */
+	for (i = k = 0; i < n; i++) {
+		if (ev[i].data.fd == dev->prog.epfd)
+			inner = true;
+		else
+			ev[k++] = ev[i];
+	}
+	if (inner) {
+		i = epoll_wait(dev->prog.epfd, ev + k, max - k, 0);
+		k += i > 0 ? i : 0;
+	}
+	return n < 0 ? n : k;
+}
+
+/*
  * Ask for a short time slice (EEVDF custom slice, Linux 6.12+; older
  * kernels ignore it).  The thread runs for microseconds at a time; with a
  * short slice its wake-up may preempt an application spinning on memory
@@ -210,10 +297,13 @@ static void *progress_main(void *arg)
 	while (!dev->prog.stopping) {
 		/* (same-host senders ring only while we sleep) */
 		bool sleep = uroce_local_sleep(dev);
-		int n = epoll_wait(dev->prog.epfd, ev, 4, sleep ? -1 : 0);
+		int n = wait_events(dev, ev, 4, sleep);
 		int i;
 
 		uroce_local_awake(dev);
+		/* ACKs an application's poll left for a post: whatever woke
+		 * us, they have waited long enough */
+		uroce_ack_release_unlocked(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -282,6 +372,19 @@ static void app_poll_yield(struct uroce_dev *dev, int n, uint64_t now)
 		sched_yield();
 }
 
+/* this thread is an application's, receiving in its own poll */
+static __thread bool app_rx;
+
+/*
+ * ... and the progress thread leaves the socket to it, so it looks by
+ * within APP_WAIT_NS: what the poll leaves for the application's next
+ * call (held ACKs) is sent by then even if that call never comes.
+ */
+bool uroce_progress_app_rx(struct uroce_dev *dev)
+{
+	return app_rx && atomic_load(&dev->prog.watch) == UROCE_WATCH_APP;
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	uint64_t now;
@@ -293,20 +396,25 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	now = uroce_now_ns();
 	atomic_store_explicit(&dev->prog.app_poll_ns, now,
 			      memory_order_relaxed);
+	atomic_store_explicit(&dev->prog.app_rx_ns, now, memory_order_relaxed);
+	/* the ACKs the last poll left for a post that did not come */
+	uroce_ack_release_unlocked(dev);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	uroce_local_rx_mark(true);
+	app_rx = true;
 	n = uroce_net_poll(dev);
+	app_rx = false;
 	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	app_poll_yield(dev, n, now);
 }
 
-static int watch(struct uroce_dev *dev, int fd)
+static int watch(int epfd, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
-	return epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 int uroce_progress_start(struct uroce_dev *dev)
@@ -316,13 +424,17 @@ int uroce_progress_start(struct uroce_dev *dev)
 	int err;
 
 	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.sock_epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
 				      TFD_NONBLOCK | TFD_CLOEXEC);
 	dev->prog.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (dev->prog.epfd < 0 || dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
+	if (dev->prog.epfd < 0 || dev->prog.sock_epfd < 0 ||
+	    dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
 		return -errno;
-	if (watch(dev, dev->net.sock) || watch(dev, dev->prog.timerfd) ||
-	    watch(dev, dev->prog.wakefd))
+	if (watch(dev->prog.sock_epfd, dev->net.sock) ||
+	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
+	    watch(dev->prog.epfd, dev->prog.timerfd) ||
+	    watch(dev->prog.epfd, dev->prog.wakefd))
 		return -errno;
 	uroce_share_watch(dev);
 	uroce_local_watch(dev);
@@ -353,7 +465,8 @@ void uroce_rx_resume(struct uroce_dev *dev)
 /* close what uroce_progress_start opened (no thread runs on them) */
 static void close_fds(struct uroce_dev *dev)
 {
-	int *fds[] = { &dev->prog.epfd, &dev->prog.timerfd, &dev->prog.wakefd };
+	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.epfd,
+		       &dev->prog.timerfd, &dev->prog.wakefd };
 	size_t i;
 
 	for (i = 0; i < UROCE_ARRAY_SIZE(fds); i++) {

@@ -199,3 +199,11 @@ void uroce_rx_burst_end(struct uroce_dev *dev)
 	uroce_ack_burst_end(dev);
 	uroce_dev_unlock(dev);
 }
+
+/* (a burst the application's own poll took: engine/resp.c) */
+void uroce_rx_burst_end_for_post(struct uroce_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_burst_end_for_post(dev);
+	uroce_dev_unlock(dev);
+}

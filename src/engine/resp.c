@@ -181,6 +181,7 @@ static void flush_held_acks(struct uroce_dev *dev)
 {
 	uint32_t i;
 
+	atomic_store_explicit(&dev->ack.held, false, memory_order_relaxed);
 	uroce_xmit_begin(dev);
 	for (i = 0; i < dev->ack.nack_pending; i++) {
 		/* (a QP destroyed meanwhile sent its ACK then: qp.c) */
@@ -197,6 +198,49 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
 {
 	dev->ack.ack_defer = false;
 	flush_held_acks(dev);
+}
+
+/*
+ * The end of a burst that an application thread took from the socket
+ * in its own poll: its ACKs wait for that application's next call, so
+ * that a ping-pong's reply goes first and the ACK behind it in the same
+ * system call (see "The network path: latency" in docs/decisions.md).
+ * A QP's own response (a NAK, a READ response) still sends its held ACK
+ * first (uroce_xmit); nothing else needs the order.
+ */
+void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
+{
+	dev->ack.ack_defer = false;
+	if (dev->ack.nack_pending)
+		atomic_store_explicit(&dev->ack.held, true,
+				      memory_order_relaxed);
+}
+
+/* (lock held) the ACKs a burst left for the next post go now */
+void uroce_ack_release(struct uroce_dev *dev)
+{
+	if (atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
+		flush_held_acks(dev);
+}
+
+/* the same, for a caller without the lock: a hint read first, as most
+ * calls find nothing held */
+void uroce_ack_release_unlocked(struct uroce_dev *dev)
+{
+	if (!atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&dev->lock);
+	uroce_ack_release(dev);
+	uroce_dev_unlock(dev);
+}
+
+/* a post: its packets first, then the ACKs held for it, one batch */
+void uroce_post_run(struct uroce_qp *qp)
+{
+	uroce_xmit_begin(qp->dev);
+	uroce_req_run(qp);
+	uroce_ack_release(qp->dev);
+	uroce_xmit_end(qp->dev);
 }
 
 /*

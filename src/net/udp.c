@@ -623,8 +623,8 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	old = dev->net.sock;
 	old_sh = dev->net.share;
 	ev.data.fd = fd;
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, old, NULL);
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_DEL, old, NULL);
+	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_ADD, fd, &ev);
 	dev->net.sock = fd;
 	set_share(dev, sh);
 	uroce_share_watch(dev);
@@ -760,7 +760,11 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
-	uroce_rx_burst_end(dev);
+	/* an application's poll: its ACKs go behind its reply */
+	if (uroce_progress_app_rx(dev))
+		uroce_rx_burst_end_for_post(dev);
+	else
+		uroce_rx_burst_end(dev);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }

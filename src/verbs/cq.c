@@ -474,6 +474,32 @@ lost:
 	return -ENOSPC;
 }
 
+/*
+ * A poll found completions.  If they were RDMA WRITEs alone, the
+ * application may now wait for the peer in a way we cannot see: a WRITE
+ * in answer leaves no completion, only memory that changes (ib_write_lat
+ * spins on it).  The progress thread then takes the socket back
+ * (engine/progress.c).  Anything else (a receive, a READ's or an
+ * atomic's data, a SEND's completion, whose answer is a receive) is
+ * taken to come back to the CQ.
+ */
+static bool write_only(const struct ibv_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (wc[i].opcode != IBV_WC_RDMA_WRITE)
+			return false;
+	return true;
+}
+
+static void poll_found(struct uroce_cq *cq, const struct ibv_wc *wc, int n)
+{
+	uroce_progress_poll_done(cq->dev);
+	if (write_only(wc, n))
+		uroce_progress_sock_handback(cq->dev);
+}
+
 int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
@@ -496,7 +522,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	}
 	pthread_mutex_unlock(&cq->lock);
 	if (i)
-		uroce_progress_poll_done(cq->dev);
+		poll_found(cq, wc, i);
 	return i;
 }
 
@@ -504,6 +530,10 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 
+	/* the caller may sleep now: ACKs its poll held for a post go, and
+	 * the progress thread watches the socket */
+	uroce_ack_release_unlocked(cq->dev);
+	uroce_progress_sock_handback(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */
 	if (!cq->armed)
@@ -532,7 +562,7 @@ static int cq_pop_cur(struct uroce_cq *cq)
 	cq->cur = cq->ring[cq->head & (cq->size - 1)];
 	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq->lock);
-	uroce_progress_poll_done(cq->dev);
+	poll_found(cq, &cq->cur.wc, 1);
 
 	cq->ex.status = cq->cur.wc.status;
 	cq->ex.wr_id = cq->cur.wc.wr_id;

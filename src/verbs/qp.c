@@ -1036,7 +1036,7 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	uroce_req_run(qp);
+	uroce_post_run(qp);
 	uroce_dev_unlock(qp->dev);
 	return err;
 }

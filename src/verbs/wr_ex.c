@@ -127,7 +127,7 @@ static int wr_complete(struct ibv_qp_ex *ibqpx)
 		err = enter_all(qp);
 		if (!err) {
 			uroce_sq_flush_if_error(qp);
-			uroce_req_run(qp);
+			uroce_post_run(qp);
 		}
 		uroce_dev_unlock(qp->dev);
 	}

@@ -370,7 +370,10 @@ static void deliver_burst(void)
 		free(w);
 	}
 	pthread_mutex_lock(&dev->lock);
-	uroce_ack_burst_end(dev);
+	if (E->o.acks_for_post)
+		uroce_ack_burst_end_for_post(dev);
+	else
+		uroce_ack_burst_end(dev);
 	uroce_dev_unlock(dev);
 }
 
