@@ -155,7 +155,6 @@ static void receive_spin(struct uroce_dev *dev)
 	int n;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
-	uroce_local_rx_mark(true);
 	for (;;) {
 		uint64_t now;
 
@@ -194,7 +193,6 @@ static void receive_spin(struct uroce_dev *dev)
 		if (bulk && uroce_local_rings(dev))
 			sched_yield();
 	}
-	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
@@ -259,9 +257,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 			      memory_order_relaxed);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
-	uroce_local_rx_mark(true);
 	uroce_net_poll(dev);
-	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
