@@ -68,6 +68,8 @@
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
 #define LR_QUEUE_BYTES	(4u << 20)	/* a full ring's overflow queue: a
 					 * socket send buffer's worth */
+#define LR_STALL_NS	20000000ull	/* past the queue, a receiver that
+					 * took nothing for this long: drop */
 #define LR_SOCK_NS	20000ull	/* the socket, read at least this often
 					 * while rings are in use */
 
@@ -106,6 +108,8 @@ struct lout {
 	uint32_t head;			/* ours; the shared one is a copy */
 	struct lq_pkt *q_first, *q_last;	/* the overflow queue */
 	uint32_t q_bytes;
+	bool stalled;			/* past the queue, dropped at stall_tail */
+	uint32_t stall_tail;
 };
 
 struct uroce_local {
@@ -1091,15 +1095,18 @@ static uint32_t iov_take(uint8_t *dst, const struct iovec **iov, size_t *off,
 
 /*
  * Move queued packets into the ring while it has room.  When some stay
- * queued, ask the receiver to ring us when it takes packets (want_room),
- * then look again: Dekker with room_tell (we store, full fence, read
- * the tail), so either we see the room or it sees the request.  Returns
- * whether the queue is empty now (false too for a ring that lied).
+ * queued and ask is set, ask the receiver to ring us when it takes
+ * packets (want_room, unless it is still set), then look again: Dekker
+ * with room_tell (we store, full fence, read the tail), so either we see
+ * the room or it sees the request.  (A sender that watches the tail
+ * itself, q_wait, does not ask: each bell would cost the receiver a
+ * system call.)  Returns whether the queue is empty now (false too for
+ * a ring that lied).
  */
 static bool q_flush(struct uroce_dev *dev, struct uroce_local *L,
-		    struct lout *o)
+		    struct lout *o, bool ask)
 {
-	bool asked = false;
+	bool asked = !ask;
 
 	if (!o->q_first)
 		return true;
@@ -1113,8 +1120,11 @@ static bool q_flush(struct uroce_dev *dev, struct uroce_local *L,
 		if (!room) {
 			if (asked)
 				return false;
-			atomic_store(&o->ring->want_room, 1);
-			atomic_thread_fence(memory_order_seq_cst);
+			if (!atomic_load_explicit(&o->ring->want_room,
+						  memory_order_relaxed)) {
+				atomic_store(&o->ring->want_room, 1);
+				atomic_thread_fence(memory_order_seq_cst);
+			}
 			asked = true;
 			continue;
 		}
@@ -1134,15 +1144,68 @@ static bool q_flush(struct uroce_dev *dev, struct uroce_local *L,
 	return true;
 }
 
-/* a packet behind the full ring; beyond the queue's bound it is lost
- * (RC resends; UC and UD lose it as a datagram to a full socket) */
+/*
+ * The queue is at its bound: wait for room as the sender on a blocking
+ * socket waits for its send buffer, as long as the receiver takes
+ * packets (UC and UD streams lose nothing then: ib_send_bw -c UC -a
+ * sends 100 messages of up to 8 MiB at once, and the thread that sends
+ * them may be our progress thread); a receiver that took nothing for
+ * LR_STALL_NS costs one wait, then every packet past the bound is lost
+ * at once until it moves.  So two processes whose threads each wait for
+ * the other's rings (a receiving thread waits too: it holds rx_lock,
+ * our rings wait for it) lose LR_STALL_NS once, then packets, never
+ * liveness; and that only after LR_QUEUE_BYTES queued.  Our own ring is
+ * never waited on (our poller may wait for the lock we hold): the
+ * packet is lost, RC resends it.  0: room now, or -ENOBUFS.
+ */
+static int q_wait(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
+		  uint32_t len)
+{
+	uint64_t until = 0;
+	uint32_t seen = 0;
+
+	if (o->self)
+		return -ENOBUFS;
+	for (;;) {
+		uint32_t tail;
+		uint64_t now;
+
+		q_flush(dev, L, o, false);
+		if (atomic_load(&o->dead) || !o->ring)
+			return -ENOBUFS;
+		if (o->q_bytes + len <= LR_QUEUE_BYTES) {
+			o->stalled = false;
+			return 0;
+		}
+		tail = atomic_load_explicit(&o->ring->tail,
+					    memory_order_acquire);
+		if (o->stalled && tail == o->stall_tail)
+			return -ENOBUFS;
+		now = uroce_now_ns();
+		if (!until || tail != seen) {
+			seen = tail;
+			until = now + LR_STALL_NS;
+		} else if (now > until) {
+			o->stalled = true;
+			o->stall_tail = tail;
+			return -ENOBUFS;
+		}
+		/* (what we published may not be announced yet) */
+		ring_bell(dev, o);
+		sched_yield();
+	}
+}
+
+/* a packet behind the full ring; beyond the queue's bound (and the wait
+ * q_wait allows) it is lost (RC resends; UC and UD lose it as a
+ * datagram to a full socket) */
 static int q_add(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
 		 const struct iovec **iov, size_t *off, const struct iovec *end,
 		 uint32_t len, uint16_t ip_id)
 {
 	struct lq_pkt *p;
 
-	if (o->q_bytes + len > LR_QUEUE_BYTES ||
+	if ((o->q_bytes + len > LR_QUEUE_BYTES && q_wait(dev, L, o, len)) ||
 	    !(p = malloc(sizeof(*p) + len))) {
 		uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
 		return -ENOBUFS;
@@ -1175,7 +1238,7 @@ static void queues_flush(struct uroce_dev *dev, struct uroce_local *L)
 
 		if (!o->q_first || !o->ring)
 			continue;
-		q_flush(dev, L, o);
+		q_flush(dev, L, o, true);
 		if (o->head != head)
 			ring_bell(dev, o);
 	}
@@ -1190,18 +1253,21 @@ static int ring_put(struct uroce_dev *dev, struct lout *o,
 		    uint32_t len, uint16_t ip_id)
 {
 	struct uroce_local *L = loc(dev);
-	int room;
+	int room = 0;
 
-	if (o->q_first && !q_flush(dev, L, o))
-		return atomic_load(&o->dead) ? -EPIPE :
-		       q_add(dev, L, o, iov, off, end, len, ip_id);
-	room = ring_free(dev, o);
-	if (room < 0)
-		return room;
+	if (o->q_first && !q_flush(dev, L, o, false) && atomic_load(&o->dead))
+		return -EPIPE;
+	if (!o->q_first) {
+		room = ring_free(dev, o);
+		if (room < 0)
+			return room;
+	}
 	if (!room) {
 		room = q_add(dev, L, o, iov, off, end, len, ip_id);
+		/* (move what fits, e.g. after q_wait, and make sure the
+		 * receiver will ring us for the rest) */
 		if (!room)
-			q_flush(dev, L, o);	/* (asks for room) */
+			q_flush(dev, L, o, true);
 		return room;
 	}
 	len = iov_take(o->ring->slot[o->head & (LR_SLOTS - 1)].data, iov, off,
