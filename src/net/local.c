@@ -18,10 +18,11 @@
  * doorbell eventfd.  The sender writes a packet into the next slot,
  * publishes head (release), and writes the doorbell only if the receiver
  * said it sleeps in epoll (Dekker: both sides store, full fence, load).
- * A full ring never makes a sender wait: the packet goes into the
+ * A full ring does not make a sender wait: the packet goes into the
  * sender's overflow queue for that ring (bounded like a socket's send
- * buffer; beyond it the packet is lost, as ENOBUFS loses a datagram),
- * and every later packet goes behind it, so order is kept.  The queue
+ * buffer: past it the sender waits while the receiver takes packets, as
+ * on a blocking socket, and loses the packet when it takes none), and
+ * every later packet goes behind it, so order is kept.  The queue
  * is drained by whoever sends next, by a poll, and by the progress
  * thread when the receiver, which saw want_room, rings the eventfd the
  * sender gave in its hello (the doorbell scheme the other way round).
@@ -246,10 +247,24 @@ static int hello_take(const struct uroce_dev *dev, int fd,
 	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 	c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+	    c->cmsg_len == CMSG_LEN(sizeof(int))) {
 		memcpy(room, CMSG_DATA(c), sizeof(int));
-	else if (c)
+	} else if (c) {
+		/* (two fit in the buffer: close what came) */
+		if (c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len >= CMSG_LEN(0)) {
+			size_t k, nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int f;
+
+			for (k = 0; k < nfd && k < 2; k++) {
+				memcpy(&f, CMSG_DATA(c) + k * sizeof(int),
+				       sizeof(int));
+				close(f);
+			}
+		}
 		return -EPROTO;
+	}
 	/* (it must never block us: a sender's eventfd already is so) */
 	if (n != (ssize_t)sizeof(*hello) || (msg.msg_flags & MSG_CTRUNC) ||
 	    hello->magic != LR_MAGIC ||
