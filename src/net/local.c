@@ -134,7 +134,8 @@ struct uroce_local {
 };
 
 static void q_free(struct uroce_local *L, struct lout *o);
-static void queues_flush(struct uroce_dev *dev, struct uroce_local *L);
+static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
+			 bool ask);
 
 static struct uroce_local *loc(const struct uroce_dev *dev)
 {
@@ -442,7 +443,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 	 * this thread may be the one sending) */
 	if (atomic_load_explicit(&L->queues, memory_order_relaxed) &&
 	    !pthread_mutex_trylock(&dev->tx.tx_lock)) {
-		queues_flush(dev, L);
+		queues_flush(dev, L, false);
 		pthread_mutex_unlock(&dev->tx.tx_lock);
 	}
 	for (i = 0; i < LR_MAX_IN; i++) {
@@ -597,6 +598,17 @@ bool uroce_local_sleep(struct uroce_dev *dev)
 
 	if (!L)
 		return true;
+	/* packets queued behind a full ring: ask its receiver for a room
+	 * bell now, not per packet (a stream's sender drains its queue as
+	 * it sends and polls; each bell costs the receiver a write and us
+	 * a wake-up).  tx_lock busy: a sender is at work, it drains; look
+	 * again instead of sleeping. */
+	if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
+		if (pthread_mutex_trylock(&dev->tx.tx_lock))
+			return false;
+		queues_flush(dev, L, true);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
 	pthread_mutex_lock(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load(&L->in[i]);
@@ -673,7 +685,7 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 		/* (the bell is also a receiver's "room in my ring") */
 		if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
 			pthread_mutex_lock(&dev->tx.tx_lock);
-			queues_flush(dev, L);
+			queues_flush(dev, L, false);
 			pthread_mutex_unlock(&dev->tx.tx_lock);
 		}
 		return 2;
@@ -1242,8 +1254,9 @@ static int q_add(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
 
 /* Every queue into its ring as far as they go, and the bell of each
  * ring that got packets (the progress thread woken by a receiver, a
- * poll).  tx_lock held. */
-static void queues_flush(struct uroce_dev *dev, struct uroce_local *L)
+ * poll); ask: those that stay ask for a room bell.  tx_lock held. */
+static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
+			 bool ask)
 {
 	int i;
 
@@ -1253,7 +1266,7 @@ static void queues_flush(struct uroce_dev *dev, struct uroce_local *L)
 
 		if (!o->q_first || !o->ring)
 			continue;
-		q_flush(dev, L, o, true);
+		q_flush(dev, L, o, ask);
 		if (o->head != head)
 			ring_bell(dev, o);
 	}
@@ -1279,10 +1292,10 @@ static int ring_put(struct uroce_dev *dev, struct lout *o,
 	}
 	if (!room) {
 		room = q_add(dev, L, o, iov, off, end, len, ip_id);
-		/* (move what fits, e.g. after q_wait, and make sure the
-		 * receiver will ring us for the rest) */
+		/* (move what fits, e.g. after q_wait; the room bell is
+		 * asked for when our progress thread goes to sleep) */
 		if (!room)
-			q_flush(dev, L, o, true);
+			q_flush(dev, L, o, false);
 		return room;
 	}
 	len = iov_take(o->ring->slot[o->head & (LR_SLOTS - 1)].data, iov, off,
