@@ -1292,10 +1292,12 @@ static int ring_put(struct uroce_dev *dev, struct lout *o,
 	}
 	if (!room) {
 		room = q_add(dev, L, o, iov, off, end, len, ip_id);
-		/* (move what fits, e.g. after q_wait; the room bell is
-		 * asked for when our progress thread goes to sleep) */
+		/* (move what fits, e.g. after q_wait.  A room bell is asked
+		 * for when the queue starts, since our progress thread may
+		 * be asleep already, and again whenever it goes to sleep;
+		 * not per packet) */
 		if (!room)
-			q_flush(dev, L, o, false);
+			q_flush(dev, L, o, o->q_first == o->q_last);
 		return room;
 	}
 	len = iov_take(o->ring->slot[o->head & (LR_SLOTS - 1)].data, iov, off,
