@@ -7,7 +7,10 @@
  * "uroce/local/<uid>/<address>/<slot>" and sends a struct lr_hello; the
  * receiver answers with a struct lr_answer and, by SCM_RIGHTS, a memfd
  * holding one struct lr_shared (sealed: F_SEAL_SHRINK | F_SEAL_SEAL) and
- * its doorbell eventfd.  Host order: it never leaves the host.
+ * its doorbell eventfd.  The hello may carry, by SCM_RIGHTS, the sender's
+ * eventfd: the receiver writes it when it freed slots of a ring whose
+ * sender said it waits for room (want_room).  Host order: it never
+ * leaves the host.
  */
 #ifndef UROCE_LOCAL_H
 #define UROCE_LOCAL_H
@@ -29,9 +32,12 @@ struct lr_slot {
 } __attribute__((aligned(64)));
 
 /* the shared memory of one direction: written by the sender but tail
- * and sleeping, which the receiver writes */
+ * and sleeping, which the receiver writes.  want_room: the sender has
+ * packets queued behind a full ring and asks to be woken when the
+ * receiver takes some (as sleeping asks the sender to ring). */
 struct lr_shared {
 	_Alignas(64) _Atomic uint32_t head;
+	_Atomic uint32_t want_room;
 	_Alignas(64) _Atomic uint32_t tail;
 	_Atomic uint32_t sleeping;
 	_Alignas(64) struct lr_slot slot[LR_SLOTS];

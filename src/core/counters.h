@@ -71,11 +71,13 @@
 	X(TX_LOCAL_PKTS, "tx_local_pkts")	/* sent through a shared-memory ring */ \
 	X(RX_LOCAL_PKTS, "rx_local_pkts")	/* received from one */ \
 	X(DROP_LOCAL_BAD, "drop_local_bad")	/* a ring's index or length was impossible */ \
-	X(LOCAL_FULL_DROPS, "local_full_drops")	/* a peer's ring stayed full: lost */ \
+	X(LOCAL_FULL_DROPS, "local_full_drops")	/* a peer's ring and our queue for it were full: lost */ \
 	X(LOCAL_CONNECTS, "local_connects")	/* rings we got to send on */ \
 	X(LOCAL_ACCEPTS, "local_accepts")	/* rings we made for a sender */ \
 	X(LOCAL_DOORBELLS, "local_doorbells")	/* wake-ups we wrote to a sleeping peer */ \
 	X(LOCAL_WAKEUPS, "local_wakeups")	/* a peer woke us */ \
+	X(LOCAL_QUEUED, "local_queued")		/* waited in a full ring's overflow queue */ \
+	X(LOCAL_ROOM_BELLS, "local_room_bells")	/* wake-ups we wrote to a sender waiting for room */ \
 	/* net/udp.c, net/local.c: ICRCs packet IO computed (uroce_net_icrc) */ \
 	X(ICRC_FILLS, "icrc_fills")	/* for the socket, a capture, a member */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \

@@ -242,7 +242,6 @@ static void receive_spin(struct uroce_dev *dev)
 	int n;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
-	uroce_local_rx_mark(true);
 	for (;;) {
 		uint64_t now;
 
@@ -281,7 +280,6 @@ static void receive_spin(struct uroce_dev *dev)
 		if (bulk && uroce_local_rings(dev))
 			sched_yield();
 	}
-	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
@@ -401,11 +399,9 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	uroce_ack_release_unlocked(dev);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
-	uroce_local_rx_mark(true);
 	app_rx = true;
 	n = uroce_net_poll(dev);
 	app_rx = false;
-	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	app_poll_yield(dev, n, now);
 }

@@ -18,6 +18,14 @@
  * doorbell eventfd.  The sender writes a packet into the next slot,
  * publishes head (release), and writes the doorbell only if the receiver
  * said it sleeps in epoll (Dekker: both sides store, full fence, load).
+ * A full ring does not make a sender wait: the packet goes into the
+ * sender's overflow queue for that ring (bounded like a socket's send
+ * buffer: past it the sender waits while the receiver takes packets, as
+ * on a blocking socket, and loses the packet when it takes none), and
+ * every later packet goes behind it, so order is kept.  The queue
+ * is drained by whoever sends next, by a poll, and by the progress
+ * thread when the receiver, which saw want_room, rings the eventfd the
+ * sender gave in its hello (the doorbell scheme the other way round).
  *
  * Trust: nothing read from the ring is believed.  head is bounded by the
  * ring size, each slot's length by the slot, and each packet is copied
@@ -59,9 +67,10 @@
 #define LR_BATCH	32		/* packets per ring per poll */
 #define LR_HELLO_MS	100		/* the answer to a connect */
 #define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
-#define LR_STALL_NS	20000000ull	/* a full ring whose receiver took
-					 * nothing for this long: drop */
-#define LR_SHORT_NS	200000ull	/* the same for a receiving thread */
+#define LR_QUEUE_BYTES	(4u << 20)	/* a full ring's overflow queue: a
+					 * socket send buffer's worth */
+#define LR_STALL_NS	20000000ull	/* past the queue, a receiver that
+					 * took nothing for this long: drop */
 #define LR_SOCK_NS	20000ull	/* the socket, read at least this often
 					 * while rings are in use */
 
@@ -75,6 +84,15 @@ struct lin {
 	struct sockaddr_storage src;
 	_Atomic bool dead;		/* the connection closed */
 	_Atomic bool broken;			/* the ring lied: dropped */
+	int room_bell;			/* the sender's eventfd, or -1 */
+};
+
+/* a packet waiting behind a full ring */
+struct lq_pkt {
+	struct lq_pkt *next;
+	uint32_t len;
+	uint16_t ip_id;
+	uint8_t data[];
 };
 
 /* a peer we send to: connected (ring), or known not local until retry */
@@ -89,7 +107,9 @@ struct lout {
 	struct lr_shared *ring;
 	int bell;
 	uint32_t head;			/* ours; the shared one is a copy */
-	bool stalled;			/* a full ring dropped at stall_tail */
+	struct lq_pkt *q_first, *q_last;	/* the overflow queue */
+	uint32_t q_bytes;
+	bool stalled;			/* past the queue, dropped at stall_tail */
 	uint32_t stall_tail;
 };
 
@@ -103,6 +123,8 @@ struct uroce_local {
 	int in_fd[LR_MAX_IN];		/* acc_lock */
 	struct lout out[LR_MAX_OUT];	/* tx_lock */
 	struct lout *last;
+	_Atomic int queues;		/* outbound peers with a queue (a hint,
+					 * read without tx_lock) */
 	bool recent;			/* rx_lock: the last poll had packets */
 	int rings;			/* rx_lock: inbound rings, last poll */
 	bool sock_busy;			/* rx_lock: the last read had packets */
@@ -111,13 +133,9 @@ struct uroce_local {
 	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
 };
 
-/* this thread holds dev->prog.rx_lock: the one that drains our rings */
-static __thread bool lr_receiver;
-
-void uroce_local_rx_mark(bool on)
-{
-	lr_receiver = on;
-}
+static void q_free(struct uroce_local *L, struct lout *o);
+static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
+			 bool ask);
 
 static struct uroce_local *loc(const struct uroce_dev *dev)
 {
@@ -164,12 +182,13 @@ static void epoll_add(struct uroce_dev *dev, int fd)
 /* ---- receiving side ---- */
 
 /*
- * A ring for the sender at the other end of fd (from src): made, mapped
- * and published; returns its memfd for the sender (-errno: none, fd
- * left to the caller).  acc_lock held.
+ * A ring for the sender at the other end of fd (from src; room_bell: its
+ * eventfd, taken over, or -1): made, mapped and published; returns its
+ * memfd for the sender (-errno: none, fd and room_bell left to the
+ * caller).  acc_lock held.
  */
 static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
-		   const struct sockaddr_storage *src)
+		   const struct sockaddr_storage *src, int room_bell)
 {
 	struct lin *in;
 	int mfd, i;
@@ -192,6 +211,7 @@ static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
 		goto fail;
 	in->fd = fd;
 	in->src = *src;
+	in->room_bell = room_bell;
 	L->in_fd[i] = fd;
 	atomic_store_explicit(&L->in[i], in, memory_order_release);
 	epoll_add(dev, fd);
@@ -202,6 +222,61 @@ fail:
 		close(mfd);
 	free(in);
 	return -ENOMEM;
+}
+
+/*
+ * The sender's hello, and the eventfd it may give (*room, else -1) to
+ * be rung when it waits for room.  Any other descriptor count is not a
+ * hello of ours.  0, or -EPROTO.
+ */
+static int hello_take(const struct uroce_dev *dev, int fd,
+		      struct lr_hello *hello, int *room)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = hello, .iov_len = sizeof(*hello) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*room = -1;
+	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int))) {
+		memcpy(room, CMSG_DATA(c), sizeof(int));
+	} else if (c) {
+		/* (two fit in the buffer: close what came) */
+		if (c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len >= CMSG_LEN(0)) {
+			size_t k, nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int f;
+
+			for (k = 0; k < nfd && k < 2; k++) {
+				memcpy(&f, CMSG_DATA(c) + k * sizeof(int),
+				       sizeof(int));
+				close(f);
+			}
+		}
+		return -EPROTO;
+	}
+	/* (it must never block us: a sender's eventfd already is so) */
+	if (n != (ssize_t)sizeof(*hello) || (msg.msg_flags & MSG_CTRUNC) ||
+	    hello->magic != LR_MAGIC ||
+	    hello->addr.ss_family != dev->net.family ||
+	    (*room >= 0 && fcntl(*room, F_SETFL, O_NONBLOCK))) {
+		if (*room >= 0)
+			close(*room);
+		*room = -1;
+		return -EPROTO;
+	}
+	return 0;
 }
 
 /* A connection on a listener: answer it with a ring; acc_lock held. */
@@ -225,8 +300,7 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	struct pollfd p = { .events = POLLIN };
 	struct lr_hello hello;
 	struct cmsghdr *c;
-	int fd, mfd, fds[2];
-	ssize_t n;
+	int fd, mfd, fds[2], room = -1;
 
 	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
@@ -234,13 +308,10 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	if (!same_uid(fd))
 		goto fail;
 	p.fd = fd;
-	if (poll(&p, 1, LR_HELLO_MS) != 1)
+	if (poll(&p, 1, LR_HELLO_MS) != 1 ||
+	    hello_take(dev, fd, &hello, &room))
 		goto fail;
-	n = recv(fd, &hello, sizeof(hello), 0);
-	if (n != (ssize_t)sizeof(hello) || hello.magic != LR_MAGIC ||
-	    hello.addr.ss_family != dev->net.family)
-		goto fail;
-	mfd = in_make(dev, L, fd, &hello.addr);
+	mfd = in_make(dev, L, fd, &hello.addr, room);
 	if (mfd < 0)
 		goto fail;
 	fds[0] = mfd;
@@ -256,6 +327,8 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	close(mfd);
 	return;
 fail:
+	if (room >= 0)
+		close(room);
 	close(fd);
 }
 
@@ -272,6 +345,8 @@ static void reap(struct uroce_local *L, int i)
 	if (!in)
 		return;
 	close(in->fd);
+	if (in->room_bell >= 0)
+		close(in->room_bell);
 	munmap(in->ring, sizeof(struct lr_shared));
 	free(in);
 }
@@ -350,6 +425,28 @@ static void deliver(struct uroce_dev *dev, struct uroce_local *L,
 }
 
 /*
+ * We took packets from a ring: if its sender waits for room (its packets
+ * are queued), wake it.  Dekker with room_ask: the tail is stored, full
+ * fence, then want_room is read; one bell per request.  A sender that
+ * sets want_room for ever costs us one write per poll that moved its
+ * tail, no more than its packets cost.
+ */
+static void room_tell(struct uroce_dev *dev, struct lin *in)
+{
+	uint64_t one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (in->room_bell < 0 ||
+	    !atomic_load_explicit(&in->ring->want_room, memory_order_relaxed) ||
+	    !atomic_exchange(&in->ring->want_room, 0))
+		return;
+	if (write(in->room_bell, &one, sizeof(one)) < 0)
+		uroce_log(UROCE_LOG_DEBUG, "local: room bell: %s",
+			  strerror(errno));
+	uroce_count(dev, UROCE_CNT_LOCAL_ROOM_BELLS, 1);
+}
+
+/*
  * Receive what waits in the rings; rx_lock held.  Returns the number of
  * packets.  head is read with acquire (the slot's bytes are the
  * sender's before it), tail stored with release after each copy (the
@@ -363,6 +460,13 @@ int uroce_local_poll(struct uroce_dev *dev)
 
 	if (!L)
 		return 0;
+	/* our own queues, when nobody sends (never waiting for the lock:
+	 * this thread may be the one sending) */
+	if (atomic_load_explicit(&L->queues, memory_order_relaxed) &&
+	    !pthread_mutex_trylock(&dev->tx.tx_lock)) {
+		queues_flush(dev, L, false);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load_explicit(&L->in[i],
 						      memory_order_acquire);
@@ -438,6 +542,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 						      memory_order_release);
 			total++;
 		}
+		room_tell(dev, in);
 	}
 	if (burst)
 		uroce_rx_burst_end(dev);
@@ -514,6 +619,17 @@ bool uroce_local_sleep(struct uroce_dev *dev)
 
 	if (!L)
 		return true;
+	/* packets queued behind a full ring: ask its receiver for a room
+	 * bell now, not per packet (a stream's sender drains its queue as
+	 * it sends and polls; each bell costs the receiver a write and us
+	 * a wake-up).  tx_lock busy: a sender is at work, it drains; look
+	 * again instead of sleeping. */
+	if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
+		if (pthread_mutex_trylock(&dev->tx.tx_lock))
+			return false;
+		queues_flush(dev, L, true);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
 	pthread_mutex_lock(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load(&L->in[i]);
@@ -563,6 +679,12 @@ static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 		if (atomic_load(&L->out[i].fd) == fd) {
 			atomic_store(&L->out[i].dead, true);
 			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
+			/* (its queue is freed now, not at the next packet:
+			 * the peer may never be sent to again) */
+			pthread_mutex_lock(&dev->tx.tx_lock);
+			if (atomic_load(&L->out[i].fd) == fd)
+				q_free(L, &L->out[i]);
+			pthread_mutex_unlock(&dev->tx.tx_lock);
 			return true;
 		}
 	}
@@ -581,6 +703,12 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 		if (read(L->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			return 1;
 		uroce_count(dev, UROCE_CNT_LOCAL_WAKEUPS, 1);
+		/* (the bell is also a receiver's "room in my ring") */
+		if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
+			pthread_mutex_lock(&dev->tx.tx_lock);
+			queues_flush(dev, L, false);
+			pthread_mutex_unlock(&dev->tx.tx_lock);
+		}
 		return 2;
 	}
 	pthread_mutex_lock(&L->acc_lock);
@@ -608,9 +736,28 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 
 /* ---- sending side (tx_lock held) ---- */
 
-static void out_down(struct lout *o)
+/* what waits behind the ring goes with it (as datagrams in flight to a
+ * process that died) */
+static void q_free(struct uroce_local *L, struct lout *o)
+{
+	struct lq_pkt *p = o->q_first, *next;
+
+	if (!p)
+		return;
+	for (; p; p = next) {
+		next = p->next;
+		free(p);
+	}
+	o->q_first = o->q_last = NULL;
+	o->q_bytes = 0;
+	atomic_fetch_sub_explicit(&L->queues, 1, memory_order_relaxed);
+}
+
+static void out_down(struct uroce_local *L, struct lout *o)
 {
 	int fd = atomic_exchange(&o->fd, -1);
+
+	q_free(L, o);
 
 	if (fd >= 0)
 		close(fd);
@@ -712,15 +859,18 @@ out:
 static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 		     struct lout *o)
 {
-	int sv[2], mfd;
+	int sv[2], mfd, room;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		       0, sv))
 		return -errno;
+	room = dup(L->bell);
 	pthread_mutex_lock(&L->acc_lock);
-	mfd = in_make(dev, L, sv[0], &dev->net.local);
+	mfd = room < 0 ? -errno : in_make(dev, L, sv[0], &dev->net.local, room);
 	pthread_mutex_unlock(&L->acc_lock);
 	if (mfd < 0) {
+		if (room >= 0)
+			close(room);
 		close(sv[0]);
 		close(sv[1]);
 		return mfd;
@@ -745,6 +895,31 @@ static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 	return 0;
 }
 
+/* the hello, with our doorbell: the receiver rings it when it made room
+ * in a ring we wait on */
+static int hello_send(struct uroce_local *L, int fd,
+		      const struct lr_hello *hello)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)hello,
+			     .iov_len = sizeof(*hello) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &L->bell, sizeof(int));
+	return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*hello) ?
+	       0 : -EPIPE;
+}
+
 static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 		       struct lout *o)
 {
@@ -766,7 +941,7 @@ static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 		goto fail;
 	hello.slot = uroce_share_slot(dev);
 	hello.addr = dev->net.local;
-	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
+	if (hello_send(L, fd, &hello))
 		goto fail;
 	p[0].fd = fd;
 	p[0].events = POLLIN;
@@ -829,7 +1004,7 @@ static struct lout *out_new(struct uroce_local *L,
 			o = &L->out[i];
 	}
 	if (o->used)
-		out_down(o);
+		out_down(L, o);
 	memset(&o->addr, 0, sizeof(o->addr));
 	memcpy(&o->addr, dst, uroce_sa_len(dst));
 	o->sbyte = sb;
@@ -849,7 +1024,7 @@ static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
 	struct lout *o = out_find(L, dst, sb);
 
 	if (o && o->up && atomic_load_explicit(&o->dead, memory_order_relaxed)) {
-		out_down(o);		/* the peer died: see if it is back */
+		out_down(L, o);		/* the peer died: see if it is back */
 		o->retry_ns = 0;
 	}
 	if (o && o->up)
@@ -914,82 +1089,47 @@ static void ring_bell(struct uroce_dev *dev, struct lout *o)
 	}
 }
 
-/* room for one more packet.  A full ring waits for its receiver as long
- * as the receiver takes packets (back-pressure, as a lossless link gives:
- * UC and UD have no retransmission, and a UDP socket buffer of the same
- * traffic would not have overflowed); only a receiver that took nothing
- * for LR_STALL_NS loses the packet, and then every later one at once
- * until it takes something again.  The wait is bounded because two
- * processes sending to each other may each wait for the other's poller,
- * which may be waiting for the sender's lock (the transport resends);
- * for the same reason a thread that is receiving (ACKs, READ responses,
- * retransmissions: all RC, all resent if lost) waits 200 us at most.
- * A ring that lies is dropped. */
-static int ring_room(struct uroce_dev *dev, struct lout *o)
+/* free slots in the peer's ring (its tail is bounded: a ring that lies
+ * is dropped), or -EPIPE */
+static int ring_free(struct uroce_dev *dev, struct lout *o)
 {
-	uint64_t until = 0;
-	uint32_t seen = 0;
+	uint32_t tail = atomic_load_explicit(&o->ring->tail,
+					     memory_order_acquire);
+	uint32_t used = o->head - tail;
 
-	for (;;) {
-		uint32_t tail = atomic_load_explicit(&o->ring->tail,
-						     memory_order_acquire);
-		uint32_t used = o->head - tail;
-
-		if (used > LR_SLOTS) {
-			uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
-			atomic_store(&o->dead, true);
-			return -EPIPE;
-		}
-		if (used < LR_SLOTS) {
-			o->stalled = false;
-			return 0;
-		}
-		ring_bell(dev, o);
-		/* our own ring is drained by our poller, who may wait for
-		 * the lock we hold: the packet is lost at once; so is one
-		 * behind a receiver that stalled before and still does */
-		if (o->self || (o->stalled && tail == o->stall_tail) ||
-		    atomic_load_explicit(&o->dead, memory_order_relaxed)) {
-			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
-			return -EAGAIN;
-		}
-		if (!until || (tail != seen && !lr_receiver)) {
-			/* (re)start the clock whenever the receiver moved;
-			 * a thread that receives for us waits LR_SHORT_NS
-			 * at most: the peer's receiver may be waiting for
-			 * room in our rings, which only we empty */
-			seen = tail;
-			until = uroce_now_ns() +
-				(lr_receiver ? LR_SHORT_NS : LR_STALL_NS);
-		} else if (uroce_now_ns() > until) {
-			o->stalled = true;
-			o->stall_tail = tail;
-			uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
-			return -EAGAIN;
-		}
-		sched_yield();
+	if (used > LR_SLOTS) {
+		uroce_count(dev, UROCE_CNT_DROP_LOCAL_BAD, 1);
+		atomic_store(&o->dead, true);
+		return -EPIPE;
 	}
+	return (int)(LR_SLOTS - used);
 }
 
-/* Copy one packet (up to len bytes from iov, off on) into the next
- * slot; doorbell left to the caller.  0, or -errno (not sent). */
-static int ring_put(struct uroce_dev *dev, struct lout *o,
-		    const struct iovec **iov, size_t *off, const struct iovec *end,
-		    uint32_t len, uint16_t ip_id)
+/* the next slot holds len bytes (already copied): the receiver's now */
+static void ring_publish(struct uroce_dev *dev, struct lout *o, uint32_t len,
+			 uint16_t ip_id)
 {
-	struct lr_slot *s;
-	uint32_t done = 0;
-	int err = ring_room(dev, o);
+	struct lr_slot *s = &o->ring->slot[o->head & (LR_SLOTS - 1)];
 
-	if (err)
-		return err;
-	s = &o->ring->slot[o->head & (LR_SLOTS - 1)];
+	s->len = len;
+	s->ip_id = ip_id;
+	o->head++;
+	atomic_store_explicit(&o->ring->head, o->head, memory_order_release);
+	uroce_count(dev, UROCE_CNT_TX_LOCAL_PKTS, 1);
+}
+
+/* copy len bytes from iov (off on) to dst; iov and off move past them */
+static uint32_t iov_take(uint8_t *dst, const struct iovec **iov, size_t *off,
+			 const struct iovec *end, uint32_t len)
+{
+	uint32_t done = 0;
+
 	while (done < len && *iov < end) {
 		size_t take = (*iov)->iov_len - *off;
 
 		if (take > len - done)
 			take = len - done;
-		memcpy(s->data + done, (const uint8_t *)(*iov)->iov_base + *off,
+		memcpy(dst + done, (const uint8_t *)(*iov)->iov_base + *off,
 		       take);
 		done += (uint32_t)take;
 		*off += take;
@@ -998,11 +1138,192 @@ static int ring_put(struct uroce_dev *dev, struct lout *o,
 			*off = 0;
 		}
 	}
-	s->len = done;
-	s->ip_id = ip_id;
-	o->head++;
-	atomic_store_explicit(&o->ring->head, o->head, memory_order_release);
-	uroce_count(dev, UROCE_CNT_TX_LOCAL_PKTS, 1);
+	return done;
+}
+
+/*
+ * Move queued packets into the ring while it has room.  When some stay
+ * queued and ask is set, ask the receiver to ring us when it takes
+ * packets (want_room, unless it is still set), then look again: Dekker
+ * with room_tell (we store, full fence, read the tail), so either we see
+ * the room or it sees the request.  (A sender that watches the tail
+ * itself, q_wait, does not ask: each bell would cost the receiver a
+ * system call.)  Returns whether the queue is empty now (false too for
+ * a ring that lied).
+ */
+static bool q_flush(struct uroce_dev *dev, struct uroce_local *L,
+		    struct lout *o, bool ask)
+{
+	bool asked = !ask;
+
+	if (!o->q_first)
+		return true;
+	while (o->q_first) {
+		int room = ring_free(dev, o);
+
+		if (room < 0) {
+			q_free(L, o);
+			return false;
+		}
+		if (!room) {
+			if (asked)
+				return false;
+			if (!atomic_load_explicit(&o->ring->want_room,
+						  memory_order_relaxed)) {
+				atomic_store(&o->ring->want_room, 1);
+				atomic_thread_fence(memory_order_seq_cst);
+			}
+			asked = true;
+			continue;
+		}
+		for (; room && o->q_first; room--) {
+			struct lq_pkt *p = o->q_first;
+
+			memcpy(o->ring->slot[o->head & (LR_SLOTS - 1)].data,
+			       p->data, p->len);
+			ring_publish(dev, o, p->len, p->ip_id);
+			o->q_first = p->next;
+			o->q_bytes -= p->len;
+			free(p);
+		}
+	}
+	o->q_last = NULL;
+	atomic_fetch_sub_explicit(&L->queues, 1, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * The queue is at its bound: wait for room as the sender on a blocking
+ * socket waits for its send buffer, as long as the receiver takes
+ * packets (UC and UD streams lose nothing then: ib_send_bw -c UC -a
+ * sends 100 messages of up to 8 MiB at once, and the thread that sends
+ * them may be our progress thread); a receiver that took nothing for
+ * LR_STALL_NS costs one wait, then every packet past the bound is lost
+ * at once until it moves.  So two processes whose threads each wait for
+ * the other's rings (a receiving thread waits too: it holds rx_lock,
+ * our rings wait for it) lose LR_STALL_NS once, then packets, never
+ * liveness; and that only after LR_QUEUE_BYTES queued.  Our own ring is
+ * never waited on (our poller may wait for the lock we hold): the
+ * packet is lost, RC resends it.  0: room now, or -ENOBUFS.
+ */
+static int q_wait(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
+		  uint32_t len)
+{
+	uint64_t until = 0;
+	uint32_t seen = 0;
+
+	if (o->self)
+		return -ENOBUFS;
+	for (;;) {
+		uint32_t tail;
+		uint64_t now;
+
+		q_flush(dev, L, o, false);
+		if (atomic_load(&o->dead) || !o->ring)
+			return -ENOBUFS;
+		if (o->q_bytes + len <= LR_QUEUE_BYTES) {
+			o->stalled = false;
+			return 0;
+		}
+		tail = atomic_load_explicit(&o->ring->tail,
+					    memory_order_acquire);
+		if (o->stalled && tail == o->stall_tail)
+			return -ENOBUFS;
+		now = uroce_now_ns();
+		if (!until || tail != seen) {
+			seen = tail;
+			until = now + LR_STALL_NS;
+		} else if (now > until) {
+			o->stalled = true;
+			o->stall_tail = tail;
+			return -ENOBUFS;
+		}
+		/* (what we published may not be announced yet) */
+		ring_bell(dev, o);
+		sched_yield();
+	}
+}
+
+/* a packet behind the full ring; beyond the queue's bound (and the wait
+ * q_wait allows) it is lost (RC resends; UC and UD lose it as a
+ * datagram to a full socket) */
+static int q_add(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
+		 const struct iovec **iov, size_t *off, const struct iovec *end,
+		 uint32_t len, uint16_t ip_id)
+{
+	struct lq_pkt *p;
+
+	if ((o->q_bytes + len > LR_QUEUE_BYTES && q_wait(dev, L, o, len)) ||
+	    !(p = malloc(sizeof(*p) + len))) {
+		uroce_count(dev, UROCE_CNT_LOCAL_FULL_DROPS, 1);
+		return -ENOBUFS;
+	}
+	p->next = NULL;
+	p->len = iov_take(p->data, iov, off, end, len);
+	p->ip_id = ip_id;
+	if (o->q_last)
+		o->q_last->next = p;
+	else
+		atomic_fetch_add_explicit(&L->queues, 1, memory_order_relaxed);
+	if (!o->q_first)
+		o->q_first = p;
+	o->q_last = p;
+	o->q_bytes += p->len;
+	uroce_count(dev, UROCE_CNT_LOCAL_QUEUED, 1);
+	return 0;
+}
+
+/* Every queue into its ring as far as they go, and the bell of each
+ * ring that got packets (the progress thread woken by a receiver, a
+ * poll); ask: those that stay ask for a room bell.  tx_lock held. */
+static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
+			 bool ask)
+{
+	int i;
+
+	for (i = 0; i < LR_MAX_OUT; i++) {
+		struct lout *o = &L->out[i];
+		uint32_t head = o->head;
+
+		if (!o->q_first || !o->ring)
+			continue;
+		q_flush(dev, L, o, ask);
+		if (o->head != head)
+			ring_bell(dev, o);
+	}
+}
+
+/* Send one packet (up to len bytes from iov, off on) to o: into the next
+ * slot, or behind the packets already queued for the ring, or into the
+ * queue when the ring is full; never a wait.  Doorbell left to the
+ * caller.  0, or -errno (lost). */
+static int ring_put(struct uroce_dev *dev, struct lout *o,
+		    const struct iovec **iov, size_t *off, const struct iovec *end,
+		    uint32_t len, uint16_t ip_id)
+{
+	struct uroce_local *L = loc(dev);
+	int room = 0;
+
+	if (o->q_first && !q_flush(dev, L, o, false) && atomic_load(&o->dead))
+		return -EPIPE;
+	if (!o->q_first) {
+		room = ring_free(dev, o);
+		if (room < 0)
+			return room;
+	}
+	if (!room) {
+		room = q_add(dev, L, o, iov, off, end, len, ip_id);
+		/* (move what fits, e.g. after q_wait.  A room bell is asked
+		 * for when the queue starts, since our progress thread may
+		 * be asleep already, and again whenever it goes to sleep;
+		 * not per packet) */
+		if (!room)
+			q_flush(dev, L, o, o->q_first == o->q_last);
+		return room;
+	}
+	len = iov_take(o->ring->slot[o->head & (LR_SLOTS - 1)].data, iov, off,
+		       end, len);
+	ring_publish(dev, o, len, ip_id);
 	return 0;
 }
 
@@ -1099,8 +1420,8 @@ static void send_run(struct uroce_dev *dev, const struct uroce_txrun *run,
 			udp_one(dev, &run->dst, it, n, (uint16_t)k);
 		} else {
 			capture_icrc(dev, &run->dst, it, n, (uint16_t)k);
-			/* (a full ring loses it, as a full socket buffer
-			 * would; the transport resends) */
+			/* (behind a full ring it waits in the queue; past
+			 * the queue it is lost, as by a full socket) */
 			ring_put(dev, o, &p, &off, it + n, (uint32_t)len,
 				 (uint16_t)k);
 		}
@@ -1214,7 +1535,7 @@ static void all_close(struct uroce_dev *dev, struct uroce_local *L)
 		reap(L, i);
 	for (i = 0; i < LR_MAX_OUT; i++) {
 		if (L->out[i].used)
-			out_down(&L->out[i]);
+			out_down(L, &L->out[i]);
 		L->out[i].used = false;
 	}
 	L->last = NULL;

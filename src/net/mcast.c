@@ -187,7 +187,6 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
 	bool found = false;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
-	uroce_local_rx_mark(true);
 	for (grp = dev->obj.mcast; grp; grp = grp->next) {
 		if (grp->fd != fd)
 			continue;
@@ -196,7 +195,6 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
 			;
 		break;
 	}
-	uroce_local_rx_mark(false);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return found;
 }

@@ -217,10 +217,6 @@ bool uroce_local_rings(const struct uroce_dev *dev);
 bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      uint32_t qpn);
 
-/* net/local.c: the calling thread takes (true) or releases (false)
- * dev->prog.rx_lock; a full ring makes a receiving thread wait less */
-void uroce_local_rx_mark(bool on);
-
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);
 void uroce_net_close(struct uroce_dev *dev);

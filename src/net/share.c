@@ -794,9 +794,7 @@ bool uroce_share_poll(struct uroce_dev *dev, int fd)
 		return false;
 	if (fd == sh->fwd_fd) {
 		pthread_mutex_lock(&dev->prog.rx_lock);
-		uroce_local_rx_mark(true);
 		fwd_rx(dev, sh);
-		uroce_local_rx_mark(false);
 		pthread_mutex_unlock(&dev->prog.rx_lock);
 		return true;
 	}

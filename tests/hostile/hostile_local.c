@@ -10,8 +10,10 @@
  * - as a sender, it connects to the target's ring name, takes the ring
  *   and writes into it what no uroce process would: slot lengths past the
  *   slot, empty and garbage packets, a WRITE the rkey does not allow, and
- *   at last a head index far beyond the ring.  The target must drop and
- *   count each (drop_local_bad, drop_truncated, drop_bad_hdr, a NAK),
+ *   at last a head index far beyond the ring.  Its hello gives an
+ *   eventfd, and it sets want_room to garbage: the target must ring that
+ *   eventfd once it takes packets and clear want_room, nothing more.
+ *   The target must drop and count each (drop_local_bad, drop_truncated, drop_bad_hdr, a NAK),
  *   keep answering real requests (READs answered over UDP to our
  *   address), close the ring it can no longer trust, change no byte of
  *   its memory, and exit cleanly;
@@ -59,6 +61,7 @@ static uint32_t w_rkey, ro_rkey;
 static struct lr_shared *ring;
 static uint32_t head;
 static int bell = -1;
+static int room = -1;		/* our eventfd, given in the hello */
 
 static socklen_t ring_name(struct sockaddr_un *un, struct in_addr a,
 			   uint32_t slot)
@@ -110,8 +113,24 @@ static int ring_take(int *memfd_out)
 		exit(1);
 	}
 	hello_of(&h, a_me);
-	if (send(fd, &h, sizeof(h), 0) != sizeof(h))
-		exit(1);
+	{
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} hc;
+		struct iovec hi = { .iov_base = &h, .iov_len = sizeof(h) };
+		struct msghdr hm = { .msg_iov = &hi, .msg_iovlen = 1,
+				     .msg_control = hc.buf,
+				     .msg_controllen = sizeof(hc.buf) };
+
+		c = CMSG_FIRSTHDR(&hm);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &room, sizeof(int));
+		if (sendmsg(fd, &hm, 0) != sizeof(h))
+			exit(1);
+	}
 	p.fd = fd;
 	if (poll(&p, 1, 5000) != 1 || recvmsg(fd, &msg, 0) != sizeof(ans) ||
 	    !(c = CMSG_FIRSTHDR(&msg)) || c->cmsg_type != SCM_RIGHTS) {
@@ -276,7 +295,8 @@ int main(int argc, char **argv)
 	inet_pton(AF_INET, addr[1], &a_me);
 	sin.sin_addr = a_me;
 	s_me = socket(AF_INET, SOCK_DGRAM, 0);
-	if (s_me < 0 || bind(s_me, (struct sockaddr *)&sin, sizeof(sin))) {
+	room = eventfd(0, EFD_NONBLOCK);
+	if (s_me < 0 || room < 0 || bind(s_me, (struct sockaddr *)&sin, sizeof(sin))) {
 		perror("hostile_local: bind");
 		return 1;
 	}
@@ -347,6 +367,23 @@ int main(int argc, char **argv)
 		      (UROCE_AETH_NAK | UROCE_NAK_REM_ACCESS),
 		      "WRITE to a read-only MR through the ring: remote "
 		      "access NAK");
+	}
+	/* want_room (ours to write) set to garbage: the target takes the
+	 * next packet, clears it and rings the eventfd of our hello, once */
+	{
+		uint64_t v = 0;
+
+		atomic_store(&ring->want_room, 0xdeadbeefu);
+		probe(0, "want_room set");
+		struct pollfd pr = { .fd = room, .events = POLLIN };
+		/* (the target clears want_room before it rings) */
+		bool rung = poll(&pr, 1, 5000) == 1;
+		uint32_t w = atomic_load(&ring->want_room);
+		ssize_t n = read(room, &v, sizeof(v));
+
+		check(rung && w == 0 && n == sizeof(v) && v == 1,
+		      "want_room: the target cleared it (%#x) and rang our "
+		      "eventfd once (%zd: %llu)", w, n, (unsigned long long)v);
 	}
 	/* a head index no ring can have: the target closes the ring */
 	{
@@ -432,6 +469,7 @@ int main(int argc, char **argv)
 			/* the unsealed ring we offered was refused, the
 			 * sealed one taken */
 			{ " local_connects=", 1, 1000 },
+			{ " local_room_bells=", 1, 1000 },
 		};
 
 		return target_verdict(&tg, "hostile_local", want,

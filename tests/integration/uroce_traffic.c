@@ -457,10 +457,13 @@ static void map_random(struct chunk_map *m, uint64_t len, unsigned int max,
 	m->end = pos;
 }
 
+/* (the map_ functions touch MR contents: MR_ACCESS_BEGIN in pattern.h) */
 static void map_prepare(uint8_t *slot, const struct chunk_map *m,
 			uint8_t canary)
 {
+	MR_ACCESS_BEGIN();
 	memset(slot, canary, m->end + GUARD);
+	MR_ACCESS_END();
 }
 
 /* Fill the first dlen logical bytes; returns their checksum. */
@@ -470,12 +473,14 @@ static uint64_t map_fill(uint8_t *slot, const struct chunk_map *m,
 	uint64_t h = FNV_INIT, loff = 0, d;
 	unsigned int i;
 
+	MR_ACCESS_BEGIN();
 	for (i = 0; i < m->n && loff < dlen; i++) {
 		d = m->len[i] < dlen - loff ? m->len[i] : dlen - loff;
 		pat_fill(slot + m->off[i], d, key, loff);
 		h = fnv(h, slot + m->off[i], d);
 		loff += d;
 	}
+	MR_ACCESS_END();
 	return h;
 }
 
@@ -485,11 +490,13 @@ static uint64_t map_csum(const uint8_t *slot, const struct chunk_map *m,
 	uint64_t h = FNV_INIT, loff = 0, d;
 	unsigned int i;
 
+	MR_ACCESS_BEGIN();
 	for (i = 0; i < m->n && loff < dlen; i++) {
 		d = m->len[i] < dlen - loff ? m->len[i] : dlen - loff;
 		h = fnv(h, slot + m->off[i], d);
 		loff += d;
 	}
+	MR_ACCESS_END();
 	return h;
 }
 
@@ -497,9 +504,9 @@ static uint64_t map_csum(const uint8_t *slot, const struct chunk_map *m,
  * The first dlen logical bytes of the chunks must hold the pattern and
  * every other byte of [0, end + GUARD) the canary.
  */
-static int map_check(struct ctx *c, const char *what, const uint8_t *slot,
-		     const struct chunk_map *m, uint64_t dlen, uint64_t key,
-		     uint8_t canary)
+static int map_check_mr(struct ctx *c, const char *what, const uint8_t *slot,
+			const struct chunk_map *m, uint64_t dlen, uint64_t key,
+			uint8_t canary)
 {
 	uint64_t pos = 0, loff = 0, d, bad;
 	unsigned int i;
@@ -542,6 +549,18 @@ canary:
 	    what, pos + bad, slot[pos + bad], canary);
 	c->errors++;
 	return -1;
+}
+
+static int map_check(struct ctx *c, const char *what, const uint8_t *slot,
+		     const struct chunk_map *m, uint64_t dlen, uint64_t key,
+		     uint8_t canary)
+{
+	int r;
+
+	MR_ACCESS_BEGIN();
+	r = map_check_mr(c, what, slot, m, dlen, key, canary);
+	MR_ACCESS_END();
+	return r;
 }
 
 /* ---- out-of-band channel (tests/lib/oob.c) ---- */
