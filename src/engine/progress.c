@@ -355,7 +355,7 @@ static void *progress_main(void *arg)
 
 static __thread uint64_t app_bulk_ns, app_empty_ns;
 
-static void app_poll_yield(struct uroce_dev *dev, int n, uint64_t now)
+static void app_poll_yield(int n, uint64_t now, bool rings)
 {
 	if (n) {
 		if (n >= SPIN_MIN_PKTS)
@@ -366,7 +366,7 @@ static void app_poll_yield(struct uroce_dev *dev, int n, uint64_t now)
 	if (!app_empty_ns)
 		app_empty_ns = now;
 	if (app_bulk_ns && now - app_bulk_ns < spin_ns &&
-	    now - app_empty_ns > APP_YIELD_NS && uroce_local_rings(dev))
+	    now - app_empty_ns > APP_YIELD_NS && rings)
 		sched_yield();
 }
 
@@ -386,6 +386,7 @@ bool uroce_progress_app_rx(struct uroce_dev *dev)
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	uint64_t now;
+	bool rings;
 	int n;
 
 	if (!dev->net_up || dev->net.sock < 0)
@@ -402,8 +403,9 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	app_rx = true;
 	n = uroce_net_poll(dev);
 	app_rx = false;
+	rings = uroce_local_rings(dev);	/* (the poll writes it: rx_lock) */
 	pthread_mutex_unlock(&dev->prog.rx_lock);
-	app_poll_yield(dev, n, now);
+	app_poll_yield(n, now, rings);
 }
 
 static int watch(int epfd, int fd)
