@@ -227,12 +227,15 @@ static uint64_t spin_ns = 50000;
  */
 #define APP_ACTIVE_NS 1000000
 
+static bool app_active(struct uroce_dev *dev, uint64_t now)
+{
+	return now - atomic_load_explicit(&dev->prog.app_done_ns,
+					  memory_order_relaxed) <= APP_ACTIVE_NS;
+}
+
 static bool ring_watch(struct uroce_dev *dev)
 {
-	return uroce_local_recent(dev) &&
-	       uroce_now_ns() - atomic_load_explicit(&dev->prog.app_done_ns,
-						     memory_order_relaxed) >
-	       APP_ACTIVE_NS;
+	return uroce_local_recent(dev) && !app_active(dev, uroce_now_ns());
 }
 
 static void receive_spin(struct uroce_dev *dev)
@@ -277,8 +280,16 @@ static void receive_spin(struct uroce_dev *dev)
 		 * the ring is empty (ib_write_bw 64K on two cores: 2.2 ->
 		 * 7.7 GB/s).  Not for single packets (a ping-pong): the
 		 * core would go to a task spinning on memory for a tick */
-		if (bulk && uroce_local_rings(dev))
+		if (bulk && uroce_local_rings(dev)) {
+			/* ... but an application that finds completions runs
+			 * a loop of its own (ib_write_lat 64K spins on
+			 * memory): a yield gave it the core for its whole
+			 * slice, 1.9 ms a round trip.  Sleep instead; the
+			 * sender rings for the next packet */
+			if (app_active(dev, now))
+				break;
 			sched_yield();
+		}
 	}
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
