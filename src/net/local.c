@@ -224,6 +224,24 @@ fail:
 	return -ENOMEM;
 }
 
+/* Close the descriptors a message brought that we will not keep (a
+ * count we did not ask for); at most max fit in the caller's buffer,
+ * the kernel closed the rest (MSG_CTRUNC). */
+static void cmsg_close_fds(const struct cmsghdr *c, size_t max)
+{
+	size_t k, nfd;
+	int f;
+
+	if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len < CMSG_LEN(0))
+		return;
+	nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	for (k = 0; k < nfd && k < max; k++) {
+		memcpy(&f, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+		close(f);
+	}
+}
+
 /*
  * The sender's hello, and the eventfd it may give (*room, else -1) to
  * be rung when it waits for room.  Any other descriptor count is not a
@@ -251,19 +269,7 @@ static int hello_take(const struct uroce_dev *dev, int fd,
 	    c->cmsg_len == CMSG_LEN(sizeof(int))) {
 		memcpy(room, CMSG_DATA(c), sizeof(int));
 	} else if (c) {
-		/* (two fit in the buffer: close what came) */
-		if (c->cmsg_level == SOL_SOCKET &&
-		    c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len >= CMSG_LEN(0)) {
-			size_t k, nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			int f;
-
-			for (k = 0; k < nfd && k < 2; k++) {
-				memcpy(&f, CMSG_DATA(c) + k * sizeof(int),
-				       sizeof(int));
-				close(f);
-			}
-		}
+		cmsg_close_fds(c, 2);	/* (two fit in the buffer) */
 		return -EPROTO;
 	}
 	/* (it must never block us: a sender's eventfd already is so) */
@@ -814,8 +820,10 @@ static int take_answer(struct uroce_local *L, struct lout *o, int fd,
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
 	    c->cmsg_len == CMSG_LEN(sizeof(fds)))
 		memcpy(fds, CMSG_DATA(c), sizeof(fds));
-	else if (c && c->cmsg_type == SCM_RIGHTS)
-		goto out;		/* (a count we did not ask for) */
+	else if (c) {
+		cmsg_close_fds(c, 2);	/* (a count we did not ask for) */
+		goto out;
+	}
 	if (n != (ssize_t)sizeof(ans) || (msg.msg_flags & MSG_CTRUNC) ||
 	    fds[0] < 0 || fds[1] < 0 || ans.magic != LR_MAGIC ||
 	    ans.size != sizeof(struct lr_shared))
