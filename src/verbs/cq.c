@@ -484,9 +484,10 @@ lost:
  * the socket that answer came 3x later over UDP (ib_read_lat 2 B 26 us
  * against 8; docs/decisions.md, "The network path: latency").  A
  * receive or a SEND's completion (whose answer is a receive) is taken
- * to come back to the CQ.
+ * to come back to the CQ.  answer_unseen: none of the completions is
+ * one whose answer comes back to this CQ.
  */
-static bool write_only(const struct ibv_wc *wc, int n)
+static bool answer_unseen(const struct ibv_wc *wc, int n)
 {
 	int i;
 
@@ -502,7 +503,7 @@ static bool write_only(const struct ibv_wc *wc, int n)
 static void poll_found(struct uroce_cq *cq, const struct ibv_wc *wc, int n)
 {
 	uroce_progress_poll_done(cq->dev);
-	if (write_only(wc, n))
+	if (answer_unseen(wc, n))
 		uroce_progress_sock_handback(cq->dev);
 }
 
