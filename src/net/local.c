@@ -134,8 +134,8 @@ struct uroce_local {
 };
 
 static void q_free(struct uroce_local *L, struct lout *o);
-static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
-			 bool ask);
+static bool queues_drain(struct uroce_dev *dev, struct uroce_local *L,
+			 bool wait, bool ask);
 
 static struct uroce_local *loc(const struct uroce_dev *dev)
 {
@@ -468,11 +468,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 		return 0;
 	/* our own queues, when nobody sends (never waiting for the lock:
 	 * this thread may be the one sending) */
-	if (atomic_load_explicit(&L->queues, memory_order_relaxed) &&
-	    !pthread_mutex_trylock(&dev->tx.tx_lock)) {
-		queues_flush(dev, L, false);
-		pthread_mutex_unlock(&dev->tx.tx_lock);
-	}
+	queues_drain(dev, L, false, false);
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load_explicit(&L->in[i],
 						      memory_order_acquire);
@@ -630,12 +626,8 @@ bool uroce_local_sleep(struct uroce_dev *dev)
 	 * it sends and polls; each bell costs the receiver a write and us
 	 * a wake-up).  tx_lock busy: a sender is at work, it drains; look
 	 * again instead of sleeping. */
-	if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
-		if (pthread_mutex_trylock(&dev->tx.tx_lock))
-			return false;
-		queues_flush(dev, L, true);
-		pthread_mutex_unlock(&dev->tx.tx_lock);
-	}
+	if (!queues_drain(dev, L, false, true))
+		return false;
 	pthread_mutex_lock(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load(&L->in[i]);
@@ -710,11 +702,7 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 			return 1;
 		uroce_count(dev, UROCE_CNT_LOCAL_WAKEUPS, 1);
 		/* (the bell is also a receiver's "room in my ring") */
-		if (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
-			pthread_mutex_lock(&dev->tx.tx_lock);
-			queues_flush(dev, L, false);
-			pthread_mutex_unlock(&dev->tx.tx_lock);
-		}
+		queues_drain(dev, L, true, false);
 		return 2;
 	}
 	pthread_mutex_lock(&L->acc_lock);
@@ -1301,10 +1289,26 @@ static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
 	}
 }
 
+/* queues_flush from outside the sending path, when any queue waits:
+ * taking tx_lock (wait) or only if it is free; false if it was busy */
+static bool queues_drain(struct uroce_dev *dev, struct uroce_local *L,
+			 bool wait, bool ask)
+{
+	if (!atomic_load_explicit(&L->queues, memory_order_relaxed))
+		return true;
+	if (wait)
+		pthread_mutex_lock(&dev->tx.tx_lock);
+	else if (pthread_mutex_trylock(&dev->tx.tx_lock))
+		return false;
+	queues_flush(dev, L, ask);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	return true;
+}
+
 /* Send one packet (up to len bytes from iov, off on) to o: into the next
  * slot, or behind the packets already queued for the ring, or into the
- * queue when the ring is full; never a wait.  Doorbell left to the
- * caller.  0, or -errno (lost). */
+ * queue when the ring is full; a wait only past the queue's bound
+ * (q_wait).  Doorbell left to the caller.  0, or -errno (lost). */
 static int ring_put(struct uroce_dev *dev, struct lout *o,
 		    const struct iovec **iov, size_t *off, const struct iovec *end,
 		    uint32_t len, uint16_t ip_id)
