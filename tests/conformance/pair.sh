@@ -143,7 +143,7 @@ spid=
 
 for side in "${sides[@]}"; do
 	log=$logdir/$side.log
-	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$log"); then
+	if bad=$(uroce_log_errors "$log"); then
 		fail "$side printed an error:"$'\n'"$bad"
 	fi
 done

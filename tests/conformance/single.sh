@@ -29,7 +29,7 @@ fail() {
 }
 
 ((rc == 0)) || fail "${cmd[0]}: $(uroce_rc_text $rc)"
-if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" <<<"$out"); then
+if bad=$(uroce_log_errors - <<<"$out"); then
 	fail "${cmd[0]} printed an error:"$'\n'"$bad"
 fi
 for re in "${expects[@]}"; do

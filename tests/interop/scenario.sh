@@ -271,7 +271,7 @@ xspids=() xcpids=()
 pair_checks() {
 	local f i iters row
 	for f in "$1" "$2"; do
-		if bad=$(grep -E "$UROCE_FAIL_RE" "$f" | grep -v 'uroce-stats:'); then
+		if bad=$(uroce_log_errors "$f"); then
 			fail "error output in $(basename "$f"): $(head -n 3 <<<"$bad")"
 		fi
 	done

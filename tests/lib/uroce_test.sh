@@ -17,6 +17,17 @@
 # shellcheck disable=SC2034  # used by the scripts that source this
 UROCE_FAIL_RE="Couldn't|[Ff]ailed|[Ee]rror|ERROR|Unable|invalid data|Sanitizer|Segmentation fault|core dumped|Aborted|symbol lookup|not found"
 
+# uroce_log_errors FILE...: print (at most 3 of) the lines of the logs
+# that match UROCE_FAIL_RE, and succeed if there is one.  The counter
+# summaries that UROCE_STATS=1 prints at exit (uroce-stats:,
+# uroce-cm-stats:, to stderr, so possibly after a program's unfinished
+# last line of stdout) are not the program's words and are cut off: a
+# counter named tx_send_failed is not a failure.
+uroce_log_errors() {
+	sed 's/uroce-\(cm-\)\{0,1\}stats:.*//' "$@" |
+		grep -E -m 3 "$UROCE_FAIL_RE"
+}
+
 uroce_say() { printf '%s\n' "$*"; }
 uroce_die() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 

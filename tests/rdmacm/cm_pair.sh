@@ -180,7 +180,7 @@ else
 	fi
 	spid=
 	for side in server client; do
-		if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/$side.log"); then
+		if bad=$(uroce_log_errors "$logdir/$side.log"); then
 			fail "$side printed an error:"$'\n'"$bad"
 		fi
 	done

@@ -125,13 +125,13 @@ for p in "${pids[@]}"; do
 	q=$(grep -o ' drop_bad_qkey=[0-9]*' <<<"$stats" | cut -d= -f2)
 	((n >= count)) || fail "receiver $i got $n multicast packets, expected $count"
 	((q == 0)) || fail "receiver $i dropped $q packets for a wrong Q_Key"
-	if bad=$(grep -v '^uroce-stats:\|^uroce-cm-stats:' "$log" | grep -E -m 3 "$UROCE_FAIL_RE"); then
+	if bad=$(uroce_log_errors "$log"); then
 		fail "receiver $i printed an error:"$'\n'"$bad"
 	fi
 	i=$((i + 1))
 done
 pids=()
-if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/send.log"); then
+if bad=$(uroce_log_errors "$logdir/send.log"); then
 	fail "sender printed an error:"$'\n'"$bad"
 fi
 uroce_say "PASS: ${#recvs[@]} receiver(s), $count messages to $group ($(($(date +%s) - start))s)"

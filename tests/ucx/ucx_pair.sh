@@ -66,7 +66,8 @@ fail=''
 # Final: iterations, latency x3, bandwidth x2, message rate x2
 awk '$1 == "Final:" && $2 > 0 && $NF > 0 { ok = 1 } END { exit !ok }' \
 	"$logs/client" || fail+="no Final: row with a message rate; "
-if grep -Eq "$UROCE_FAIL_RE|UCX +ERROR" "$logs/client" "$logs/server"; then
+if uroce_log_errors "$logs/client" "$logs/server" >/dev/null ||
+   grep -Eq "UCX +ERROR" "$logs/client" "$logs/server"; then
 	fail+="errors in the logs; "
 fi
 if [[ -n $fail ]]; then
