@@ -8,7 +8,7 @@
  * `uroce doctor` compares with this.
  *
  * Addresses that `uroce run` has chosen for a program which has not bound
- * them yet (docs/decisions.md, "uroce run"):
+ * them yet (docs/run.md, "The address is held for the program"):
  *
  * `uroce run` learns the address a program's device will own by opening
  * the device itself before it execs the program, and passes it on in

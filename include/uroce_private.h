@@ -34,8 +34,8 @@ int uroce_dev_set_addr(struct ibv_context *ctx, const struct sockaddr *addr);
 int uroce_dev_get_addr(struct ibv_context *ctx, struct sockaddr_storage *addr);
 
 /*
- * A device that shares its address with other processes (docs/decisions.md,
- * "The shared device") demultiplexes QP1 by content: the top byte of every
+ * A device that shares its address with other processes (docs/shared.md,
+ * "QP1 by content") demultiplexes QP1 by content: the top byte of every
  * comm ID and SIDR request ID this process chooses must be
  * uroce_dev_id_prefix() >> 24 (0 on a device alone: any ID), and a
  * listener's service ID must be registered with uroce_dev_listen (on 1)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Garbage collection of shared-address registries (docs/decisions.md,
- * "Registry garbage collection"), for the library (net/share.c, whenever
+ * Garbage collection of shared-address registries (docs/shared.md,
+ * "The registry"), for the library (net/share.c, whenever
  * it starts a new group) and the tool (`uroce devices`, `uroce doctor`).
  *
  * A registry /dev/shm/uroce-addr.<netns>.<address> is removed by the last

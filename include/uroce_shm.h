@@ -216,8 +216,8 @@ static inline uint64_t uroce_proc_start_time(int pid)
 }
 
 /*
- * The shared-address registry (src/net/share.c, docs/decisions.md "The
- * shared device"): one file per (network namespace, IP address),
+ * The shared-address registry (src/net/share.c, docs/shared.md "The
+ * registry"): one file per (network namespace, IP address),
  * /dev/shm/uroce-addr.<netns inode>.<address>, mode 0600, shared by every
  * process whose device uses that address.  Changed only under an OFD
  * write lock on its first byte; the datapath never reads it.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The program's view of /dev and /sys/class (docs/decisions.md,
- * "uroce run").
+ * The program's view of /dev and /sys/class (docs/run.md,
+ * "/dev and /sys/class are covered, not edited").
  *
  * Programs that find RDMA devices outside libibverbs look for
  * /dev/infiniband/uverbs0 (UCX: a character device it may open; it never

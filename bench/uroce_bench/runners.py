@@ -398,7 +398,7 @@ class Bench(Alternatives):
     def shared(self, nidle=2):
         """The single-pair figures on one address shared by server, client
         and nidle idle processes (every packet steered by the reuseport
-        program, docs/decisions.md "The shared device"), next to the same
+        program, docs/shared.md), next to the same
         runs on dedicated addresses (UROCE_SHARE=0: each socket alone)."""
         ded = Path("dedicated", server_addr="127.0.0.201", uroce_server_addr="127.0.0.201",
                    uroce_client_addr="127.0.0.202",

@@ -62,7 +62,7 @@
 #define UROCE_MAX_SRQ		(1u << 16)
 #define UROCE_MAX_MSG_SIZE	(1u << 31)
 /*
- * Identity (docs/decisions.md, "Conformance with the reference devices"):
+ * Identity (docs/verbs.md, "Identity"):
  * we own no IEEE OUI, so vendor_id is "UR" in the locally administered
  * AAI quadrant (first octet 0x02), which IEEE assigns to nobody; 0 reads
  * as "no device" to test suites.  hw_ver 1: the first revision.

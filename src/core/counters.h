@@ -54,7 +54,7 @@
 	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
 	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
 	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \
-	/* loss recovery at RTT scale (docs/decisions.md "Loss recovery") */ \
+	/* docs/transport.md, "Loss recovery at RTT scale" */ \
 	X(TLP_PROBES, "tlp_probes")		/* tail-loss probes sent */ \
 	X(EARLY_RETRANSMITS, "early_retransmits") /* go-back rounds a NAK or the PSNs started */ \
 	X(TX_NAK_SEQ_RESENT, "tx_nak_seq_resent")	/* sequence NAKs sent again */ \

@@ -403,7 +403,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_req_run(qp);
 }
 
-/* ---- completions that wait for their packets (docs/decisions.md,
+/* ---- completions that wait for their packets (docs/transport.md,
  * "Send errors") ---- */
 
 void uroce_wqe_queue(struct uroce_qp *qp, struct uroce_send_wqe *wqe)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Port LIDs on one host (docs/decisions.md, "LIDs").
+ * Port LIDs on one host (docs/transport.md, "LIDs").
  *
  * A RoCE port has no LID of its own: its addresses are GIDs.  Programs
  * that exchange only LIDs (qperf without -cm1, ibv_*_pingpong without

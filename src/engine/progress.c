@@ -2,7 +2,7 @@
 #define _GNU_SOURCE			/* pthread_timedjoin_np */
 /*
  * The progress thread: makes the device move while the application does
- * not call us (DESIGN.md decision 5).  It sleeps in epoll_wait on the
+ * not call us (docs/progress.md).  It sleeps in epoll_wait on the
  * socket, a timerfd for the retransmit/RNR timers and an eventfd for
  * wake-ups, so an idle device costs no CPU.
  */

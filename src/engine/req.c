@@ -50,12 +50,13 @@ static uint64_t timeout_ns(const struct uroce_qp *qp)
 }
 
 /*
- * Loss detection at RTT scale (docs/decisions.md "Loss recovery").  The
+ * Loss detection at RTT scale (docs/transport.md, "Loss recovery at RTT
+ * scale").  The
  * RTT is measured as TCP does (RFC 6298): one PSN timed at a time, from
  * its first transmission to the ACK or response that covers it; a PSN
  * sent again is never timed (Karn's rule).
  */
-#define PROBE_MIN_NS	1000000ull	/* 1 ms: see "Loss recovery" (timer wake-ups) */
+#define PROBE_MIN_NS	1000000ull	/* docs/transport.md: the 1 ms floor */
 #define PROBE_INIT_NS	2000000ull	/* before the first RTT sample */
 #define PROBE_MAX_SHIFT	6
 #define REGAP_MIN_NS	20000ull

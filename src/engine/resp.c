@@ -204,7 +204,7 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
  * The end of a burst that an application thread took from the socket
  * in its own poll: its ACKs wait for that application's next call, so
  * that a ping-pong's reply goes first and the ACK behind it in the same
- * system call (see "The network path: latency" in docs/decisions.md).
+ * system call (docs/transport.md, "Held ACKs").
  * A QP's own response (a NAK, a READ response) still sends its held ACK
  * first (uroce_xmit); nothing else needs the order.
  */

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The same-host path: packets to a uroce device of this host and network
- * namespace go through shared memory instead of UDP (docs/decisions.md
- * "The same-host path").  Only the packet IO differs: the same RoCE
+ * namespace go through shared memory instead of UDP
+ * (docs/local.md).  Only the packet IO differs: the same RoCE
  * packets, built and checked by the same engine.
  *
  * Discovery: every device listens on the abstract AF_UNIX SOCK_SEQPACKET

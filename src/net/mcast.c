@@ -10,7 +10,7 @@
  * that holds the device's address.  The kernel hands every such socket on
  * the host its own copy, so any number of processes can receive a group.
  * Loopback has no MULTICAST flag by default and needs none: joining on
- * lo and sending out of lo work unprivileged (docs/decisions.md).
+ * lo and sending out of lo work unprivileged (docs/transport.md, "Multicast").
  *
  * Transmit: the device's socket sends to the group address; the interface
  * is the one holding our address (IP_MULTICAST_IF) and the kernel loops a

@@ -179,7 +179,7 @@ void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
 
 /* net/local.c: the same-host path (shared-memory rings to the devices
- * of this host and network namespace; docs/decisions.md) */
+ * of this host and network namespace; docs/local.md) */
 struct uroce_local;
 int uroce_local_open(struct uroce_dev *dev);	/* after the bind */
 void uroce_local_close(struct uroce_dev *dev);

@@ -9,7 +9,8 @@
  * locally administered MACs (02:00 and the low 4 address bytes), then IP
  * and UDP as Linux puts them on our packets.  IPv4: ID 0, DF, TTL 64 (an
  * unconnected socket with IP_PMTUDISC_DO; the ICRC covers ID and DF, see
- * docs/decisions.md "Wire"); a received packet's real ID is unknown to us
+ * docs/transport.md "The ICRC and the IPv4 identification"); a received
+ * packet's real ID is unknown to us
  * and written as 0, which is right for packets from uroce peers (and any
  * Linux UDP socket) but not for peers that vary it, such as rdma_rxe.
  * The UDP checksum is computed, as the kernel does for our socket.

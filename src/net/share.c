@@ -2,7 +2,7 @@
 /*
  * The shared device: any number of processes of one user use one IP
  * address (UDP 4791) at once, as processes share a RoCE NIC.
- * docs/decisions.md, "The shared device", has the why; in short:
+ * docs/shared.md has the why; in short:
  *
  * - every member binds its own UDP socket to (address, 4791) with
  *   SO_REUSEPORT; the group's classic-BPF program (no capability needed)

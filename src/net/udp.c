@@ -3,7 +3,8 @@
  * UDP packet IO: the device's one socket on (address, 4791), address
  * selection, batched receive, and the fault-injection hook on transmit.
  *
- * Address selection (DESIGN.md decision 3): UROCE_ADDR=<ip> binds that
+ * Address selection (docs/transport.md, "Addresses and the MTU"):
+ * UROCE_ADDR=<ip> binds that
  * address; UROCE_IFNAME=<ifname> binds the first address of that
  * interface; otherwise the first free loopback address 127.0.0.1 ...
  * 127.0.0.254, so that every process on a host owns one of its own (and

@@ -14,8 +14,8 @@ void uroce_mw_unbind(struct uroce_mr *win)
 }
 
 /*
- * The bind checks of IBA 10.6.7 as rxe makes them (docs/decisions.md,
- * "Conformance with the reference devices"): the window's access is its
+ * The bind checks of IBA 10.6.7 as rxe makes them (docs/verbs.md,
+ * "Memory window binds"): the window's access is its
  * remote bits, the rest of a mask the program also gave its MR ignored;
  * only a type 2 window must share the binding QP's PD (C10-72), and the
  * MR must share the window's; the consumer's part of the new key is its

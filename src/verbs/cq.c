@@ -482,7 +482,7 @@ lost:
  * (engine/progress.c).  So it does after READs and atomics: their
  * answer comes from a passive peer's progress thread, and with ours off
  * the socket that answer came 3x later over UDP (ib_read_lat 2 B 26 us
- * against 8; docs/decisions.md, "The network path: latency").  A
+ * against 8; docs/progress.md, "Who receives when").  A
  * receive or a SEND's completion (whose answer is a receive) is taken
  * to come back to the CQ.  answer_unseen: none of the completions is
  * one whose answer comes back to this CQ.

@@ -8,7 +8,8 @@
  *
  * The CRC is isa-l's crc32_gzip_refl (zlib's CRC-32, chained the same
  * way): its AVX-512 folding runs 30-70 GB/s on 1-4 KiB packets here,
- * libdeflate 1.14's 17 (docs/decisions.md "The network path, profiled").
+ * libdeflate 1.14's 17 (docs/transport.md, "The ICRC and the IPv4
+ * identification").
  */
 #include <sys/socket.h>
 #include <isa-l/crc.h>

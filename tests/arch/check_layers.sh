@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# The layers hold (docs/decisions.md, "Layers"):
+# The layers hold (docs/architecture.md, "Layers"):
 #
 #   check_layers.sh includes SRCDIR
 #	no file in core/ obj/ engine/ net/ wire/ (nor dev.h) includes a

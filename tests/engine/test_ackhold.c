@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * ACKs held for the application's reply (docs/decisions.md "The network
- * path: latency"): a receive burst that an application thread took in its
+ * ACKs held for the application's reply (docs/transport.md "Held
+ * ACKs"): a receive burst that an application thread took in its
  * own poll leaves its ACKs for that application's next post, which sends
  * its own packets first and the ACKs behind them; a response of the QP
  * (a READ response) still sends the held ACK first, and the next poll

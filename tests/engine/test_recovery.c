@@ -305,7 +305,7 @@ static bool drop_all_to_b(struct eng *e, const struct eng_pkt *p)
 static void t_dead_peer(void)
 {
 	/* timeout 10 (4.19 ms), retry_cnt 3: the first expiry, then three
-	 * retries waiting 2x, 4x and 8x as long (docs/decisions.md
+	 * retries waiting 2x, 4x and 8x as long (docs/transport.md
 	 * "Retransmission"): RETRY_EXC_ERR 15 timeouts after the send */
 	struct eng_opts o = { .timeout = 10, .retry_cnt = 3 };
 	const uint64_t t = 4096ull << 10, bound = 15 * t;

@@ -6,7 +6,7 @@
  * route; a drop after routing (ENOBUFS, a firewall's EPERM) is loss, and
  * on RC every send error is: its retries decide.  With batching (eng_opts.gso) the
  * packets leave after the engine lock is dropped, so a UC/UD completion
- * waits for them (docs/decisions.md, "Send errors").
+ * waits for them (docs/transport.md, "Send errors").
  *
  * The wire has no route to ENG_UNREACH (192.0.2.1): a send there returns
  * eng_opts.unreach_err, -ENETUNREACH unless a test says otherwise.

@@ -387,7 +387,7 @@ int main(int argc, char **argv)
 		c.pkey = 0;
 		/* (in the target's own owner slot, bits 23..16: another
 		 * slot's QPN would be counted as drop_no_owner, see
-		 * docs/decisions.md "The shared device") */
+		 * docs/shared.md "QPNs: `slot << 16 | n`") */
 		c.qpn = (qpn_of(0) & 0xff0000) | 0xcdef;
 		drop_case("unknown destination QP", c, s_me, a_me, NULL, true);
 		/* duplicate region: far behind, no side effect, re-ACKed */

@@ -32,7 +32,7 @@
 # stopped once the client is done and only the client's status counts.
 # --pairs N (pingpong, perftest): N server/client pairs at once, on ports
 # TCP_PORT .. TCP_PORT+N-1; the N host processes share the one tap
-# address (docs/decisions.md, "The shared device"), and every pair is
+# address (docs/shared.md), and every pair is
 # checked as one would be.
 # The host side binds the tap address (UROCE_ADDR) and prints its
 # counters (UROCE_STATS=1).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Port LIDs (docs/decisions.md, "LIDs"): every uroce device on a host has a
+"""Port LIDs (docs/transport.md, "LIDs"): every uroce device on a host has a
 LID of its own, and an address without a GRH (is_global 0) whose DLID is
 another uroce device's LID reaches that device over RoCE v2, the way qperf
 without -cm1 and ibv_*_pingpong without -g address their peers.

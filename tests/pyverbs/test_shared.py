@@ -3,7 +3,7 @@
 
 This process and its children (fresh pythons running this file as a
 script) all set the same UROCE_ADDR, so their devices share one address
-and one QP-number space (docs/decisions.md, "The shared device").  A
+and one QP-number space (docs/shared.md).  A
 second address stands for a remote host.  Children talk to the parent
 over stdin/stdout in JSON lines; no sleeps: every wait is for a line or a
 completion, with a deadline.

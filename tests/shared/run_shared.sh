@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The shared device (docs/decisions.md "The shared device"): two network
+# The shared device (docs/shared.md): two network
 # namespaces joined by a veth pair act as two hosts with one address each,
 # and several processes use each address at the same time.
 #
@@ -258,7 +258,7 @@ kill_one() {
 	kill -KILL "${spids[$victim]}"
 	# the survivors repair the group: the registry counts 3 members once
 	# one of them took the victim out and reattached the program
-	# (docs/decisions.md, "The shared device": the bound on the traffic
+	# (docs/shared.md, "The wrong member forwards": the bound on the traffic
 	# that reaches a dead member's socket or the wrong member)
 	wait_until 5 "${spids[0]}" reg_members_are 3 "$reg" ||
 		errs+=("the registry still counts $(reg_members "$reg") members 5 s after the SIGKILL")

@@ -5,7 +5,7 @@
 # server that binds ADDR (its device moves there from its first free
 # 127.0.0.N before it listens) is shown by `uroce devices --json` with
 # ADDR, ADDR's GID and ADDR's preferred LID (its low 16 bits), which is
-# what a GRH-less address to that LID then reaches (docs/decisions.md,
+# what a GRH-less address to that LID then reaches (docs/transport.md,
 # "LIDs").
 #
 #   lid_move.sh --addr 127.0.82.N --tool UROCE [--timeout S]
