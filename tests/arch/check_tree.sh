@@ -1,0 +1,122 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The README's "Source tree" names what is in the tree:
+#
+#   check_tree.sh tree ROOT
+#	every folder directly under ROOT/src and ROOT/tests starts a line of
+#	the code block under "## Source tree" in ROOT/README.md (as
+#	"src/NAME/" or "tests/NAME/"), and every ROOT/docs/*.md is named in
+#	that block.  Entries for folders that do not exist (yet) are allowed:
+#	the check goes from the tree to the list.
+#   check_tree.sh selftest ROOT
+#	copies ROOT's README.md and the folder and docs names into a scratch
+#	tree, which must pass; then plants a folder under src/, one under
+#	tests/ and a docs/*.md file, and the check must fail naming each.
+#
+# Each omission is one line "PATH: not named in README.md's Source tree";
+# exit 1 if any.
+set -u
+
+# the lines of the code block under "## Source tree"
+tree_block() {
+	awk '/^## Source tree/ { sec = 1; next }
+	     sec && /^## / { exit }
+	     sec && /^```/ { blk = !blk; next }
+	     sec && blk { print }' "$1/README.md"
+}
+
+check_tree() {
+	root=$1
+	bad=0
+	if [ ! -f "$root/README.md" ]; then
+		echo "$root/README.md: missing"
+		return 1
+	fi
+	block=$(tree_block "$root")
+	if [ -z "$block" ]; then
+		echo "README.md: no code block under \"## Source tree\""
+		return 1
+	fi
+	for top in src tests; do
+		for d in $(cd "$root/$top" && find . -mindepth 1 -maxdepth 1 \
+				-type d ! -name '.*' ! -name __pycache__ | sort); do
+			d=${d#./}
+			if ! printf '%s\n' "$block" | grep -q "^$top/$d/"; then
+				echo "$top/$d/: not named in README.md's Source tree"
+				bad=1
+			fi
+		done
+	done
+	for f in $(cd "$root/docs" && ls -- *.md 2>/dev/null); do
+		if ! printf '%s\n' "$block" | grep -qFw -- "$f"; then
+			echo "docs/$f: not named in README.md's Source tree"
+			bad=1
+		fi
+	done
+	return $bad
+}
+
+# expect_fail DIR NAME: the check fails on DIR and its output names NAME
+expect_fail() {
+	out=$(check_tree "$1")
+	if [ $? -eq 0 ]; then
+		echo "selftest: check passed with $2 planted"
+		return 1
+	fi
+	if ! printf '%s\n' "$out" | grep -qF -- "$2"; then
+		echo "selftest: failure does not name $2:"
+		printf '%s\n' "$out"
+		return 1
+	fi
+	return 0
+}
+
+selftest() {
+	root=$1
+	tmp=$(mktemp -d) || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	fail=0
+
+	cp "$root/README.md" "$tmp/"
+	mkdir -p "$tmp/src" "$tmp/tests" "$tmp/docs"
+	for top in src tests; do
+		(cd "$root/$top" && find . -mindepth 1 -maxdepth 1 -type d) |
+		while read -r d; do mkdir -p "$tmp/$top/$d"; done
+	done
+	for f in "$root"/docs/*.md; do
+		: >"$tmp/docs/${f##*/}"
+	done
+	if ! out=$(check_tree "$tmp"); then
+		echo "selftest: a copy of the tree fails:"
+		printf '%s\n' "$out"
+		fail=1
+	fi
+
+	mkdir "$tmp/src/planted"
+	expect_fail "$tmp" "src/planted/" || fail=1
+	rmdir "$tmp/src/planted"
+
+	mkdir "$tmp/tests/planted"
+	expect_fail "$tmp" "tests/planted/" || fail=1
+	rmdir "$tmp/tests/planted"
+
+	: >"$tmp/docs/planted.md"
+	expect_fail "$tmp" "docs/planted.md" || fail=1
+	rm "$tmp/docs/planted.md"
+
+	# a name that only appears in prose outside the block does not count
+	mkdir "$tmp/tests/prose"
+	printf '\ntests/prose/ is mentioned here, outside the block\n' \
+		>>"$tmp/README.md"
+	expect_fail "$tmp" "tests/prose/" || fail=1
+
+	[ $fail -eq 0 ] && echo "selftest: every planted omission caught"
+	return $fail
+}
+
+case ${1:-} in
+tree)		check_tree "${2:?ROOT}" ;;
+selftest)	selftest "${2:?ROOT}" ;;
+*)		echo "usage: $0 tree|selftest ROOT" >&2; exit 2 ;;
+esac
