@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 
+#include "core/thread.h"
 #include "dev.h"
 
 static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
@@ -428,8 +429,6 @@ static int watch(int epfd, int fd)
 
 int uroce_progress_start(struct uroce_dev *dev)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
 	int err;
 
 	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -448,14 +447,8 @@ int uroce_progress_start(struct uroce_dev *dev)
 	uroce_share_watch(dev);
 	uroce_local_watch(dev);
 
-	/* the application's signals are for the application's threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	err = pthread_create(&dev->prog.thread, &attr, progress_main, dev);
+	err = uroce_thread_create(&dev->prog.thread, 0, progress_main, dev);
 	dev->prog.running = !err;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }
 

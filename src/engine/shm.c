@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/thread.h"
 #include "dev.h"
 #include "uroce_shm.h"
 
@@ -312,8 +313,6 @@ void uroce_shm_open(struct uroce_dev *dev)
 	uint32_t qp_off = cnt_off + UROCE_CNT_NUM * sizeof(uint64_t);
 	size_t size = qp_off + UROCE_SHM_QP_SLOTS * sizeof(struct uroce_shm_qp);
 	_Atomic uint64_t *cnt;
-	pthread_attr_t attr;
-	sigset_t all, old;
 	void *p;
 	int fd, i, err;
 
@@ -344,18 +343,12 @@ void uroce_shm_open(struct uroce_dev *dev)
 		atomic_store(&cnt[i], atomic_load(&dev->stats.cnt_private[i]));
 	dev->stats.cnt = cnt;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 << 10);
 	atomic_store(&snap_stop, false);
-	err = pthread_create(&snap_thread, &attr, snap_main, dev);
+	err = uroce_thread_create(&snap_thread, 64 << 10, snap_main, dev);
 	if (err)
 		uroce_log(UROCE_LOG_WARN, "no QP snapshot thread: %s",
 			  strerror(err));
 	snap_running = !err;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	__atomic_store_n(&shm->ready, 1, __ATOMIC_RELEASE);
 	uroce_log(UROCE_LOG_INFO, "stats segment %s%s (uroce stats %d)",

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cm.h"
+#include "core/thread.h"
 #include "uroce_private.h"
 
 #define NRECV		256
@@ -337,7 +338,7 @@ int cm_dev_up(void)
 	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
 	cm.hold_ns = hold_ns();
 	read_addr();
-	err = pthread_create(&cm.thread, NULL, cm_thread, NULL);
+	err = uroce_thread_create(&cm.thread, 0, cm_thread, NULL);
 	if (err) {
 		errno = err;
 		goto err;
