@@ -181,6 +181,9 @@ struct cm_id {
 	bool bound;
 	bool pinned;			/* its bind moved the device */
 	bool reuseaddr;
+	bool afonly;			/* RDMA_OPTION_ID_AFONLY, or the
+					 * family's default at bind */
+	bool afonly_set;		/* ... set by the application */
 	int backlog;			/* listener */
 	unsigned int queued_reqs;	/* listener: CONNECT_REQUESTs not
 					 * yet retrieved */

@@ -579,12 +579,27 @@ static int move_dev(const struct sockaddr *addr)
 	return err;
 }
 
-static bool port_taken(enum rdma_port_space ps, uint16_t port, bool reuse)
+/*
+ * Ids bound to one port in both families, as the kernel's cma_check_port
+ * allows: when both are AFONLY (tgtd listens on 0.0.0.0 and, AFONLY, on
+ * [::] with the same port).
+ */
+static bool apart_by_family(const struct cm_id *a, const struct cm_id *b)
+{
+	return a && a->afonly && b->afonly &&
+	       a->id.route.addr.src_addr.sa_family !=
+	       b->id.route.addr.src_addr.sa_family;
+}
+
+/* Whether (ps, port) is taken for ci (NULL: for anyone). */
+static bool port_taken(const struct cm_id *ci, enum rdma_port_space ps,
+		       uint16_t port, bool reuse)
 {
 	struct cm_id *id;
 
 	for (id = cm.ids; id; id = id->next)
-		if (id->bound && !id->listener && id->id.ps == ps &&
+		if (id != ci && id->bound && !id->listener &&
+		    id->id.ps == ps && !apart_by_family(ci, id) &&
 		    id->port == port && id->state != CM_REQ_RCVD &&
 		    id->state != CM_REP_SENT && id->state != CM_ESTABLISHED &&
 		    id->state != CM_DREQ_SENT && id->state != CM_DISCONNECTED &&
@@ -602,7 +617,7 @@ uint16_t cm_alloc_port(enum rdma_port_space ps)
 		base = (uint16_t)cm_now_ns();
 	for (i = 0; i < 28232; i++) {
 		p = (uint16_t)(32768 + (base + i) % 28232);
-		if (!port_taken(ps, p, false))
+		if (!port_taken(NULL, ps, p, false))
 			return p;
 	}
 	return 0;
@@ -624,6 +639,24 @@ static bool bind_without_device(const struct sockaddr *addr)
 	       !is_loopback((const struct sockaddr *)&cm.addr);
 }
 
+/*
+ * net.ipv6.bindv6only of our network namespace: whether an AF_INET6 id
+ * is AFONLY when the application does not say (the kernel's rdma_cm
+ * takes the same default).
+ */
+static bool bindv6only(void)
+{
+	char c = '0';
+	int fd = open("/proc/sys/net/ipv6/bindv6only", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = '0';
+		close(fd);
+	}
+	return c == '1';
+}
+
 /* cm.lock held; returns 0 or a positive errno. */
 static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 {
@@ -640,6 +673,8 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	err = cm_dev_up();
 	if (err)
 		return -err;
+	if (!ci->afonly_set)
+		ci->afonly = addr->sa_family == AF_INET || bindv6only();
 	normalize(addr, &ss);
 	devless = bind_without_device((struct sockaddr *)&ss);
 	if (!devless && !is_any((struct sockaddr *)&ss) &&
@@ -656,7 +691,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	port = get_port(addr);
 	if (!port)
 		port = cm_alloc_port(ci->id.ps);
-	else if (port_taken(ci->id.ps, port, ci->reuseaddr))
+	else if (port_taken(ci, ci->id.ps, port, ci->reuseaddr))
 		return EADDRINUSE;
 	if (!port)
 		return EADDRINUSE;
@@ -1382,8 +1417,13 @@ CM_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
 			ci->reuseaddr = *(int *)optval != 0;
 		break;
 	case RDMA_OPTION_ID_AFONLY:
-		if (optlen != sizeof(int))
+		/* before the bind, as the kernel's rdma_set_afonly */
+		if (optlen != sizeof(int) || ci->state != CM_IDLE) {
 			err = EINVAL;
+		} else {
+			ci->afonly = *(int *)optval != 0;
+			ci->afonly_set = true;
+		}
 		break;
 	case RDMA_OPTION_ID_ACK_TIMEOUT:
 		if (optlen != sizeof(uint8_t))

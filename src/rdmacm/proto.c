@@ -429,6 +429,21 @@ static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
 	return !memcmp(ga.raw, gb.raw, 16);
 }
 
+/*
+ * Whether id's bound address takes a request for dst, as the kernel's
+ * cma_match_private_data: a specific address only its own; a wildcard
+ * that is not AFONLY both families (an AF_INET6 one IPv4 requests too);
+ * an AFONLY wildcard only its own family.
+ */
+static bool addr_takes(const struct cm_id *id, const struct sockaddr *dst)
+{
+	const struct sockaddr *a = &id->id.route.addr.src_addr;
+
+	if (!sa_is_any(a))
+		return same_ip(a, dst);
+	return !id->afonly || a->sa_family == dst->sa_family;
+}
+
 static struct cm_id *find_listener(uint16_t ps, uint16_t port,
 				   const struct sockaddr *dst)
 {
@@ -436,9 +451,7 @@ static struct cm_id *find_listener(uint16_t ps, uint16_t port,
 
 	for (id = cm.ids; id; id = id->next)
 		if (id->state == CM_LISTEN && id->id.ps == ps &&
-		    id->port == port &&
-		    (sa_is_any(&id->id.route.addr.src_addr) ||
-		     same_ip(&id->id.route.addr.src_addr, dst)))
+		    id->port == port && addr_takes(id, dst))
 			return id;
 	return NULL;
 }
@@ -524,8 +537,7 @@ static bool port_in_use(uint16_t ps, uint16_t port, const struct sockaddr *dst)
 
 	for (id = cm.ids; id; id = id->next)
 		if (id->bound && id->id.ps == ps && id->port == port &&
-		    (sa_is_any(&id->id.route.addr.src_addr) ||
-		     same_ip(&id->id.route.addr.src_addr, dst)))
+		    addr_takes(id, dst))
 			return true;
 	return false;
 }

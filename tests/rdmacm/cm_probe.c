@@ -14,6 +14,9 @@
  *   cm_probe server ADDR PORT hold-destroy
  *   cm_probe server ADDR PORT hold-expire
  *   cm_probe server ADDR PORT hold-relisten
+ *   cm_probe server ADDR PORT afonly          (0.0.0.0 and [::] AFONLY)
+ *   cm_probe server ADDR PORT v6-any          ([::] not AFONLY)
+ *   cm_probe server ADDR PORT v6-only         ([::] AFONLY)
  *   cm_probe client ADDR PORT connect N [client-disconnects]
  *   cm_probe client ADDR PORT reconnect
  *   cm_probe client ADDR PORT expect-reject
@@ -243,6 +246,59 @@ static struct rdma_cm_id *relisten_after(struct rdma_cm_id *lid,
 	return lid;
 }
 
+/*
+ * RDMA_OPTION_ID_AFONLY, as the kernel's rdma_cm has it (cma_check_port,
+ * cma_match_private_data).  "afonly": tgtd's listeners, 0.0.0.0:PORT
+ * (AF_INET: AFONLY by default) and [::]:PORT with AFONLY 1 on the same
+ * port; the option after the bind is EINVAL, a third id on [::]:PORT
+ * that is not AFONLY overlaps both (EADDRINUSE).  The IPv4 listener is
+ * returned: the client's request must reach it.  "v6-any": [::]:PORT
+ * with AFONLY 0 alone, returned: it takes IPv4 requests too.  "v6-only":
+ * [::]:PORT with AFONLY 1 alone: an IPv4 request is refused.  *other:
+ * a listener to destroy at the end.
+ */
+static struct rdma_cm_id *family_listeners(const char *mode, const char *port,
+					   struct rdma_cm_id **other)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	struct rdma_cm_id *id4 = NULL, *id6, *id6b;
+	int afonly = strcmp(mode, "v6-any") != 0, zero = 0;
+	bool both = !strcmp(mode, "afonly");
+
+	sin.sin_port = htons((uint16_t)atoi(port));
+	sin6.sin6_port = sin.sin_port;
+	if (rdma_create_id(ch, &id6, NULL, RDMA_PS_TCP) ||
+	    rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+			    &afonly, sizeof(afonly)))
+		fail("AFONLY %d on a new id: %s", afonly, strerror(errno));
+	if (both && (rdma_create_id(ch, &id4, NULL, RDMA_PS_TCP) ||
+		       rdma_bind_addr(id4, (struct sockaddr *)&sin) ||
+		       rdma_listen(id4, 0)))
+		fail("listen on 0.0.0.0:%s: %s", port, strerror(errno));
+	if (rdma_bind_addr(id6, (struct sockaddr *)&sin6) || rdma_listen(id6, 0))
+		fail("listen on [::]:%s with AFONLY %d: %s", port, afonly,
+		     strerror(errno));
+	if (rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+			    &afonly, sizeof(afonly)) != -1 || errno != EINVAL)
+		fail("AFONLY after the bind: %s", strerror(errno));
+	if (both) {
+		if (rdma_create_id(ch, &id6b, NULL, RDMA_PS_TCP) ||
+		    rdma_set_option(id6b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+				    &zero, sizeof(zero)))
+			fail("AFONLY 0: %s", strerror(errno));
+		if (rdma_bind_addr(id6b, (struct sockaddr *)&sin6) != -1 ||
+		    errno != EADDRINUSE)
+			fail("[::]:%s not AFONLY next to both: %s", port,
+			     strerror(errno));
+		rdma_destroy_id(id6b);
+	}
+	printf("listening on %s port %s\n", both ? "0.0.0.0 and [::]" : "[::]",
+	       port);
+	*other = both ? id6 : NULL;
+	return both ? id4 : id6;
+}
+
 static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
 {
 	int i;
@@ -257,7 +313,7 @@ static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
 static int server(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
-	struct rdma_cm_id *lid, *conns[MAXC];
+	struct rdma_cm_id *lid, *conns[MAXC], *other = NULL, *want_lid = NULL;
 	bool up[MAXC] = { false };
 	struct sockaddr_in sin;
 	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, i;
@@ -275,7 +331,10 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 		n = 2;
 		mode = "accept";
 	}
-	if (!strncmp(mode, "hold-", 5)) {
+	if (!strcmp(mode, "afonly") || !strncmp(mode, "v6-", 3)) {
+		lid = want_lid = family_listeners(mode, port, &other);
+		mode = "accept";
+	} else if (!strncmp(mode, "hold-", 5)) {
 		lid = held_request(mode, addr, port);
 		if (!lid)
 			return 0;
@@ -300,6 +359,9 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 
 		if (t == RDMA_CM_EVENT_CONNECT_REQUEST && !strcmp(mode, "die"))
 			_exit(3);
+		if (t == RDMA_CM_EVENT_CONNECT_REQUEST && want_lid &&
+		    e->listen_id != want_lid)
+			fail("the request reached the wrong listener");
 		rdma_ack_cm_event(e);
 		switch (t) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
@@ -375,6 +437,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 			fail("rdma_destroy_id: %s", strerror(errno));
 	}
 	rdma_destroy_id(lid);
+	if (other)
+		rdma_destroy_id(other);
 	printf("PASS: %d connections accepted and disconnected (%s side "
 	       "first; %d before their RTU came)\n", n,
 	       server_disc ? "server" : "client", early);
