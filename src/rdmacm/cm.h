@@ -206,6 +206,8 @@ struct cm_id {
 	uint8_t peer_max_retries;
 	bool connect_error;
 
+	uint64_t timewait_ns;		/* TIMEWAIT_EXIT due; 0: none */
+
 	/* the MAD we retransmit until its answer comes */
 	uint8_t mad[CM_MAD_SIZE];
 	bool mad_pending;

@@ -204,9 +204,12 @@ void cm_timer_arm(void)
 	struct cm_id *id;
 	int i;
 
-	for (id = cm.ids; id; id = id->next)
+	for (id = cm.ids; id; id = id->next) {
 		if (id->mad_pending && (!next || id->deadline_ns < next))
 			next = id->deadline_ns;
+		if (id->timewait_ns && (!next || id->timewait_ns < next))
+			next = id->timewait_ns;
+	}
 	for (i = 0; i < CM_HOLD_MAX; i++)
 		if (cm.held[i].used && (!next || cm.held[i].deadline_ns < next))
 			next = cm.held[i].deadline_ns;

@@ -24,6 +24,13 @@
 #define CM_DREQ_RETRIES		3
 /* MRA service timeout: 4.096 us * 2^19 = 2.1 s */
 #define CM_MRA_TIMEOUT		19
+/*
+ * Time wait (IBA 12.9.7.4): 4.096 us * 2^14 = 67 ms, what the kernel's
+ * IB CM waits for our path: its packet lifetime (13, cm_fill_path) + 1
+ * on the active side, the REQ's local ACK timeout (ours: 14) on the
+ * passive side.
+ */
+#define CM_TIMEWAIT		14
 
 static const char *const state_names[CM_NSTATES] = {
 	[CM_IDLE] = "IDLE",
@@ -391,6 +398,19 @@ static void ud_fill_ah(struct cm_id *id, struct ibv_ah_attr *ah)
 	ah->grh.sgid_index = 0;
 	ah->grh.hop_limit = 64;
 	ah->grh.traffic_class = id->tos;
+}
+
+/*
+ * A connection that reported DISCONNECTED enters time wait and reports
+ * TIMEWAIT_EXIT when it ends, as the kernel's rdma_cm does: then its QP
+ * may be used again.  Programs free a connection's resources on it
+ * (tgt's iSER driver does, and nothing else).
+ */
+static void disconnected(struct cm_id *id, const struct cm_msg *m)
+{
+	conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
+	id->timewait_ns = cm_now_ns() + exp_ns(CM_TIMEWAIT);
+	cm_timer_arm();
 }
 
 /* ---- receiving ---- */
@@ -987,7 +1007,7 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 		send_once(&id->peer_gid, &r);
 		id->mad_pending = false;
 		id->state = CM_DISCONNECTED;
-		conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
+		disconnected(id, m);
 		break;
 	case CM_DISCONNECTED:
 		send_once(&id->peer_gid, &r);
@@ -1007,7 +1027,7 @@ static void handle_drep(const struct cm_msg *m)
 	}
 	id->mad_pending = false;
 	id->state = CM_DISCONNECTED;
-	conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
+	disconnected(id, m);
 }
 
 static void handle_sidr_rep(const struct cm_msg *m)
@@ -1102,6 +1122,14 @@ void cm_handle_timeouts(uint64_t now)
 	struct cm_id *id;
 
 	for (id = cm.ids; id; id = id->next) {
+		if (id->timewait_ns && id->timewait_ns <= now) {
+			struct cm_event *e;
+
+			id->timewait_ns = 0;
+			e = cm_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+			if (e)
+				cm_event_queue(e);
+		}
 		if (!id->mad_pending || id->deadline_ns > now)
 			continue;
 		if (id->retries_left > 0) {
@@ -1123,7 +1151,7 @@ void cm_handle_timeouts(uint64_t now)
 			break;
 		case CM_DREQ_SENT:
 			id->state = CM_DISCONNECTED;
-			conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);
+			disconnected(id, NULL);
 			break;
 		default:
 			break;

@@ -6,7 +6,7 @@
  * mid-handshake, and the API's error paths.  Prints "PASS: ..." and
  * exits 0, or prints "FAIL: ..." and exits 1.
  *
- *   cm_probe server ADDR PORT accept N BACKLOG [server-disconnects]
+ *   cm_probe server ADDR PORT accept N BACKLOG [server-disconnects] [timewait]
  *   cm_probe server ADDR PORT reject
  *   cm_probe server ADDR PORT die            (_exit on CONNECT_REQUEST)
  *   cm_probe server ADDR PORT expect-unreachable
@@ -17,7 +17,7 @@
  *   cm_probe server ADDR PORT afonly          (0.0.0.0 and [::] AFONLY)
  *   cm_probe server ADDR PORT v6-any          ([::] not AFONLY)
  *   cm_probe server ADDR PORT v6-only         ([::] AFONLY)
- *   cm_probe client ADDR PORT connect N [client-disconnects]
+ *   cm_probe client ADDR PORT connect N [client-disconnects] [timewait]
  *   cm_probe client ADDR PORT reconnect
  *   cm_probe client ADDR PORT expect-reject
  *   cm_probe client ADDR PORT expect-refused
@@ -299,6 +299,28 @@ static struct rdma_cm_id *family_listeners(const char *mode, const char *port,
 	return both ? id4 : id6;
 }
 
+/* Whether the word opt is among the mode's options. */
+static bool has_opt(int argc, char **argv, int from, const char *opt)
+{
+	int i;
+
+	for (i = from; i < argc; i++)
+		if (!strcmp(argv[i], opt))
+			return true;
+	return false;
+}
+
+/* TIMEWAIT_EXIT for connection i: after its DISCONNECTED, once. */
+static void timewait_exit(bool *disc_seen, bool *tw_seen, int i, int *tw)
+{
+	if (!disc_seen[i])
+		fail("TIMEWAIT_EXIT before DISCONNECTED on connection %d", i);
+	if (tw_seen[i])
+		fail("TIMEWAIT_EXIT twice on connection %d", i);
+	tw_seen[i] = true;
+	(*tw)++;
+}
+
 static int conn_index(struct rdma_cm_id **conns, int n, struct rdma_cm_id *id)
 {
 	int i;
@@ -314,11 +336,12 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
 	struct rdma_cm_id *lid, *conns[MAXC], *other = NULL, *want_lid = NULL;
-	bool up[MAXC] = { false };
+	bool up[MAXC] = { false }, down[MAXC] = { false }, tw_seen[MAXC] = { false };
 	struct sockaddr_in sin;
-	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, i;
+	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, tw = 0, i;
 	double t_rep = now();
-	int server_disc = argc > 3 && !strcmp(argv[3], "server-disconnects");
+	bool server_disc = has_opt(argc, argv, 3, "server-disconnects");
+	bool want_tw = has_opt(argc, argv, 3, "timewait");
 	bool relisten = !strcmp(mode, "hold-relisten");
 
 	if (!strcmp(mode, "accept")) {
@@ -351,8 +374,9 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	}
 	printf("listening on %s:%s\n", addr, port);
 	fflush(stdout);
-	while (est + early < n || disc < n) {
-		struct rdma_cm_event *e = next_event(120);
+	while (est + early < n || disc < n || (want_tw && tw < n)) {
+		/* time wait is 67 ms: 10 s is far beyond it on any host */
+		struct rdma_cm_event *e = next_event(disc == n ? 10 : 120);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
 		int status = e->status;
@@ -402,11 +426,17 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 			/* a lost RTU, overtaken by the client's DREQ, gives
 			 * DISCONNECTED with no ESTABLISHED, as the kernel's
 			 * rdma_cm does (DREQ received in REP sent) */
-			if (!up[conn_index(conns, nconn, id)])
+			i = conn_index(conns, nconn, id);
+			if (!up[i])
 				early++;
+			down[i] = true;
 			disc++;
 			if (!server_disc)
 				rdma_disconnect(id);
+			break;
+		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+			timewait_exit(down, tw_seen, conn_index(conns, nconn, id),
+				      &tw);
 			break;
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -440,8 +470,9 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	if (other)
 		rdma_destroy_id(other);
 	printf("PASS: %d connections accepted and disconnected (%s side "
-	       "first; %d before their RTU came)\n", n,
-	       server_disc ? "server" : "client", early);
+	       "first; %d before their RTU came)%s\n", n,
+	       server_disc ? "server" : "client", early,
+	       want_tw ? ", each then out of time wait" : "");
 	return 0;
 }
 
@@ -453,8 +484,10 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	bool again = !strcmp(mode, "reconnect");
 	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) :
 		again ? 2 : 1;
-	int client_disc = argc > 2 && !strcmp(argv[2], "client-disconnects");
-	int est = 0, disc = 0, i;
+	bool client_disc = has_opt(argc, argv, 2, "client-disconnects");
+	bool want_tw = has_opt(argc, argv, 2, "timewait");
+	bool down[MAXC] = { false }, tw_seen[MAXC] = { false };
+	int est = 0, disc = 0, tw = 0, i;
 	double t0 = now();
 
 	if (n > MAXC)
@@ -467,8 +500,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin, 2000))
 			fail("resolve: %s", strerror(errno));
 	}
-	while (est + disc < 2 * n) {
-		struct rdma_cm_event *e = next_event(60);
+	while (est + disc < 2 * n || (want_tw && tw < n)) {
+		struct rdma_cm_event *e = next_event(disc == n ? 10 : 60);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
 		int status = e->status;
@@ -519,6 +552,7 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 				fail("rdma_disconnect: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
+			down[conn_index(ids, n, id)] = true;
 			disc++;
 			if (!client_disc)
 				rdma_disconnect(id);
@@ -527,6 +561,9 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			     rdma_resolve_addr(ids[1], NULL,
 					       (struct sockaddr *)&sin, 2000)))
 				fail("resolve: %s", strerror(errno));
+			break;
+		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+			timewait_exit(down, tw_seen, conn_index(ids, n, id), &tw);
 			break;
 		case RDMA_CM_EVENT_REJECTED:
 			if (!strcmp(mode, "expect-reject")) {
@@ -577,7 +614,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			fail("rdma_destroy_id: %s", strerror(errno));
 	}
 	printf("PASS: %d connections established and disconnected in "
-	       "%.2f s\n", n, now() - t0);
+	       "%.2f s%s\n", n, now() - t0,
+	       want_tw ? ", each then out of time wait" : "");
 	return 0;
 }
 
