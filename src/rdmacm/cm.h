@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
@@ -276,6 +277,8 @@ struct cm_global {
 	struct cm_counters cnt;
 	struct cm_held held[CM_HOLD_MAX];
 	uint64_t hold_ns;		/* UROCE_CM_HOLD_MS; 0: no holding */
+	pid_t pid;			/* the process that opened it (a
+					 * forked child's exit ends nothing) */
 };
 
 extern struct cm_global cm;
@@ -322,6 +325,7 @@ void cm_mc_detach_qp(struct cm_id *id);	/* before its QP goes */
 int cm_gsi_start(void);
 void cm_gsi_stop(void);
 int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad);
+void cm_flush_sends(uint64_t timeout_ns);
 void cm_timer_arm(void);
 uint64_t cm_now_ns(void);
 void cm_gid_from_sa(const struct sockaddr *sa, union ibv_gid *gid);

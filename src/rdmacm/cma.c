@@ -428,6 +428,59 @@ static void destroy_children(struct cm_id *lid)
 
 static void unpin(struct cm_id *ci);
 
+/*
+ * What the peer of a connection that goes away is told, as the kernel's
+ * rdma_cm tells it when an id is destroyed or its process exits: a DREQ
+ * for an established connection, a REJ for one not yet made.  Returns
+ * whether a MAD went out.  cm.lock held.
+ */
+static bool tell_peer_gone(struct cm_id *ci)
+{
+	switch (ci->state) {
+	case CM_REQ_SENT:
+		cm_send_rej(ci, CM_REJ_TIMEOUT, NULL, 0);
+		return true;
+	case CM_REQ_RCVD:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		cm_send_rej(ci, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		return true;
+	case CM_ESTABLISHED:
+		cm_send_dreq(ci);
+		return true;
+	case CM_SIDR_REQ_RCVD:
+		cm_send_sidr_rep(ci, CM_SIDR_REJECT, 0, NULL, 0);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * At exit (exit() or the return from main; this runs before our
+ * libibverbs closes the device) every connection of the process is
+ * ended as by rdma_destroy_id, as the kernel's rdma_cm ends them when
+ * the process's ucma file closes: the peer learns at once, not seconds
+ * later from its retries.  The MADs are sent before we return, with a
+ * bound on the wait.  _exit and death by a signal skip this: the peer
+ * then learns from its retries, or its CM's DREQ retries.
+ */
+static void __attribute__((destructor)) end_connections_at_exit(void)
+{
+	struct cm_id *ci;
+	bool sent = false;
+
+	if (!cm.dev_up || cm.pid != getpid())
+		return;
+	pthread_mutex_lock(&cm.lock);
+	for (ci = cm.ids; ci; ci = ci->next)
+		if (ci->state != CM_LISTEN && tell_peer_gone(ci))
+			sent = true;
+	if (sent)
+		cm_flush_sends(100 * 1000000ull);
+	pthread_mutex_unlock(&cm.lock);
+}
+
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *ci = to_cid(id);
@@ -449,27 +502,10 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		pthread_mutex_unlock(&cm.lock);
 		return cm_set_errno(EBUSY);
 	}
-	switch (ci->state) {
-	case CM_REQ_SENT:
-		cm_send_rej(ci, CM_REJ_TIMEOUT, NULL, 0);
-		break;
-	case CM_REQ_RCVD:
-	case CM_REP_SENT:
-	case CM_REP_RCVD:
-		cm_send_rej(ci, CM_REJ_CONSUMER_DEFINED, NULL, 0);
-		break;
-	case CM_ESTABLISHED:
-		cm_send_dreq(ci);
-		break;
-	case CM_SIDR_REQ_RCVD:
-		cm_send_sidr_rep(ci, CM_SIDR_REJECT, 0, NULL, 0);
-		break;
-	case CM_LISTEN:
+	if (ci->state == CM_LISTEN)
 		destroy_children(ci);
-		break;
-	default:
-		break;
-	}
+	else
+		tell_peer_gone(ci);
 	cm_mc_leave_all(ci);
 	unpin(ci);
 	cm_id_free(ci);

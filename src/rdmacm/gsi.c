@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,23 @@ int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad)
 	return 0;
 }
 
+/* Waits, at most timeout_ns, until every MAD posted has left (its send
+ * completed).  cm.lock held. */
+void cm_flush_sends(uint64_t timeout_ns)
+{
+	uint64_t end = cm_now_ns() + timeout_ns;
+	unsigned int i;
+
+	while (cm.gsi && cm_now_ns() < end) {
+		drain_send();
+		for (i = 0; i < NSEND && !cm.send_busy[i]; i++)
+			;
+		if (i == NSEND)
+			return;
+		sched_yield();
+	}
+}
+
 /* Arms the timerfd to the earliest pending deadline.  cm.lock held. */
 void cm_timer_arm(void)
 {
@@ -340,6 +358,7 @@ int cm_dev_up(void)
 		goto err;
 	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
 	cm.hold_ns = hold_ns();
+	cm.pid = getpid();
 	read_addr();
 	err = uroce_thread_create(&cm.thread, 0, cm_thread, NULL);
 	if (err) {

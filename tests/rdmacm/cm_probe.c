@@ -7,6 +7,7 @@
  * exits 0, or prints "FAIL: ..." and exits 1.
  *
  *   cm_probe server ADDR PORT accept N BACKLOG [server-disconnects] [timewait]
+ *                                                [peer-exits]
  *   cm_probe server ADDR PORT reject
  *   cm_probe server ADDR PORT die            (_exit on CONNECT_REQUEST)
  *   cm_probe server ADDR PORT expect-unreachable
@@ -18,6 +19,7 @@
  *   cm_probe server ADDR PORT v6-any          ([::] not AFONLY)
  *   cm_probe server ADDR PORT v6-only         ([::] AFONLY)
  *   cm_probe client ADDR PORT connect N [client-disconnects] [timewait]
+ *   cm_probe client ADDR PORT exit-connected N  (exit() once connected)
  *   cm_probe client ADDR PORT reconnect
  *   cm_probe client ADDR PORT expect-reject
  *   cm_probe client ADDR PORT expect-refused
@@ -342,6 +344,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	double t_rep = now();
 	bool server_disc = has_opt(argc, argv, 3, "server-disconnects");
 	bool want_tw = has_opt(argc, argv, 3, "timewait");
+	/* the client exits connected: its DREQ must come at once */
+	bool peer_exits = has_opt(argc, argv, 3, "peer-exits");
 	bool relisten = !strcmp(mode, "hold-relisten");
 
 	if (!strcmp(mode, "accept")) {
@@ -375,8 +379,11 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	printf("listening on %s:%s\n", addr, port);
 	fflush(stdout);
 	while (est + early < n || disc < n || (want_tw && tw < n)) {
-		/* time wait is 67 ms: 10 s is far beyond it on any host */
-		struct rdma_cm_event *e = next_event(disc == n ? 10 : 120);
+		/* time wait is 67 ms, a DREQ milliseconds: 10 s is far
+		 * beyond them on any host (the peer's retries would not
+		 * tell an idle connection in a minute) */
+		struct rdma_cm_event *e = next_event(
+			disc == n || (peer_exits && est + early == n) ? 10 : 120);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
 		int status = e->status;
@@ -482,7 +489,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	struct rdma_cm_id *ids[MAXC] = { NULL };
 	struct sockaddr_in sin;
 	bool again = !strcmp(mode, "reconnect");
-	int n = argc > 1 && !strcmp(mode, "connect") ? atoi(argv[1]) :
+	int n = argc > 1 && (!strcmp(mode, "connect") ||
+			     !strcmp(mode, "exit-connected")) ? atoi(argv[1]) :
 		again ? 2 : 1;
 	bool client_disc = has_opt(argc, argv, 2, "client-disconnects");
 	bool want_tw = has_opt(argc, argv, 2, "timewait");
@@ -547,6 +555,12 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			return 1;
 		case RDMA_CM_EVENT_ESTABLISHED:
 			est++;
+			if (!strcmp(mode, "exit-connected") && est == n) {
+				/* exit() with the connections up: our
+				 * librdmacm's DREQs tell the server */
+				printf("PASS: exiting with %d connections up\n", n);
+				exit(0);
+			}
 			if ((client_disc || (again && id == ids[1])) &&
 			    rdma_disconnect(id))
 				fail("rdma_disconnect: %s", strerror(errno));
