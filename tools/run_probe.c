@@ -213,15 +213,27 @@ static void pass_on(int fd)
 	}
 }
 
-/* The program names its address (UROCE_ADDR or UROCE_IFNAME) and may
- * share it: several `uroce run`s may then start programs on it at once
- * (one MPI job's ranks on a host's one address). */
-static bool addr_named_shared(void)
+/* How often the device is opened again when another `uroce run` took the
+ * address it chose. */
+#define RUN_PROBE_TRIES	32
+
+/* The program names its address (UROCE_ADDR or UROCE_IFNAME): the
+ * library does not choose it. */
+static bool addr_named(void)
 {
 	const char *a = getenv("UROCE_ADDR"), *i = getenv("UROCE_IFNAME");
+
+	return (a && *a) || (i && *i);
+}
+
+/* The program names its address and may share it: several `uroce run`s
+ * may then start programs on it at once (one MPI job's ranks on a host's
+ * one address). */
+static bool addr_named_shared(void)
+{
 	const char *s = getenv("UROCE_SHARE");
 
-	return ((a && *a) || (i && *i)) && !(s && !strcmp(s, "0"));
+	return addr_named() && !(s && !strcmp(s, "0"));
 }
 
 /*
@@ -270,7 +282,7 @@ int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
 	struct ibv_context *ctx = NULL;
 	char *pcap = getenv("UROCE_PCAP");
 	char said[512] = "";
-	int n = 0, cap, saved, ret;
+	int n = 0, cap, saved, ret, tries;
 
 	memset(d, 0, sizeof(*d));
 	err[0] = '\0';
@@ -284,22 +296,36 @@ int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
 	if (saved >= 0)
 		dup2(cap, STDERR_FILENO);
 
-	list = api.get_device_list(&n);
-	ret = list && n > 0 ? 0 : -(errno ? errno : ENODEV);
-	if (!ret) {
-		snprintf(d->name, sizeof(d->name), "%s", list[0]->name);
-		snprintf(d->uverbs, sizeof(d->uverbs), "%s", list[0]->dev_name);
-		ctx = api.open_device(list[0]);
-		ret = ctx ? query(&api, ctx, d) : -(errno ? errno : ENODEV);
+	for (tries = 1;; tries++) {
+		list = api.get_device_list(&n);
+		ret = list && n > 0 ? 0 : -(errno ? errno : ENODEV);
+		if (!ret) {
+			snprintf(d->name, sizeof(d->name), "%s", list[0]->name);
+			snprintf(d->uverbs, sizeof(d->uverbs), "%s",
+				 list[0]->dev_name);
+			ctx = api.open_device(list[0]);
+			ret = ctx ? query(&api, ctx, d) :
+			      -(errno ? errno : ENODEV);
+		}
+		/* before the close, which may unbind the address */
+		if (!ret && hold)
+			ret = hold_addr(d, hold, err, len);
+		if (ctx)
+			api.close_device(ctx);
+		if (list)
+			api.free_device_list(list);
+		ctx = NULL;
+		list = NULL;
+		/* another uroce run reserved the address the library chose
+		 * (the library checks for that, but should it still come to
+		 * pass): the next open skips it; never fatal while the scan
+		 * has addresses left */
+		if (ret != -EADDRINUSE || !hold || addr_named() ||
+		    tries == RUN_PROBE_TRIES)
+			break;
+		memset(d, 0, sizeof(*d));
+		err[0] = '\0';
 	}
-	/* before the close, which may unbind the address */
-	if (!ret && hold) {
-		ret = hold_addr(d, hold, err, len);
-	}
-	if (ctx)
-		api.close_device(ctx);
-	if (list)
-		api.free_device_list(list);
 
 	if (saved >= 0) {
 		dup2(saved, STDERR_FILENO);

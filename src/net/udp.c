@@ -569,8 +569,20 @@ int uroce_net_open(struct uroce_dev *dev)
 			memset(&ss, 0, sizeof(ss));
 			in->sin_family = AF_INET;
 			in->sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)i);
-			if (!addr_reserved(&ss))
-				fd = open_bound(dev, &ss, share_mode(false), &sh);
+			if (addr_reserved(&ss))
+				continue;
+			fd = open_bound(dev, &ss, share_mode(false), &sh);
+			/* a `uroce run` reserves its address before its probe
+			 * lets it go: one that did so between our check and
+			 * our bind keeps it (uroce_host.h) */
+			if (fd >= 0 && addr_reserved(&ss)) {
+				if (sh)
+					uroce_share_release(sh, fd);
+				else
+					close(fd);
+				sh = NULL;
+				fd = -EADDRINUSE;
+			}
 		}
 	}
 	if (fd < 0) {
