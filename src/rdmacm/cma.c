@@ -620,22 +620,23 @@ static int move_dev(const struct sockaddr *addr)
  * allows: when both are AFONLY (tgtd listens on 0.0.0.0 and, AFONLY, on
  * [::] with the same port).
  */
-static bool apart_by_family(const struct cm_id *a, const struct cm_id *b)
+static bool apart_by_family(const struct cm_id *a, sa_family_t family,
+			    const struct cm_id *b)
 {
 	return a && a->afonly && b->afonly &&
-	       a->id.route.addr.src_addr.sa_family !=
-	       b->id.route.addr.src_addr.sa_family;
+	       family != b->id.route.addr.src_addr.sa_family;
 }
 
-/* Whether (ps, port) is taken for ci (NULL: for anyone). */
-static bool port_taken(const struct cm_id *ci, enum rdma_port_space ps,
-		       uint16_t port, bool reuse)
+/* Whether (ps, port) is taken for ci about to bind an address of family
+ * (ci NULL: taken for anyone). */
+static bool port_taken(const struct cm_id *ci, sa_family_t family,
+		       enum rdma_port_space ps, uint16_t port, bool reuse)
 {
 	struct cm_id *id;
 
 	for (id = cm.ids; id; id = id->next)
 		if (id != ci && id->bound && !id->listener &&
-		    id->id.ps == ps && !apart_by_family(ci, id) &&
+		    id->id.ps == ps && !apart_by_family(ci, family, id) &&
 		    id->port == port && id->state != CM_REQ_RCVD &&
 		    id->state != CM_REP_SENT && id->state != CM_ESTABLISHED &&
 		    id->state != CM_DREQ_SENT && id->state != CM_DISCONNECTED &&
@@ -653,7 +654,7 @@ uint16_t cm_alloc_port(enum rdma_port_space ps)
 		base = (uint16_t)cm_now_ns();
 	for (i = 0; i < 28232; i++) {
 		p = (uint16_t)(32768 + (base + i) % 28232);
-		if (!port_taken(NULL, ps, p, false))
+		if (!port_taken(NULL, AF_UNSPEC, ps, p, false))
 			return p;
 	}
 	return 0;
@@ -727,7 +728,8 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	port = get_port(addr);
 	if (!port)
 		port = cm_alloc_port(ci->id.ps);
-	else if (port_taken(ci, ci->id.ps, port, ci->reuseaddr))
+	else if (port_taken(ci, addr->sa_family, ci->id.ps, port,
+			    ci->reuseaddr))
 		return EADDRINUSE;
 	if (!port)
 		return EADDRINUSE;

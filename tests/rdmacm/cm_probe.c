@@ -253,7 +253,8 @@ static struct rdma_cm_id *relisten_after(struct rdma_cm_id *lid,
  * cma_match_private_data).  "afonly": tgtd's listeners, 0.0.0.0:PORT
  * (AF_INET: AFONLY by default) and [::]:PORT with AFONLY 1 on the same
  * port; the option after the bind is EINVAL, a third id on [::]:PORT
- * that is not AFONLY overlaps both (EADDRINUSE).  The IPv4 listener is
+ * that is not AFONLY overlaps both, and a second of either family is
+ * refused too (EADDRINUSE).  The IPv4 listener is
  * returned: the client's request must reach it.  "v6-any": [::]:PORT
  * with AFONLY 0 alone, returned: it takes IPv4 requests too.  "v6-only":
  * [::]:PORT with AFONLY 1 alone: an IPv4 request is refused.  *other:
@@ -292,6 +293,22 @@ static struct rdma_cm_id *family_listeners(const char *mode, const char *port,
 		if (rdma_bind_addr(id6b, (struct sockaddr *)&sin6) != -1 ||
 		    errno != EADDRINUSE)
 			fail("[::]:%s not AFONLY next to both: %s", port,
+			     strerror(errno));
+		rdma_destroy_id(id6b);
+		/* a family still has the port once */
+		if (rdma_create_id(ch, &id6b, NULL, RDMA_PS_TCP))
+			fail("create: %s", strerror(errno));
+		if (rdma_bind_addr(id6b, (struct sockaddr *)&sin) != -1 ||
+		    errno != EADDRINUSE)
+			fail("0.0.0.0:%s bound twice: %s", port, strerror(errno));
+		rdma_destroy_id(id6b);
+		if (rdma_create_id(ch, &id6b, NULL, RDMA_PS_TCP) ||
+		    rdma_set_option(id6b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+				    &afonly, sizeof(afonly)))
+			fail("AFONLY 1: %s", strerror(errno));
+		if (rdma_bind_addr(id6b, (struct sockaddr *)&sin6) != -1 ||
+		    errno != EADDRINUSE)
+			fail("[::]:%s AFONLY bound twice: %s", port,
 			     strerror(errno));
 		rdma_destroy_id(id6b);
 	}
