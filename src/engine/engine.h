@@ -95,6 +95,13 @@ struct uroce_tx {
 	struct uroce_txtag fail[UROCE_TXFAIL_MAX];
 };
 
+/*
+ * The longest an ACK is held for the application's next call after the
+ * burst that brought its request (engine/resp.c): the timer pass sends
+ * it then.  The bound an ACK keeps is docs/datapath.md's, "ACKs".
+ */
+#define UROCE_ACK_HOLD_NS	200000
+
 /* dev->ack, engine/resp.c: while a receive burst is handled, plain ACKs
  * wait here (QP numbers) and leave once at its end (dev->lock) */
 struct uroce_ack_hold {
@@ -269,7 +276,8 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn);
 void uroce_ack_burst_begin(struct uroce_dev *dev);
 void uroce_ack_burst_end(struct uroce_dev *dev);
 /* ... or leave them for the application's next post or poll, which
- * send them with uroce_post_run or uroce_ack_release(_unlocked) */
+ * send them with uroce_post_run or uroce_ack_release(_unlocked); the
+ * timer pass sends them UROCE_ACK_HOLD_NS later at the latest */
 void uroce_ack_burst_end_for_post(struct uroce_dev *dev);
 void uroce_ack_release(struct uroce_dev *dev);
 void uroce_ack_release_unlocked(struct uroce_dev *dev);

@@ -54,6 +54,8 @@ void uroce_timers_run(struct uroce_dev *dev)
 	dev->prog.armed_deadline_ns = 0;
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
+	/* ACKs held for a post that did not come (UROCE_ACK_HOLD_NS) */
+	uroce_ack_release(dev);
 	for (i = 0; i < dev->obj.nqps; i++) {
 		struct uroce_qp *qp = dev->obj.live[i];
 		uint64_t d;

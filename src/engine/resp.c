@@ -203,17 +203,23 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
 /*
  * The end of a burst that an application thread took from the socket
  * in its own poll: its ACKs wait for that application's next call, so
- * that a ping-pong's reply goes first and the ACK behind it in the same
- * system call (docs/transport.md, "Held ACKs").
- * A QP's own response (a NAK, a READ response) still sends its held ACK
- * first (uroce_xmit); nothing else needs the order.
+ * that a ping-pong's reply and the ACK of the ping leave in one system
+ * call (docs/datapath.md, "ACKs").  The ACK still goes first: a QP's
+ * held ACK leaves before anything else it sends (uroce_xmit).  And it
+ * waits at most UROCE_ACK_HOLD_NS: the engine's timer sends it then,
+ * whatever the application does (a NIC does not wait for the
+ * application to be scheduled; gloo destroys a buffer whose last send
+ * has not completed yet).
  */
 void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 {
 	dev->ack.ack_defer = false;
-	if (dev->ack.nack_pending)
-		atomic_store_explicit(&dev->ack.held, true,
-				      memory_order_relaxed);
+	if (!dev->ack.nack_pending ||
+	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&dev->ack.held, true, memory_order_relaxed);
+	/* (no system call unless nothing earlier is armed) */
+	uroce_timer_arm(dev, uroce_now_ns() + UROCE_ACK_HOLD_NS);
 }
 
 /* (lock held) the ACKs a burst left for the next post go now */
@@ -234,7 +240,8 @@ void uroce_ack_release_unlocked(struct uroce_dev *dev)
 	uroce_dev_unlock(dev);
 }
 
-/* a post: its packets first, then the ACKs held for it, one batch */
+/* a post: the held ACKs of its QP first (uroce_xmit), its packets, then
+ * the other QPs' held ACKs, one batch */
 void uroce_post_run(struct uroce_qp *qp)
 {
 	uroce_xmit_begin(qp->dev);

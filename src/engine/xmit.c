@@ -322,11 +322,14 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen)
 {
-	/* an ACK held back goes before the QP's next response (a NAK, a
-	 * READ response: they are one stream); a request of ours (the
-	 * reply of a ping-pong) may pass it */
-	if (qp->resp.ack_pending && !(uroce_opcode[bth_opcode(hdr)].mask &
-				      (UROCE_M_REQ | UROCE_M_ACK)))
+	/* an ACK held back goes before anything else the QP sends: its
+	 * responses (a NAK, a READ response) are one stream with it, and a
+	 * request may answer the message it acknowledges (tgt completes a
+	 * login only on the ACK of its response; the initiator's first
+	 * command must not come before it).  In the same batch it costs
+	 * no system call of its own (docs/datapath.md, "ACKs") */
+	if (qp->resp.ack_pending &&
+	    !(uroce_opcode[bth_opcode(hdr)].mask & UROCE_M_ACK))
 		uroce_ack_flush(qp);
 	if (uroce_qp_is_xrc(qp))
 		return uroce_xrc_xmit(qp, hdr, hdrlen, payload, npayload,

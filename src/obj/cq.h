@@ -87,6 +87,9 @@ static inline struct ibv_cq *ucq_ibcq(struct uroce_cq *cq)
 /* verbs/cq.c: add a completion; takes cq->lock.  Raises the CQ event if
  * the CQ is armed.  Returns 0, or -ENOSPC on overrun (CQ is then in error). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* verbs/cq.c: remove every completion of QP qpn (its QP went to RESET);
+ * dev->lock held, takes cq->lock */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 void uroce_async_event(struct uroce_context *uctx, struct ibv_async_event *ev);
 /* withdraw the queued async events of obj (a CQ, QP, SRQ or WQ) before
  * destroying it; then wait for events_completed == async_events_reported */

@@ -475,6 +475,31 @@ lost:
 }
 
 /*
+ * The QP qpn went to RESET: its completions leave the CQ, the others
+ * stay in their order (mlx4 and mlx5 do this; rxe does not).  A program
+ * that recovers a QP in place (ERR, RESET, ... RTS) must not poll the
+ * flush errors of its old receives after the recovery.  dev->lock held
+ * (no completion of the QP can come meanwhile); takes cq->lock.
+ */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
+{
+	uint32_t mask = cq->size - 1, from, to;
+
+	pthread_mutex_lock(&cq->lock);
+	for (from = to = cq->head; from != cq->tail; from++) {
+		if (cq->ring[from & mask].wc.qp_num == qpn)
+			continue;
+		if (to != from)
+			cq->ring[to & mask] = cq->ring[from & mask];
+		to++;
+	}
+	/* (the lock-free empty check in uroce_poll_cq only reads it as a
+	 * hint; the entries are read under the lock) */
+	__atomic_store_n(&cq->tail, to, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&cq->lock);
+}
+
+/*
  * A poll found completions.  If they were RDMA WRITEs alone, the
  * application may now wait for the peer in a way we cannot see: a WRITE
  * in answer leaves no completion, only memory that changes (ib_write_lat

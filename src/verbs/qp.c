@@ -677,6 +677,18 @@ static void commit_requester(struct uroce_qp *qp,
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
 }
 
+/* RESET takes the QP's completions out of its CQs (verbs/cq.c
+ * uroce_cq_clean); on an SRQ's CQ only its own */
+static void clean_cqs(struct uroce_qp *qp)
+{
+	uint32_t qpn = uqp_ibqp(qp)->qp_num;
+
+	if (qp->scq)
+		uroce_cq_clean(qp->scq, qpn);
+	if (qp->rcq && qp->rcq != qp->scq)
+		uroce_cq_clean(qp->rcq, qpn);
+}
+
 /* What entering the new state does, once its attributes are in place. */
 static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 			int mask, enum ibv_qp_state next)
@@ -685,6 +697,7 @@ static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	case IBV_QPS_RESET:
 		uroce_qp_reset(qp);
 		uroce_qp_set_state(qp, next);
+		clean_cqs(qp);
 		break;
 	case IBV_QPS_ERR:
 		uroce_qp_to_error(qp);

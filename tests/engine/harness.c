@@ -24,6 +24,7 @@ struct wpkt {
 static struct wpkt **heap;
 static size_t nheap, heap_cap;
 static uint64_t wseq;
+static unsigned int io_calls;		/* calls of the packet IO so far */
 static uint64_t rng;
 static struct sockaddr_storage local;
 
@@ -155,6 +156,7 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	describe(buf, len, p);
 	p->sent_ns = E->now;
 	p->nth = E->ntrace++;
+	p->io_call = io_calls;
 	at = E->now + E->o.latency_ns;
 	p->dropped = (E->filter && E->filter(E, p)) ||
 		     (E->o.drop_ppm && rnd_ppm() < E->o.drop_ppm);
@@ -185,6 +187,7 @@ static int wire_send_to(struct uroce_dev *dev,
 {
 	if (is_unreach(dst))
 		return E->o.unreach_err;
+	io_calls++;
 	return wire_send(dev, dst, iov, iovcnt);
 }
 
@@ -197,6 +200,7 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	static uint8_t buf[65536];
 	int r, i;
 
+	io_calls++;
 	for (r = 0; r < nruns; r++) {
 		size_t len = 0, off;
 
@@ -368,6 +372,8 @@ static void deliver_burst(void)
 
 		uroce_recv(dev, w->data, w->len, &local, &local, 0);
 		free(w);
+		if (E->mid_burst)
+			E->mid_burst(E);
 	}
 	pthread_mutex_lock(&dev->lock);
 	if (E->o.acks_for_post)

@@ -43,6 +43,8 @@ struct eng_pkt {
 	uint32_t paylen;
 	bool dropped;			/* by the filter or the generator */
 	unsigned int nth;		/* its index in the trace */
+	unsigned int io_call;		/* which call of the packet IO sent
+					 * it (one sendmmsg, one sendmsg) */
 };
 
 struct eng;
@@ -78,6 +80,9 @@ struct eng {
 	uint8_t *buf_a, *buf_b;
 	struct eng_opts o;
 	eng_filter_fn filter;
+	/* called after each packet of a receive burst: an application
+	 * thread that runs while another thread is in the burst */
+	void (*mid_burst)(struct eng *e);
 	void *priv;			/* the scenario's own state */
 	uint64_t now;			/* the fake clock */
 	uint64_t start;

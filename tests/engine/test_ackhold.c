@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * ACKs held for the application's reply (docs/transport.md "Held
- * ACKs"): a receive burst that an application thread took in its
- * own poll leaves its ACKs for that application's next post, which sends
- * its own packets first and the ACKs behind them; a response of the QP
- * (a READ response) still sends the held ACK first, and the next poll
- * (or the progress thread) sends what no post took.  Each is a named
- * test (`test_ackhold NAME`), run by ctest as engine.NAME.
+ * ACKs held for the application's reply (docs/datapath.md, "ACKs"): a
+ * receive burst that an application thread took in its own poll leaves
+ * its ACKs for that application's next post, which sends them first and
+ * its own packets behind them, in one batch; nothing the QP sends (a
+ * request that answers the acknowledged message, a READ response) passes
+ * its ACK, not even while another thread is still in the burst; the next
+ * poll sends what no post took, and the engine's timer sends it
+ * UROCE_ACK_HOLD_NS after the burst at the latest, with the application
+ * gone.  Each is a named test (`test_ackhold NAME`), run by ctest as
+ * engine.NAME.
  *
  * A sends to B; B answers.  PSNs start at 0x100 in both directions.
  */
@@ -58,14 +61,14 @@ static void thread_looks(void)
 	uroce_ack_release_unlocked(E->dev);
 }
 
-/* ---- a ping-pong: B's reply, then its ACK of the ping ---- */
+/* ---- a ping-pong: the ACK of the ping, then B's reply, one batch ---- */
 
 static bool b_req(const struct eng_pkt *p)
 {
 	return from_b(p) && p->is_req;
 }
 
-static void t_ack_behind_reply(void)
+static void t_ack_before_reply(void)
 {
 	struct eng_opts o = hold_opts();
 	unsigned int reply, ack;
@@ -86,8 +89,12 @@ static void t_ack_behind_reply(void)
 	ENG_CHECK(reply < E->ntrace && ack < E->ntrace,
 		  "the post sent reply %u, ACK %u of %u packets", reply, ack,
 		  E->ntrace);
-	/* the reply first, the ACK behind it, both from the one post */
-	ENG_CHECK(reply < ack, "ACK %u before the reply %u", ack, reply);
+	/* the ACK first (the reply may answer what it acknowledges), both
+	 * in the one system call of the post */
+	ENG_CHECK(ack < reply, "the reply %u before the ACK %u", reply, ack);
+	ENG_CHECK(E->trace[ack].io_call == E->trace[reply].io_call,
+		  "ACK and reply in two sends (%u, %u)", E->trace[ack].io_call,
+		  E->trace[reply].io_call);
 	ENG_CHECK(E->trace[ack].psn == PSN0, "ACK of PSN 0x%x",
 		  E->trace[ack].psn);
 	thread_looks();
@@ -99,6 +106,59 @@ static void t_ack_behind_reply(void)
 		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS),
 		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
 	ENG_CHECK(!memcmp(E->buf_a + 4096, E->buf_b + 4096, 2), "reply differs");
+}
+
+/* ---- B's application answers while the burst is still going on ---- */
+
+/* after the first packet of the burst: B's application (another thread)
+ * sees the receive and posts its answer at once */
+static void b_answers_mid_burst(struct eng *e)
+{
+	if (e->got_b || !eng_poll(e->cq_b, &e->wc_b[0]))
+		return;
+	e->got_b++;
+	eng_post_send(e->b, IBV_WR_SEND, 3, 4096, 2, 0, 0);
+}
+
+static bool b_ack_of_first(const struct eng_pkt *p)
+{
+	return b_ack(p) && p->psn == PSN0;
+}
+
+static void t_ack_before_reply_mid_burst(void)
+{
+	struct eng_opts o;
+	unsigned int reply, ack;
+
+	memset(&o, 0, sizeof(o));
+	o.gso = true;		/* the progress thread's burst: ACKs at its end */
+	eng_setup(&o);
+	eng_pattern();
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_recv(E->b, 11, 64, 64);
+	eng_post_recv(E->a, 20, 4096, 64);
+	/* two messages that arrive together: one burst */
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+	eng_post_send(E->a, IBV_WR_SEND, 2, 64, 2, 0, 0);
+	E->mid_burst = b_answers_mid_burst;
+	eng_wait(0, 0);
+	ENG_CHECK(eng_run(b_has_recv, 10 * MS), "B never received");
+	E->mid_burst = NULL;
+	eng_expect_ok(&E->wc_b[0], 10);
+	reply = next_of_b(0, b_req);
+	ack = next_of_b(0, b_ack_of_first);
+	ENG_CHECK(reply < E->ntrace, "B's answer was not sent");
+	/* the ACK of the message B's application answered goes first */
+	ENG_CHECK(ack < reply, "the answer %u before the ACK %u of what it "
+		  "answers", reply, ack);
+	eng_wait(3, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "never ended");
+	/* A: the first SEND acknowledged, B's answer, the second SEND */
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 20);
+	eng_expect_ok(&E->wc_a[2], 2);
+	eng_expect_ok(&E->wc_b[0], 11);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0, "a probe was needed");
 }
 
 /* ---- a READ response does not pass the ACK of the SEND before it ---- */
@@ -169,8 +229,50 @@ static void t_ack_released_by_poll(void)
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0, "a probe was needed");
 }
 
+/* ---- no post, no poll: the ACK leaves within UROCE_ACK_HOLD_NS ---- */
+
+static bool a_req(const struct eng_pkt *p)
+{
+	return !from_b(p) && p->is_req;
+}
+
+static void t_ack_hold_bound(void)
+{
+	struct eng_opts o = hold_opts();
+	unsigned int ping, ack;
+	uint64_t arrived, waited;
+
+	eng_setup(&o);
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(b_has_recv, 10 * MS), "B never received the SEND");
+	ENG_CHECK(eng_count_sent(b_ack) == 0, "B acknowledged at once");
+	/* B's application is gone (descheduled, or computing): nothing of
+	 * it runs from here on; only the engine's timers and the wire */
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ping = next_of_b(0, a_req);
+	ack = next_of_b(0, b_ack);
+	ENG_CHECK(ack < E->ntrace, "no ACK");
+	arrived = E->trace[ping].sent_ns + E->o.latency_ns;
+	waited = E->trace[ack].sent_ns - arrived;
+	ENG_CHECK(waited <= UROCE_ACK_HOLD_NS, "the ACK left %llu ns after "
+		  "its request arrived (bound %llu)", (unsigned long long)waited,
+		  (unsigned long long)UROCE_ACK_HOLD_NS);
+	ENG_CHECK(E->trace[ack].psn == PSN0, "ACK of PSN 0x%x",
+		  E->trace[ack].psn);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0 &&
+		  eng_cnt(UROCE_CNT_TIMEOUTS) == 0,
+		  "A had to probe (%llu) or time out (%llu)",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES),
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS));
+}
+
 static const struct eng_test tests[] = {
-	{ "ack_behind_reply", t_ack_behind_reply },
+	{ "ack_before_reply", t_ack_before_reply },
+	{ "ack_before_reply_mid_burst", t_ack_before_reply_mid_burst },
+	{ "ack_hold_bound", t_ack_hold_bound },
 	{ "ack_before_response", t_ack_before_response },
 	{ "ack_released_by_poll", t_ack_released_by_poll },
 };
