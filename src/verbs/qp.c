@@ -677,8 +677,8 @@ static void commit_requester(struct uroce_qp *qp,
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
 }
 
-/* RESET takes the QP's completions out of its CQs (verbs/cq.c
- * uroce_cq_clean); on an SRQ's CQ only its own */
+/* RESET and destroy take the QP's completions out of its CQs (verbs/cq.c
+ * uroce_cq_clean); on an SRQ's CQ only its own.  dev->lock held. */
 static void clean_cqs(struct uroce_qp *qp)
 {
 	uint32_t qpn = uqp_ibqp(qp)->qp_num;
@@ -799,6 +799,14 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	uroce_resp_farewell(qp);
 	uroce_req_release(qp);
 	uroce_qp_table_del(dev, qp);
+	/*
+	 * Its completions go with it, as on mlx4 and mlx5: their wr_ids
+	 * point at what the program frees with the QP, and a program that
+	 * drains a shared CQ after the destroy would act on them
+	 * (libfabric's rxm reposted such a receive on the endpoint it had
+	 * just closed, and crashed).
+	 */
+	clean_cqs(qp);
 	uroce_dev_unlock(dev);
 	/* unread async events go; read ones must be acked first (as
 	 * libibverbs documents for ibv_destroy_qp) */

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""A QP moved to RESET takes its completions out of its CQs (as mlx4 and
-mlx5 do), the other QPs' completions stay in order: a QP recovered in place
-(ERR -> RESET -> INIT -> RTR -> RTS) polls no stale WR_FLUSH_ERR."""
+"""A QP moved to RESET or destroyed takes its completions out of its CQs
+(as mlx4 and mlx5 do), the other QPs' completions stay in order: a QP
+recovered in place (ERR -> RESET -> INIT -> RTR -> RTS) polls no stale
+WR_FLUSH_ERR, and a program that destroys a QP and then drains the CQ it
+shares finds nothing whose wr_id points at what it freed with the QP."""
 
 import unittest
 
@@ -85,6 +87,21 @@ class QPResetTest(u.VerbsTestCase):
         wc, = u.poll_cq(rcq)
         self.assertWC(wc, wr_id=103, opcode=e.IBV_WC_RECV)
         self.assertEqual(wc.qp_num, y.qpn)
+
+    def test_destroy_cleans_shared_cq(self):
+        a, b = self.pair()
+        c, d = self.pair(a_kw=dict(rcq=a.rcq))     # c shares a's recv CQ
+        self.post_recv(a.qp, a.mr, 0, 64, wr_id=11)
+        self.post_recv(c.qp, c.mr, 0, 64, wr_id=21)
+        self.post_recv(a.qp, a.mr, 64, 64, wr_id=12)
+        self.send_to(b, 1)                          # a: 11, successful
+        self.send_to(d, 2)                          # c: 21
+        a.qp.close()                                # 12 never completes
+        wc, = u.poll_cq(a.rcq)
+        self.assertWC(wc, wr_id=21, opcode=e.IBV_WC_RECV, byte_len=8)
+        self.assertEqual(wc.qp_num, c.qpn)
+        self.assertTrue(u.poll_empty(a.rcq),
+                        "the destroyed QP's completion stayed")
 
 
 if __name__ == '__main__':
