@@ -172,6 +172,7 @@ int rs_set_nonblock(struct rsocket *rs, bool on);
 
 /* rs_data.c */
 int rs_process_cq(struct rsocket *rs);
+void rs_update_credits(struct rsocket *rs);
 bool rs_can_send(struct rsocket *rs);
 bool rs_have_rdata(struct rsocket *rs);
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),

@@ -323,6 +323,8 @@ static void on_connect_event(struct rsocket *rs, struct rdma_cm_event *ev)
 			break;
 		}
 		rs->state = (rs->state & ~RS_OPENING) | RS_RDWR;
+		/* the peer is ready to receive: the second half of our ring */
+		rs_update_credits(rs);
 		break;
 	default:
 		set_error(rs, cm_event_errno(ev));

@@ -118,7 +118,7 @@ static void send_credits(struct rsocket *rs)
 	}
 }
 
-static void update_credits(struct rsocket *rs)
+void rs_update_credits(struct rsocket *rs)
 {
 	uint32_t half = rs->rbuf_size / 2;
 
@@ -304,7 +304,7 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	for (;;) {
 		rs_process_cm(rs);
 		rs_process_cq(rs);
-		update_credits(rs);
+		rs_update_credits(rs);
 		if (ready(rs))
 			return 0;
 		if (nonblock)
@@ -576,7 +576,7 @@ ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 			if (++rs->rmsg_head == rs->rq_size + 1)
 				rs->rmsg_head = 0;
 		}
-		update_credits(rs);
+		rs_update_credits(rs);
 	} while (got < total && (flags & MSG_WAITALL));
 	if (got)
 		return (ssize_t)got;
