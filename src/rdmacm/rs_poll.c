@@ -60,7 +60,8 @@ static short rs_revents(struct rsocket *rs, short events)
 		r |= POLLOUT;
 	if (rs->state & RS_ERROR)
 		r |= POLLERR;
-	if (!(rs->state & (RS_READABLE | RS_WRITABLE)))
+	/* a hang-up once what the peer sent before it closed is read */
+	if (!(rs->state & (RS_READABLE | RS_WRITABLE)) && !rs_have_rdata(rs))
 		r |= POLLHUP;
 out:
 	pthread_mutex_unlock(&rs->lock);
