@@ -16,7 +16,7 @@
 
 #define RS_DEF_QSIZE	384
 #define RS_DEF_INLINE	64
-#define RS_DEF_MEM	(1 << 17)
+#define RS_DEF_MEM	(1 << 20)
 #define RS_QP_MIN	16
 #define RS_QP_MAX	0xfffe
 #define RS_RESOLVE_MS	2000
