@@ -140,7 +140,14 @@ struct rsocket {
 	unsigned int ctrl_seqno, ctrl_max_seqno;
 	struct rs_sge *target_sgl;	/* RS_SGL_SIZE, written by the peer */
 	struct ibv_mr *target_mr;
-	int target_sge;
+	/*
+	 * Our copy of the target SGL, taken when the SGL message's
+	 * completion says an entry was written (never read while the
+	 * peer's write may be landing); tsgl_in: the entry it writes next.
+	 */
+	struct rs_sge tsgl[RS_SGL_SIZE];
+	int tsgl_in;
+	int target_sge;			/* the entry we send into */
 	bool swap_sgl;			/* the peer's byte order differs */
 	struct rs_sge remote_sgl;	/* the peer's target_sgl */
 	int remote_sge;

@@ -256,10 +256,11 @@ static int save_conn_data(struct rsocket *rs, const void *pdata, uint8_t len)
 	rs->remote_sge = 1 % rs->remote_sgl.length;
 	peer_net = c.flags & RS_CONN_FLAG_NET;
 	rs->swap_sgl = peer_net != (__BYTE_ORDER == __BIG_ENDIAN);
-	rs->target_sgl[0].addr = be64toh(c.data_buf.addr);
-	rs->target_sgl[0].length = be32toh(c.data_buf.length);
-	rs->target_sgl[0].key = be32toh(c.data_buf.key);
+	rs->tsgl[0].addr = be64toh(c.data_buf.addr);
+	rs->tsgl[0].length = be32toh(c.data_buf.length);
+	rs->tsgl[0].key = be32toh(c.data_buf.key);
 	rs->target_sge = 0;
+	rs->tsgl_in = 1;
 	rs->sseq_comp = be16toh(c.credits);
 	return 0;
 }

@@ -136,11 +136,16 @@ static void set_error(struct rsocket *rs, int err)
 	rs->state = (rs->state & ~RS_RDWR) | RS_ERROR;
 }
 
-static void on_recv(struct rsocket *rs, uint32_t msg)
+static void on_recv(struct rsocket *rs, uint32_t msg, uint32_t len)
 {
 	switch (rs_msg_op(msg)) {
 	case RS_OP_SGL:
 		rs->sseq_comp = (uint16_t)rs_msg_data(msg);
+		/* with a payload: the next half of the peer's ring */
+		if (len >= sizeof(struct rs_sge)) {
+			rs->tsgl[rs->tsgl_in] = rs->target_sgl[rs->tsgl_in];
+			rs->tsgl_in = (rs->tsgl_in + 1) % RS_SGL_SIZE;
+		}
 		break;
 	case RS_OP_IOMAP_SGL:
 	case RS_OP_WRITE:
@@ -202,7 +207,8 @@ int rs_process_cq(struct rsocket *rs)
 				}
 				rcnt++;
 				if (wc[i].wc_flags & IBV_WC_WITH_IMM)
-					on_recv(rs, be32toh(wc[i].imm_data));
+					on_recv(rs, be32toh(wc[i].imm_data),
+						wc[i].byte_len);
 			} else {
 				on_send(rs, wc[i].wr_id);
 				if (wc[i].status != IBV_WC_SUCCESS &&
@@ -250,15 +256,11 @@ bool rs_have_rdata(struct rsocket *rs)
 	return rs->rmsg_head != rs->rmsg_tail;
 }
 
-/*
- * The target SGL entry is written by the peer's RDMA WRITE: read once.
- */
 bool rs_can_send(struct rsocket *rs)
 {
-	volatile struct rs_sge *t = &rs->target_sgl[rs->target_sge];
-
 	return rs->sqe_avail > 0 && rs->sbuf_avail >= RS_SNDLOWAT &&
-	       rs->sseq_no != rs->sseq_comp && t->length != 0;
+	       rs->sseq_no != rs->sseq_comp &&
+	       rs->tsgl[rs->target_sge].length != 0;
 }
 
 static bool can_send_or_closed(struct rsocket *rs)
@@ -351,7 +353,7 @@ static int closed_errno(struct rsocket *rs)
 static uint32_t xfer_len(struct rsocket *rs, size_t left, uint32_t *olen)
 {
 	uint32_t x;
-	uint32_t tlen = rs->target_sgl[rs->target_sge].length;
+	uint32_t tlen = rs->tsgl[rs->target_sge].length;
 
 	if (*olen < left) {
 		x = *olen;
@@ -390,14 +392,13 @@ static void iov_take(const struct iovec *iov, int *vi, size_t *voff,
 static int write_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 		      size_t *voff, uint32_t len)
 {
-	volatile struct rs_sge *t = &rs->target_sgl[rs->target_sge];
+	struct rs_sge *t = &rs->tsgl[rs->target_sge];
 	struct ibv_sge sge[2];
 	unsigned int flags = 0;
 	uint64_t addr = t->addr;
 	uint32_t rkey = t->key;
 	int nsge = 1;
 
-	/* the entry moves before the write: the peer may refill it after */
 	t->addr += len;
 	t->length -= len;
 	if (!t->length && ++rs->target_sge == RS_SGL_SIZE)
