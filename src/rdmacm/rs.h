@@ -29,6 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include <netinet/in.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -64,6 +66,19 @@ struct rs_sge {
 	uint64_t addr;
 	uint32_t key;
 	uint32_t length;
+};
+
+/* an entry of a target iomap: where riowrite's offset lands (riomap) */
+struct rs_iomap {
+	uint64_t offset;
+	struct rs_sge sge;
+};
+
+/* one riomap of ours */
+struct rs_iomr {
+	struct ibv_mr *mr;
+	uint64_t offset;
+	bool pending;			/* the peer has not been told yet */
 };
 
 /* the private data of the REQ and of the REP (40 bytes) */
@@ -152,6 +167,16 @@ struct rsocket {
 	struct rs_sge remote_sgl;	/* the peer's target_sgl */
 	int remote_sge;
 
+	/* riomap: the table the peer writes, our copy, our mappings */
+	uint16_t iomap_size;		/* entries of our table */
+	struct rs_iomap *target_iomap;	/* behind target_sgl, same MR */
+	struct rs_iomap *iomap;		/* our copy, iomap_size entries */
+	struct rs_sge remote_iomap;	/* the peer's table (length: entries) */
+	struct rs_iomr *maps;		/* remote_iomap.length slots */
+	struct rs_iomr *local_maps;	/* PROT_NONE mappings */
+	int nlocal_maps;
+	bool iomap_pending;
+
 	/* receiving: our ring, messages not yet read */
 	uint8_t *rbuf;
 	struct ibv_mr *rmr;
@@ -193,6 +218,24 @@ int rs_shutdown(struct rsocket *rs, int how);
 void rs_drain_cq_events(struct rsocket *rs);
 int rs_arm(struct rsocket *rs);
 int rs_post_recv(struct rsocket *rs);
+int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
+		 size_t *voff, uint32_t len, uint32_t msg, uint64_t addr,
+		 uint32_t rkey);
+void rs_set_error(struct rsocket *rs, int err);
+int rs_closed_errno(struct rsocket *rs);
+bool rs_can_send_or_closed(struct rsocket *rs);
+
+/* rs_iomap.c */
+off_t rs_iomap_add(struct rsocket *rs, void *buf, size_t len, int prot,
+		   off_t offset);
+int rs_iomap_remove(struct rsocket *rs, void *buf, size_t len);
+int rs_iomap_send(struct rsocket *rs, bool nonblock);
+void rs_iomap_arrived(struct rsocket *rs, uint32_t index, uint32_t len);
+ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
+		   off_t offset, int flags);
+void rs_iomap_free(struct rsocket *rs);
+int rs_value_to_scale(int value, int bits);
+int rs_scale_to_value(int value, int bits);
 
 
 #endif

@@ -97,6 +97,7 @@ void rs_free(struct rsocket *rs)
 	}
 	if (rs->cc)
 		ibv_destroy_comp_channel(rs->cc);
+	rs_iomap_free(rs);
 	if (rs->smr)
 		ibv_dereg_mr(rs->smr);
 	if (rs->rmr)
@@ -112,6 +113,7 @@ void rs_free(struct rsocket *rs)
 	free(rs->sbuf);
 	free(rs->rbuf);
 	free(rs->target_sgl);
+	free(rs->iomap);
 	free(rs->rmsg);
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
@@ -151,6 +153,7 @@ static int create_ep(struct rsocket *rs)
 	struct ibv_context *ctx = rs->id->verbs;
 	struct ibv_qp_init_attr qa;
 	struct ibv_device_attr da;
+	size_t tlen;
 	int err;
 
 	if (!ctx)
@@ -189,17 +192,22 @@ static int create_ep(struct rsocket *rs)
 	/* the send ring and, behind it, a slot per control message */
 	rs->sbuf = ring_alloc(rs->sbuf_size + sizeof(struct rs_sge) * RS_CTRL_MAX);
 	rs->rbuf = ring_alloc(rs->rbuf_size);
-	rs->target_sgl = ring_alloc(sizeof(struct rs_sge) * RS_SGL_SIZE);
+	/* the target SGL, then the target iomap: one region, one key */
+	tlen = sizeof(struct rs_sge) * RS_SGL_SIZE +
+	       sizeof(struct rs_iomap) * rs->iomap_size;
+	rs->target_sgl = ring_alloc(tlen);
+	rs->iomap = calloc(rs->iomap_size + 1u, sizeof(*rs->iomap));
 	rs->rmsg = calloc(rs->rq_size + 1u, sizeof(*rs->rmsg));
-	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg)
+	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg ||
+	    !rs->iomap)
 		return -ENOMEM;
+	rs->target_iomap = (struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
 	rs->smr = ibv_reg_mr(rs->pd, rs->sbuf,
 			     rs->sbuf_size + sizeof(struct rs_sge) * RS_CTRL_MAX,
 			     IBV_ACCESS_LOCAL_WRITE);
 	rs->rmr = ibv_reg_mr(rs->pd, rs->rbuf, rs->rbuf_size,
 			     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	rs->target_mr = ibv_reg_mr(rs->pd, rs->target_sgl,
-				   sizeof(struct rs_sge) * RS_SGL_SIZE,
+	rs->target_mr = ibv_reg_mr(rs->pd, rs->target_sgl, tlen,
 				   IBV_ACCESS_LOCAL_WRITE |
 				   IBV_ACCESS_REMOTE_WRITE);
 	if (!rs->smr || !rs->rmr || !rs->target_mr)
@@ -228,7 +236,7 @@ static void format_conn_data(struct rsocket *rs, struct rs_conn_data *c)
 	c->flags = RS_CONN_FLAG_IOMAP |
 		   (__BYTE_ORDER == __BIG_ENDIAN ? RS_CONN_FLAG_NET : 0);
 	c->credits = htobe16(rs->rq_size);
-	c->target_iomap_size = 0;
+	c->target_iomap_size = (uint8_t)rs_value_to_scale(rs->iomap_size, 8);
 	c->target_sgl.addr = htobe64((uintptr_t)rs->target_sgl);
 	c->target_sgl.length = htobe32(RS_SGL_SIZE);
 	c->target_sgl.key = htobe32(rs->target_mr->rkey);
@@ -256,6 +264,13 @@ static int save_conn_data(struct rsocket *rs, const void *pdata, uint8_t len)
 	rs->remote_sge = 1 % rs->remote_sgl.length;
 	peer_net = c.flags & RS_CONN_FLAG_NET;
 	rs->swap_sgl = peer_net != (__BYTE_ORDER == __BIG_ENDIAN);
+	if (c.flags & RS_CONN_FLAG_IOMAP) {
+		rs->remote_iomap.addr = rs->remote_sgl.addr +
+			sizeof(struct rs_sge) * rs->remote_sgl.length;
+		rs->remote_iomap.length =
+			(uint32_t)rs_scale_to_value(c.target_iomap_size, 8);
+		rs->remote_iomap.key = rs->remote_sgl.key;
+	}
 	rs->tsgl[0].addr = be64toh(c.data_buf.addr);
 	rs->tsgl[0].length = be32toh(c.data_buf.length);
 	rs->tsgl[0].key = be32toh(c.data_buf.key);
@@ -454,6 +469,7 @@ struct rsocket *rs_accept(struct rsocket *lrs)
 	rs->sq_size = lrs->sq_size;
 	rs->rq_size = lrs->rq_size;
 	rs->sq_inline = lrs->sq_inline;
+	rs->iomap_size = lrs->iomap_size;
 	rs->nodelay = lrs->nodelay;
 	rs->keepalive = lrs->keepalive;
 	rs->nonblock = lrs->nonblock;

@@ -45,7 +45,9 @@ static int post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 	wr.wr_id = msg;
 	wr.sg_list = sgl;
 	wr.num_sge = nsge;
-	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	/* RS_OP_WRITE (riowrite) is a plain write: the peer is not told */
+	wr.opcode = rs_msg_op(msg) == RS_OP_WRITE ? IBV_WR_RDMA_WRITE :
+						    IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.send_flags = flags;
 	wr.imm_data = htobe32(msg);
 	wr.wr.rdma.remote_addr = addr;
@@ -129,7 +131,7 @@ void rs_update_credits(struct rsocket *rs)
 		send_credits(rs);
 }
 
-static void set_error(struct rsocket *rs, int err)
+void rs_set_error(struct rsocket *rs, int err)
 {
 	if (!rs->err)
 		rs->err = err;
@@ -148,6 +150,8 @@ static void on_recv(struct rsocket *rs, uint32_t msg, uint32_t len)
 		}
 		break;
 	case RS_OP_IOMAP_SGL:
+		rs_iomap_arrived(rs, rs_msg_data(msg) & 0xffff, len);
+		break;
 	case RS_OP_WRITE:
 		break;
 	case RS_OP_CTRL:
@@ -182,6 +186,10 @@ static void on_send(struct rsocket *rs, uint64_t wr_id)
 	case RS_OP_CTRL:
 		rs->ctrl_max_seqno++;
 		break;
+	case RS_OP_IOMAP_SGL:
+		rs->sqe_avail++;
+		rs->sbuf_avail += sizeof(struct rs_iomap);
+		break;
 	default:
 		rs->sqe_avail++;
 		rs->sbuf_avail += rs_msg_data(msg);
@@ -202,7 +210,7 @@ int rs_process_cq(struct rsocket *rs)
 			if (wc[i].wr_id & RS_WR_RECV) {
 				if (wc[i].status != IBV_WC_SUCCESS) {
 					if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-						set_error(rs, ECONNRESET);
+						rs_set_error(rs, ECONNRESET);
 					continue;
 				}
 				rcnt++;
@@ -213,7 +221,7 @@ int rs_process_cq(struct rsocket *rs)
 				on_send(rs, wc[i].wr_id);
 				if (wc[i].status != IBV_WC_SUCCESS &&
 				    (rs->state & RS_CONNECTED))
-					set_error(rs, ECONNRESET);
+					rs_set_error(rs, ECONNRESET);
 			}
 		}
 	}
@@ -221,7 +229,7 @@ int rs_process_cq(struct rsocket *rs)
 		while (!err && rcnt--)
 			err = rs_post_recv(rs);
 	if (err)
-		set_error(rs, -err);
+		rs_set_error(rs, -err);
 	return err;
 }
 
@@ -263,7 +271,7 @@ bool rs_can_send(struct rsocket *rs)
 	       rs->tsgl[rs->target_sge].length != 0;
 }
 
-static bool can_send_or_closed(struct rsocket *rs)
+bool rs_can_send_or_closed(struct rsocket *rs)
 {
 	return !(rs->state & RS_WRITABLE) || rs_can_send(rs);
 }
@@ -340,7 +348,7 @@ int rs_wait_connected(struct rsocket *rs, bool nonblock)
 	return rs_wait(rs, not_opening, nonblock);
 }
 
-static int closed_errno(struct rsocket *rs)
+int rs_closed_errno(struct rsocket *rs)
 {
 	if (rs->state & RS_ERROR)
 		return rs->err ? rs->err : ECONNRESET;
@@ -389,25 +397,23 @@ static void iov_take(const struct iovec *iov, int *vi, size_t *voff,
 	}
 }
 
-static int write_data(struct rsocket *rs, const struct iovec *iov, int *vi,
-		      size_t *voff, uint32_t len)
+/*
+ * Posts len bytes of the iovecs at (*vi, *voff) as one write of msg to
+ * (addr, rkey): inline from the application's buffer when they fit and
+ * are contiguous, else copied into the send ring (two pieces when they
+ * wrap).  The caller has checked the send queue slot and ring space.
+ */
+int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
+		 size_t *voff, uint32_t len, uint32_t msg, uint64_t addr,
+		 uint32_t rkey)
 {
-	struct rs_sge *t = &rs->tsgl[rs->target_sge];
 	struct ibv_sge sge[2];
 	unsigned int flags = 0;
-	uint64_t addr = t->addr;
-	uint32_t rkey = t->key;
 	int nsge = 1;
 
-	t->addr += len;
-	t->length -= len;
-	if (!t->length && ++rs->target_sge == RS_SGL_SIZE)
-		rs->target_sge = 0;
-	rs->sseq_no++;
 	rs->sqe_avail--;
 	rs->sbuf_avail -= len;
-
-	while (*vi >= 0 && iov[*vi].iov_len == *voff && len) {
+	while (iov[*vi].iov_len == *voff && len) {
 		(*vi)++;
 		*voff = 0;
 	}
@@ -434,8 +440,23 @@ static int write_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 		}
 		rs->shead = (rs->shead + len) % rs->sbuf_size;
 	}
-	return post_write(rs, sge, nsge, rs_msg(RS_OP_DATA, len), flags,
-			  addr, rkey);
+	return post_write(rs, sge, nsge, msg, flags, addr, rkey);
+}
+
+/* a data message into the current half of the peer's ring */
+static int write_data(struct rsocket *rs, const struct iovec *iov, int *vi,
+		      size_t *voff, uint32_t len)
+{
+	struct rs_sge *t = &rs->tsgl[rs->target_sge];
+	uint64_t addr = t->addr;
+
+	t->addr += len;
+	t->length -= len;
+	if (!t->length && ++rs->target_sge == RS_SGL_SIZE)
+		rs->target_sge = 0;
+	rs->sseq_no++;
+	return rs_post_data(rs, iov, vi, voff, len, rs_msg(RS_OP_DATA, len),
+			    addr, t->key);
 }
 
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
@@ -455,25 +476,30 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 			return err;
 	}
 	if (!(rs->state & RS_WRITABLE))
-		return -closed_errno(rs);
+		return -rs_closed_errno(rs);
+	if (rs->iomap_pending) {
+		err = rs_iomap_send(rs, nonblock);
+		if (err)
+			return err;
+	}
 	while (sent < total) {
 		if (!rs_can_send(rs)) {
 			rs_process_cq(rs);
 			if (!rs_can_send(rs)) {
-				err = rs_wait(rs, can_send_or_closed,
+				err = rs_wait(rs, rs_can_send_or_closed,
 					      nonblock || sent);
 				if (err)
 					break;
 			}
 			if (!(rs->state & RS_WRITABLE)) {
-				err = -closed_errno(rs);
+				err = -rs_closed_errno(rs);
 				break;
 			}
 		}
 		x = xfer_len(rs, total - sent, &olen);
 		err = write_data(rs, iov, &vi, &voff, x);
 		if (err) {
-			set_error(rs, -err);
+			rs_set_error(rs, -err);
 			break;
 		}
 		sent += x;

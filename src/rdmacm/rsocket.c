@@ -485,7 +485,10 @@ static int set_opt(struct rsocket *rs, int level, int name, int v)
 			rs->sq_inline = (uint16_t)(v < 0 || v > 0xffff ? 0xffff : v);
 			return 0;
 		case RDMA_IOMAPSIZE:
-			/* riomap is not offered: nothing to size */
+			/* as the connect data carries it: 8-bit scaled */
+			v = v < 0 ? 0 : v > 0xffff ? 0xffff : v;
+			rs->iomap_size = (uint16_t)rs_scale_to_value(
+				(uint8_t)rs_value_to_scale(v, 8), 8);
 			return 0;
 		}
 		break;
@@ -591,7 +594,7 @@ static int get_opt(struct rsocket *rs, int level, int name, int *v)
 		case RDMA_SQSIZE: *v = rs->sq_size; return 0;
 		case RDMA_RQSIZE: *v = rs->rq_size; return 0;
 		case RDMA_INLINE: *v = rs->sq_inline; return 0;
-		case RDMA_IOMAPSIZE: *v = 0; return 0;
+		case RDMA_IOMAPSIZE: *v = rs->iomap_size; return 0;
 		}
 		break;
 	}
@@ -661,25 +664,49 @@ CM_EXPORT int rfcntl(int s, int cmd, ...)
 	}
 }
 
+/*
+ * riomap: the peer may riowrite into buf at offsets [offset, offset+len)
+ * (PROT_WRITE), told with the next message; -1 chooses the address.
+ */
 CM_EXPORT off_t riomap(int s, void *buf, size_t len, int prot, int flags,
 		       off_t offset)
 {
-	(void)buf; (void)len; (void)prot; (void)flags; (void)offset;
-	errno = rs_lookup(s) ? ENOSYS : ENOTSOCK;
-	return -1;
+	struct rsocket *rs = rs_lookup(s);
+	off_t r;
+
+	(void)flags;
+	if (!rs)
+		return fail(ENOTSOCK);
+	pthread_mutex_lock(&rs->lock);
+	r = rs_iomap_add(rs, buf, len, prot, offset);
+	pthread_mutex_unlock(&rs->lock);
+	return r < 0 ? fail((int)-r) : r;
 }
 
 CM_EXPORT int riounmap(int s, void *buf, size_t len)
 {
-	(void)buf; (void)len;
-	errno = rs_lookup(s) ? ENOSYS : ENOTSOCK;
-	return -1;
+	struct rsocket *rs = rs_lookup(s);
+	int r;
+
+	if (!rs)
+		return fail(ENOTSOCK);
+	pthread_mutex_lock(&rs->lock);
+	r = rs_iomap_remove(rs, buf, len);
+	pthread_mutex_unlock(&rs->lock);
+	return (int)sret(r);
 }
 
+/* as rdma-core: the bytes written, or (size_t)-1 with errno */
 CM_EXPORT size_t riowrite(int s, const void *buf, size_t len, off_t offset,
 			  int flags)
 {
-	(void)buf; (void)len; (void)offset; (void)flags;
-	errno = rs_lookup(s) ? ENOSYS : ENOTSOCK;
-	return 0;
+	struct rsocket *rs = rs_lookup(s);
+	ssize_t r;
+
+	if (!rs)
+		return (size_t)fail(ENOTSOCK);
+	pthread_mutex_lock(&rs->lock);
+	r = rs_iowrite(rs, buf, len, offset, flags);
+	pthread_mutex_unlock(&rs->lock);
+	return (size_t)sret(r);
 }
