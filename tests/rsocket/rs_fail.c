@@ -14,13 +14,17 @@
  *   killed     a peer SIGKILLed mid-stream: the reader gets ECONNRESET (or
  *              the end of the stream), the sender EPIPE or ECONNRESET,
  *              within a bound, never a hang
+ *   threads    both ends send and receive at once, a thread each way on
+ *              each socket (blocking calls sharing one rsocket)
  *
  *   rs_fail ADDR PORT CASE      (CASE: one of the above, or all)
  */
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -303,13 +307,81 @@ static void case_killed(int l, const char *self, const char *addr)
 	       rd, strerror(werr), wr);
 }
 
+#define THREAD_BYTES	(24u << 20)
+
+struct flow {
+	int fd;
+	bool send;
+	unsigned int seed;
+	const char *err;
+};
+
+static void *flow_run(void *arg)
+{
+	static __thread uint8_t buf[70000];
+	struct flow *f = arg;
+	uint64_t off = 0;
+	size_t n = 1;
+
+	while (off < THREAD_BYTES) {
+		ssize_t r;
+
+		/* sizes that change, so that messages and reads do not line up */
+		n = n * 7 % 69997 + 1;
+		if (n > THREAD_BYTES - off)
+			n = THREAD_BYTES - off;
+		if (f->send) {
+			for (size_t i = 0; i < n; i++)
+				buf[i] = pat(off + i + f->seed);
+			r = rsend(f->fd, buf, n, 0);
+		} else {
+			r = rrecv(f->fd, buf, n, 0);
+			for (ssize_t i = 0; i < r; i++)
+				if (buf[i] != pat(off + (uint64_t)i + f->seed)) {
+					f->err = "a byte is wrong";
+					return NULL;
+				}
+		}
+		if (r <= 0) {
+			f->err = f->send ? "rsend failed" : "rrecv failed";
+			return NULL;
+		}
+		off += (uint64_t)r;
+	}
+	return NULL;
+}
+
+static void case_threads(int l)
+{
+	struct flow f[4];
+	pthread_t t[4];
+	int c, a;
+
+	pair(l, &c, &a);
+	f[0] = (struct flow){ .fd = c, .send = true, .seed = 1 };
+	f[1] = (struct flow){ .fd = a, .send = false, .seed = 1 };
+	f[2] = (struct flow){ .fd = a, .send = true, .seed = 2 };
+	f[3] = (struct flow){ .fd = c, .send = false, .seed = 2 };
+	for (int i = 0; i < 4; i++)
+		EXPECT(!pthread_create(&t[i], NULL, flow_run, &f[i]),
+		       "pthread_create");
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT(!f[i].err, "flow %d: %s", i, f[i].err);
+	}
+	rclose(c);
+	rclose(a);
+	printf("threads: %u bytes each way, sent and received at once, "
+	       "all checked\n", THREAD_BYTES);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c;
 	int l;
 
 	if (argc < 4)
-		DIE("usage: rs_fail ADDR PORT refused|nonblock|halfclose|killed|all");
+		DIE("usage: rs_fail ADDR PORT refused|nonblock|halfclose|killed|threads|all");
 	EXPECT(inet_pton(AF_INET, argv[1], &srv.sin_addr) == 1, "bad address");
 	port = atoi(argv[2]);
 	if (!strcmp(argv[3], "peer"))
@@ -327,6 +399,8 @@ int main(int argc, char **argv)
 		case_halfclose(l);
 	if (!strcmp(c, "killed") || !strcmp(c, "all"))
 		case_killed(l, argv[0], argv[1]);
+	if (!strcmp(c, "threads") || !strcmp(c, "all"))
+		case_threads(l);
 	rclose(l);
 	return 0;
 }
