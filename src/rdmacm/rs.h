@@ -15,7 +15,8 @@
  *               waiting
  *   rs_poll.c   rpoll / rselect over rsockets and ordinary descriptors
  *
- * Locking: rs_table_lock guards the table.  Each rsocket has one mutex
+ * Locking: rs_table_lock serialises changes to the table (lookups take no
+ * lock: rsocket.c says why that holds).  Each rsocket has one mutex
  * (rs->lock) over its state, rings and QP; a call that must wait lets one
  * thread sleep in poll() on the rsocket's descriptors without the lock
  * (rs->sleeper) and the others on rs->cond, woken when it comes back.

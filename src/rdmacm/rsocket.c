@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,47 +20,59 @@
 #include "cm.h"
 #include "rs.h"
 
-/* rsocket numbers are descriptors, so a flat table indexed by them */
+/*
+ * rsocket numbers are descriptors, so a flat table indexed by them.  Every
+ * r* call looks its descriptor up (rpoll several times per descriptor), so
+ * lookups take no lock: a table is published with a release store and
+ * never freed (it only grows, doubling: the old ones add up to less than
+ * the current one); its slots are atomic.  Writers take rs_table_lock.
+ */
+struct rs_table {
+	struct rs_table *old;		/* kept: a lookup may still read it */
+	int size;
+	_Atomic(struct rsocket *) slot[];
+};
+
 static pthread_mutex_t rs_table_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rsocket **rs_table;
-static int rs_table_size;
+static _Atomic(struct rs_table *) rs_table;
 
 struct rsocket *rs_lookup(int fd)
 {
-	struct rsocket *rs = NULL;
+	struct rs_table *t = atomic_load_explicit(&rs_table,
+						  memory_order_acquire);
 
-	if (fd < 0)
+	if (fd < 0 || !t || fd >= t->size)
 		return NULL;
-	pthread_mutex_lock(&rs_table_lock);
-	if (fd < rs_table_size)
-		rs = rs_table[fd];
-	pthread_mutex_unlock(&rs_table_lock);
-	return rs;
+	return atomic_load_explicit(&t->slot[fd], memory_order_acquire);
 }
 
 /* rs NULL clears the slot */
 int rs_table_set(int fd, struct rsocket *rs)
 {
+	struct rs_table *t, *n;
 	int err = 0;
 
 	pthread_mutex_lock(&rs_table_lock);
-	if (fd >= rs_table_size) {
-		int n = rs_table_size ? rs_table_size : 64;
-		struct rsocket **t;
+	t = atomic_load_explicit(&rs_table, memory_order_relaxed);
+	if (!t || fd >= t->size) {
+		int size = t ? t->size : 64;
 
-		while (n <= fd)
-			n *= 2;
-		t = realloc(rs_table, (size_t)n * sizeof(*t));
-		if (!t) {
+		while (size <= fd)
+			size *= 2;
+		n = calloc(1, sizeof(*n) + (size_t)size * sizeof(n->slot[0]));
+		if (!n) {
 			err = -ENOMEM;
 			goto out;
 		}
-		memset(t + rs_table_size, 0,
-		       (size_t)(n - rs_table_size) * sizeof(*t));
-		rs_table = t;
-		rs_table_size = n;
+		n->size = size;
+		n->old = t;
+		for (int i = 0; t && i < t->size; i++)
+			atomic_init(&n->slot[i], atomic_load_explicit(
+				&t->slot[i], memory_order_relaxed));
+		atomic_store_explicit(&rs_table, n, memory_order_release);
+		t = n;
 	}
-	rs_table[fd] = rs;
+	atomic_store_explicit(&t->slot[fd], rs, memory_order_release);
 out:
 	pthread_mutex_unlock(&rs_table_lock);
 	return err;
