@@ -211,6 +211,8 @@ bool rs_have_rdata(struct rsocket *rs);
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	    bool nonblock);
 int rs_wait_connected(struct rsocket *rs, bool nonblock);
+void rs_probe(struct rsocket *rs);
+#define RS_IDLE_PROBE_MS	1000
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags);
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,

@@ -25,8 +25,6 @@
 #include "rs.h"
 
 #define RS_WR_RECV		(1ULL << 63)
-/* how long a blocked call waits before it probes a silent peer */
-#define RS_IDLE_PROBE_MS	1000
 
 int rs_post_recv(struct rsocket *rs)
 {
@@ -338,9 +336,20 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		rs_drain_cq_events(rs);
-		if (n == 0 && (rs->state & RS_CONNECTED) && ctrl_avail(rs))
-			post_ctrl(rs, RS_CTRL_KEEPALIVE);
+		if (n == 0)
+			rs_probe(rs);
 	}
+}
+
+/*
+ * A keepalive to a peer we have not heard from for RS_IDLE_PROBE_MS: it
+ * costs the peer one receive; a peer that is gone makes it fail (retries
+ * run out), and the socket with it.
+ */
+void rs_probe(struct rsocket *rs)
+{
+	if ((rs->state & RS_CONNECTED) && ctrl_avail(rs))
+		post_ctrl(rs, RS_CTRL_KEEPALIVE);
 }
 
 int rs_wait_connected(struct rsocket *rs, bool nonblock)

@@ -153,6 +153,20 @@ static void drain_all(struct pollfd *fds, nfds_t nfds)
 	}
 }
 
+/* nothing happened for RS_IDLE_PROBE_MS: is every peer still there? */
+static void probe_all(struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct rsocket *rs = rs_lookup(fds[i].fd);
+
+		if (!rs)
+			continue;
+		pthread_mutex_lock(&rs->lock);
+		rs_probe(rs);
+		pthread_mutex_unlock(&rs->lock);
+	}
+}
+
 static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	struct pollfd *kfds = calloc(nfds * 2 + 1, sizeof(*kfds));
@@ -179,12 +193,19 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 			left = (int)d;
 		}
 		nfds_t n = sleep_set(fds, nfds, kfds);
+		int woke;
 
-		if (poll(kfds, n, left) < 0 && errno != EINTR) {
+		/* sleeps of at most RS_IDLE_PROBE_MS, then a keepalive */
+		if (left < 0 || left > RS_IDLE_PROBE_MS)
+			left = RS_IDLE_PROBE_MS;
+		woke = poll(kfds, n, left);
+		if (woke < 0 && errno != EINTR) {
 			ret = -1;
 			break;
 		}
 		drain_all(fds, nfds);
+		if (!woke && left == RS_IDLE_PROBE_MS)
+			probe_all(fds, nfds);
 	}
 	free(kfds);
 	return ret;
@@ -192,9 +213,15 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 
 CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+	int saved = errno, ret;
+
 	if (!any_rsocket(fds, nfds))
 		return poll(fds, nfds, timeout);
-	return rpoll_rsockets(fds, nfds, timeout);
+	ret = rpoll_rsockets(fds, nfds, timeout);
+	/* what it found inside (EAGAIN) is not the caller's errno */
+	if (ret >= 0)
+		errno = saved;
+	return ret;
 }
 
 static bool any_rsocket_set(int nfds, fd_set *r, fd_set *w, fd_set *e)

@@ -95,6 +95,20 @@ static ssize_t sret(ssize_t r)
 }
 
 /*
+ * A call that succeeds leaves errno as it found it, as the kernel's do:
+ * inside, the CM and verbs calls that find nothing (EAGAIN) set it, and
+ * programs print errno after cleanup (iperf3's "unable to read from
+ * stream socket" said EAGAIN after an rclose, for ECONNRESET).
+ */
+#define KEEP_ERRNO(call) ({					\
+	int saved_ = errno;					\
+	__typeof__(call) r_ = (call);				\
+	if (r_ >= 0)						\
+		errno = saved_;					\
+	r_;							\
+})
+
+/*
  * Stream sockets of AF_INET/AF_INET6 only: anything else fails with
  * ENOTSUP, and librspreload makes a kernel socket instead (our own
  * library's UDP and UNIX sockets go there too).
@@ -233,7 +247,7 @@ CM_EXPORT int rshutdown(int s, int how)
 	if (!rs)
 		return shutdown(s, how);
 	pthread_mutex_lock(&rs->lock);
-	ret = rs_shutdown(rs, how);
+	ret = KEEP_ERRNO(rs_shutdown(rs, how));
 	pthread_mutex_unlock(&rs->lock);
 	return (int)sret(ret);
 }
@@ -242,6 +256,7 @@ CM_EXPORT int rshutdown(int s, int how)
 CM_EXPORT int rclose(int s)
 {
 	struct rsocket *rs = rs_lookup(s);
+	int saved = errno;
 
 	if (!rs)
 		return close(s);
@@ -251,6 +266,7 @@ CM_EXPORT int rclose(int s)
 		rs_shutdown(rs, SHUT_RDWR);
 	pthread_mutex_unlock(&rs->lock);
 	rs_free(rs);
+	errno = saved;
 	return 0;
 }
 
@@ -262,7 +278,7 @@ static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov,
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
 	pthread_mutex_lock(&rs->lock);
-	r = rs_recv(rs, iov, iovcnt, flags);
+	r = KEEP_ERRNO(rs_recv(rs, iov, iovcnt, flags));
 	pthread_mutex_unlock(&rs->lock);
 	return sret(r);
 }
@@ -275,7 +291,7 @@ static ssize_t do_send(struct rsocket *rs, const struct iovec *iov,
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
 	pthread_mutex_lock(&rs->lock);
-	r = rs_send(rs, iov, iovcnt, flags);
+	r = KEEP_ERRNO(rs_send(rs, iov, iovcnt, flags));
 	pthread_mutex_unlock(&rs->lock);
 	return sret(r);
 }
@@ -637,7 +653,7 @@ CM_EXPORT int rgetsockopt(int s, int level, int name, void *val,
 		return tcp_info(rs, val, len);
 	pthread_mutex_lock(&rs->lock);
 	if (level == SOL_SOCKET && name == SO_ERROR)
-		rs_process_cm(rs);
+		KEEP_ERRNO(rs_process_cm(rs));
 	ret = get_opt(rs, level, name, &v);
 	pthread_mutex_unlock(&rs->lock);
 	if (ret)
@@ -719,7 +735,7 @@ CM_EXPORT size_t riowrite(int s, const void *buf, size_t len, off_t offset,
 	if (!rs)
 		return (size_t)fail(ENOTSOCK);
 	pthread_mutex_lock(&rs->lock);
-	r = rs_iowrite(rs, buf, len, offset, flags);
+	r = KEEP_ERRNO(rs_iowrite(rs, buf, len, offset, flags));
 	pthread_mutex_unlock(&rs->lock);
 	return (size_t)sret(r);
 }

@@ -11,9 +11,10 @@
  *   halfclose  after the client's SHUT_WR the server reads the rest and
  *              then the end of the stream, and still sends; after the
  *              server's close the client reads the end, rsend gives EPIPE
- *   killed     a peer SIGKILLed mid-stream: the reader gets ECONNRESET (or
- *              the end of the stream), the sender EPIPE or ECONNRESET,
- *              within a bound, never a hang
+ *   killed     a peer SIGKILLed mid-stream: the reader (waiting in rpoll)
+ *              gets ECONNRESET (or the end of the stream), the sender
+ *              (blocked in rsend) EPIPE or ECONNRESET, within a bound,
+ *              never a hang
  *   threads    both ends send and receive at once, a thread each way on
  *              each socket (blocking calls sharing one rsocket)
  *
@@ -276,10 +277,15 @@ static void case_killed(int l, const char *self, const char *addr)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+	/* the reader waits in rpoll, as a select-based server would */
 	t0 = now();
-	do
-		r = rrecv(a, buf, sizeof(buf), 0);
-	while (r > 0);
+	do {
+		struct pollfd p = { .fd = a, .events = POLLIN };
+
+		EXPECT(rpoll(&p, 1, 30000) == 1, "rpoll: nothing in 30 s "
+		       "after the peer was killed");
+		r = rrecv(a, buf, sizeof(buf), MSG_DONTWAIT);
+	} while (r > 0 || (r < 0 && errno == EAGAIN));
 	rd = now() - t0;
 	rerr = r ? errno : 0;
 	EXPECT(!rerr || rerr == ECONNRESET, "rrecv after the kill: %s",
