@@ -31,7 +31,12 @@ uroce=("$build/bin/uroce" run --)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+addrB=10.79.1.2
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# the client's device address: across namespaces the project places it
+# with UROCE_ADDR (docs/rdmacm.md)
+caddr() { [[ -n $1 ]] && echo "UROCE_ADDR=$addrB" || echo "UROCE_ADDR=127.0.0.2"; }
 
 # iperf3 SRV_NS CLI_NS ADDR rsocket|tcp: prints Gb/s
 iperf() {
@@ -45,7 +50,7 @@ iperf() {
 		"${s[@]}" "${uroce[@]}" "${env[@]}" "UROCE_ADDR=$addr" \
 			iperf3 -s -1 -B "$addr" -p "$port" >/dev/null 2>&1 &
 		until [[ -s $tmp/l ]]; do sleep 0.05; done
-		"${c[@]}" "${uroce[@]}" env "LD_PRELOAD=$rsp" \
+		"${c[@]}" "${uroce[@]}" env "LD_PRELOAD=$rsp" "$(caddr "$cns")" \
 			iperf3 -c "$addr" -p "$port" -t "$secs" -J >"$tmp/j" 2>&1
 	else
 		"${s[@]}" iperf3 -s -1 -B "$addr" -p "$port" >/dev/null 2>&1 &
@@ -71,7 +76,8 @@ rlat() {
 	else
 		until [[ -s $tmp/l ]]; do sleep 0.05; done
 	fi
-	"${c[@]}" "${uroce[@]}" rstream -s "$addr" "${t[@]}" -S 64 -C 1 -I 20000 |
+	"${c[@]}" "${uroce[@]}" env "$(caddr "$cns")" \
+		rstream -s "$addr" "${t[@]}" -S 64 -C 1 -I 20000 |
 		awk '$1 == "custom" { print $NF * 2 }'
 	wait
 }
@@ -98,7 +104,7 @@ measure "same host rstream 64B RTT us" rlat '' '' 127.0.0.1
 if ((netns)); then
 	# shellcheck source=tests/lib/netns.sh
 	source "$here/../tests/lib/netns.sh"
-	nsA=uroce-rsbench-a nsB=uroce-rsbench-b addrA=10.79.1.1 addrB=10.79.1.2 pids=()
+	nsA=uroce-rsbench-a nsB=uroce-rsbench-b addrA=10.79.1.1 pids=()
 	fail() { echo "FAIL: $*" >&2; exit 1; }
 	trap 'netns_cleanup; rm -rf "$tmp"' EXIT
 	for mtu in 1500 9000; do
