@@ -184,9 +184,10 @@ static void copy_addr(struct sockaddr *dst, socklen_t *len,
 	socklen_t size = src->sa_family == AF_INET6 ?
 			 sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 
-	if (!dst || !len)
+	if (!len)
 		return;
-	memcpy(dst, src, *len < size ? *len : size);
+	if (dst)
+		memcpy(dst, src, *len < size ? *len : size);
 	*len = size;
 }
 
@@ -414,7 +415,7 @@ CM_EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len)
 
 	if (!rs)
 		return getpeername(s, addr, len);
-	if (!addr || !len)
+	if (!len || (!addr && *len))
 		return fail(EFAULT);
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
 		return fail(ENOTCONN);
@@ -429,9 +430,14 @@ CM_EXPORT int rgetsockname(int s, struct sockaddr *addr, socklen_t *len)
 	struct sockaddr_in none4 = { .sin_family = AF_INET };
 	struct sockaddr *src;
 
+	/*
+	 * A null address with a zero length asks only for the length:
+	 * librspreload learns a socket's family that way when it falls
+	 * back to a kernel socket after a failed rconnect.
+	 */
 	if (!rs)
 		return getsockname(s, addr, len);
-	if (!addr || !len)
+	if (!len || (!addr && *len))
 		return fail(EFAULT);
 	src = rdma_get_local_addr(rs->id);
 	if (src->sa_family != AF_INET && src->sa_family != AF_INET6)
