@@ -1,0 +1,104 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Runs a server and a client of rsockets on this host, through `uroce run`
+# (UROCE_TOOL) or our LD_LIBRARY_PATH, and checks both.
+#
+#   rs_pair.sh --addr IP [options] -- SERVER ARGS... ::: CLIENT ARGS...
+#
+# @ADDR@ in either command becomes IP.  The client starts once the server
+# listens: our librdmacm appends a line to UROCE_CM_LISTEN_FILE at each
+# rdma_listen, and an rlisten is one (also under librspreload).
+#
+# Options:
+#   --timeout S          whole test budget (default 60)
+#   --preload            both run with Debian's librspreload.so preloaded
+#                        (after the sanitizer runtime, which comes first)
+#   --expect-client RE   client output must match RE (repeatable)
+#   --expect-server RE   server output must match RE (repeatable)
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/uroce_test.sh
+source "$here/../lib/uroce_test.sh"
+
+addr='' tmo=60 preload=0 cexp=() sexp=()
+while (($#)); do
+	case $1 in
+	--addr) addr=$2; shift 2 ;;
+	--timeout) tmo=$2; shift 2 ;;
+	--preload) preload=1; shift ;;
+	--expect-client) cexp+=("$2"); shift 2 ;;
+	--expect-server) sexp+=("$2"); shift 2 ;;
+	--) shift; break ;;
+	*) uroce_die "rs_pair.sh: unknown option $1" ;;
+	esac
+done
+[[ -n $addr ]] || uroce_die "rs_pair.sh: --addr is required"
+scmd=() ccmd=()
+while (($#)) && [[ $1 != ::: ]]; do scmd+=("${1//@ADDR@/$addr}"); shift; done
+(($#)) && shift
+while (($#)); do ccmd+=("${1//@ADDR@/$addr}"); shift; done
+((${#scmd[@]} && ${#ccmd[@]})) || uroce_die "rs_pair.sh: need SERVER ::: CLIENT"
+for p in "${scmd[0]}" "${ccmd[0]}"; do
+	command -v "$p" >/dev/null || uroce_die "$p is not installed (run scripts/setup)"
+done
+[[ -e $UROCE_LIBDIR/librdmacm.so.1 ]] ||
+	uroce_die "$UROCE_LIBDIR/librdmacm.so.1 does not exist (not built?)"
+
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/uroce-rs.XXXXXX")
+slog=$logdir/server.log clog=$logdir/client.log lfile=$logdir/listening
+# a server run as another user writes the listen file there
+[[ -z ${UROCE_TEST_USER:-} || $(id -u) -ne 0 ]] || chown "$UROCE_TEST_USER" "$logdir"
+env=()
+if ((preload)); then
+	lib=$(ldconfig -p | awk '$1 == "librdmacm.so.1" { print $NF; exit }')
+	rsp=$(dirname "${lib:-/usr/lib/x86_64-linux-gnu/x}")/rsocket/librspreload.so
+	[[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
+	env+=("LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp")
+fi
+mapfile -t slaunch < <(uroce_launch "${env[@]}" "UROCE_CM_LISTEN_FILE=$lfile")
+mapfile -t claunch < <(uroce_launch "${env[@]}")
+deadline=$(( $(date +%s) + tmo ))
+spid=''
+cleanup() {
+	[[ -n $spid ]] && { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; }
+	rm -rf "$logdir"
+}
+trap cleanup EXIT
+fail() {
+	uroce_print_log server "$slog"
+	uroce_print_log client "$clog"
+	uroce_die "$*"
+}
+
+timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2>&1 &
+spid=$!
+until [[ -s $lfile ]]; do
+	kill -0 "$spid" 2>/dev/null || fail "the server exited before it listened"
+	(( $(date +%s) < deadline )) || fail "the server did not listen in ${tmo}s"
+	sleep 0.05
+done
+
+left=$(( deadline - $(date +%s) ))
+((left > 0)) || left=1
+timeout -k 5 "$left" "${claunch[@]}" "${ccmd[@]}" >"$clog" 2>&1
+crc=$?
+((crc == 0)) || fail "client: $(uroce_rc_text "$crc")"
+wait "$spid"
+src=$?
+spid=''
+((src == 0)) || fail "server: $(uroce_rc_text "$src")"
+for side in server client; do
+	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/$side.log"); then
+		fail "$side printed an error:"$'\n'"$bad"
+	fi
+done
+for re in "${cexp[@]}"; do
+	grep -Eq -- "$re" "$clog" || fail "client output lacks /$re/"
+done
+for re in "${sexp[@]}"; do
+	grep -Eq -- "$re" "$slog" || fail "server output lacks /$re/"
+done
+uroce_say "PASS: ${scmd[*]} / ${ccmd[*]}"
+cat "$clog"
