@@ -20,7 +20,7 @@
 #include "cm.h"
 #include "uroce_private.h"
 
-#define NRECV		256
+#define NRECV		2048
 #define NSEND		256
 #define RECV_SLOT	(CM_GRH_SIZE + CM_MAD_SIZE)
 #define SEND_WRID	0x10000u
@@ -28,6 +28,8 @@
 struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.timerfd = -1,
+	.ids = { &cm.ids, &cm.ids },
+	.listeners = { &cm.listeners, &cm.listeners },
 };
 
 static struct ibv_cq *send_cq;
@@ -195,20 +197,33 @@ int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad)
 	return 0;
 }
 
-/* Arms the timerfd to the earliest pending deadline.  cm.lock held. */
+/* Whether a heap entry still stands for a MAD waiting for its answer. */
+static bool timer_live(const struct cm_timer *t)
+{
+	struct cm_id *id = cm_find_local(t->local_id);
+
+	return id && id->mad_pending && id->deadline_ns == t->deadline_ns;
+}
+
+/* Arms the timerfd to the earliest pending deadline, dropping the stale
+ * entries on top of the heap first (each is pushed once and popped once,
+ * so this costs nothing per id).  cm.lock held. */
 void cm_timer_arm(void)
 {
 	struct itimerspec its;
 	uint64_t next = 0;
-	struct cm_id *id;
 	int i;
 
-	for (id = cm.ids; id; id = id->next)
-		if (id->mad_pending && (!next || id->deadline_ns < next))
-			next = id->deadline_ns;
+	while (cm.timers.n && !timer_live(&cm.timers.t[0]))
+		cm_heap_pop(&cm.timers);
+	if (cm.timers.n)
+		next = cm.timers.t[0].deadline_ns;
 	for (i = 0; i < CM_HOLD_MAX; i++)
 		if (cm.held[i].used && (!next || cm.held[i].deadline_ns < next))
 			next = cm.held[i].deadline_ns;
+	if (next == cm.armed_ns)
+		return;
+	cm.armed_ns = next;
 	memset(&its, 0, sizeof(its));
 	if (next) {
 		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
@@ -245,6 +260,7 @@ static void *cm_thread(void *arg)
 
 			if (read(cm.timerfd, &n, sizeof(n)) < 0)
 				n = 0;
+			cm.armed_ns = 0;
 		}
 		if (cm.gsi) {
 			drain_recv();
