@@ -355,6 +355,7 @@ struct cm_global {
 	struct cm_hash peers;		/* window.c, by peer GID */
 	uint64_t armed_ns;		/* what the timerfd is set to */
 	uint16_t next_port;		/* ephemeral port cursor */
+	bool ports_full;		/* the last search found none free */
 	struct ibv_device_attr attr;
 	enum ibv_mtu mtu;
 	uint64_t guid;

@@ -613,10 +613,15 @@ uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared)
 		cm.next_port = (uint16_t)cm_now_ns();
 	for (i = 0; i < EPHEMERAL_N; i++) {
 		p = (uint16_t)(EPHEMERAL_FIRST + cm.next_port++ % EPHEMERAL_N);
-		if (!port_taken(ps, p, false))
+		if (!port_taken(ps, p, false)) {
+			cm.ports_full = false;
 			return p;
-		if (shared && i + 1 >= SHARE_AFTER)
+		}
+		/* once all were taken, one look each until one is free */
+		if (shared && (cm.ports_full || i + 1 >= SHARE_AFTER)) {
+			cm.ports_full = true;
 			return p;
+		}
 	}
 	return 0;
 }
