@@ -19,10 +19,12 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -287,6 +289,8 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		return 1;
 	if (!pid) {
+		/* a client that fails leaves no server behind */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(sp[0]);
 		sock = sp[1];
 		side(true);
