@@ -417,7 +417,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (!join && sh->seg->nmembers)
 		goto unlock;
 	if (sh->seg->nmembers >= UROCE_SHARE_SLOTS - 1)
-		goto unlock;
+		goto full;
 	if (setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    bind(sock, (const struct sockaddr *)ss, uroce_sa_len(ss))) {
 		err = -errno;
@@ -427,6 +427,8 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
 		sh->seg->nonce = (uint64_t)uroce_now_ns();
 	err = take_slot(sh);
+	if (err == -EADDRINUSE)
+		goto full;
 	if (err)
 		goto unlock;
 	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
@@ -461,6 +463,16 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (created)
 		uroce_share_gc();
 	return 0;
+full:
+	/* every slot is a member or another member's QPN range: the
+	 * address's limit (docs/scale.md); the default just tries the next */
+	err = -EADDRINUSE;
+	if (join) {
+		err = -ENOSPC;
+		fprintf(stderr, "uroce: %s: ENOSPC, its %d slots are taken "
+			"(processes and their QPN ranges; docs/scale.md)\n",
+			sh->addr, UROCE_SHARE_SLOTS - 1);
+	}
 unlock:
 	/* an address this host does not have (a UROCE_ADDR of another
 	 * host): nobody can ever join it, so its file goes */

@@ -581,6 +581,8 @@ int uroce_net_open(struct uroce_dev *dev)
 				fd = open_bound(dev, &ss, share_mode(false), &sh);
 		}
 	}
+	if (fd == -ENOSPC)	/* (share.c said which limit) */
+		return fd;
 	if (fd < 0) {
 		char buf[INET6_ADDRSTRLEN] = "?";
 
