@@ -538,6 +538,7 @@ int main(int argc, char **argv)
 			usage_now(&v_mid);
 	}
 	usage_now(&v_end);
+	ibv_close_device(ctx);
 	ok &= compare("rdma_cm client", &cm_mid, &cm_end, cycles / 10, cycles);
 	ok &= compare("rdma_cm server", &s_mid, &s_end, cycles / 10, cycles);
 	ok &= compare("verbs", &v_mid, &v_end, cycles / 10, cycles);

@@ -261,6 +261,8 @@ static int side(bool server)
 			fail("connect");
 		post_recv(i);
 	}
+	free(qpn);
+	free(pqpn);
 	/* both sides' receives are up before the first SEND */
 	xfer(&i, sizeof(i), true);
 	xfer(&i, sizeof(i), false);

@@ -224,6 +224,8 @@ static int do_wrap(long n)
 	printf("qpn_space wrap: %ld QPs created and destroyed in %.1f s, "
 	       "%ld pairs carried data, QPNs from %d range(s)\n", n,
 	       (double)(now_ms() - t0) / 1000, checked, nslots);
+	free(alive);
+	free(gone);
 	return 0;
 }
 
@@ -275,6 +277,7 @@ static int do_limit(void)
 	t = now_ms() - t0;
 	printf("qpn_space limit: a QP again after %llu ms\n",
 	       (unsigned long long)t);
+	free(qps);
 	if (t + 100 < QUARANTINE_MS) {
 		fprintf(stderr, "qpn_space: quarantine of only %llu ms\n",
 			(unsigned long long)t);
