@@ -222,7 +222,8 @@ static inline uint64_t uroce_proc_start_time(int pid)
  * process whose device uses that address.  Changed only under an OFD
  * write lock on its first byte; the datapath never reads it.
  *
- * Slot s (1 .. UROCE_SHARE_SLOTS-1) is one member: its QPNs are
+ * Slot s (1 .. UROCE_SHARE_SLOTS-1) is one member, or one more QPN range
+ * of a member that has used up its own (owner; docs/scale.md): its QPNs are
  * s << 16 | n, its CM comm IDs s << 24 | random, its forwarding socket
  * the abstract name "\0uroce/fwd/<address>/<nonce>/<s>".  order[] mirrors the
  * kernel's SO_REUSEPORT socket array (order[i] is the slot at index i).
@@ -238,7 +239,9 @@ struct uroce_share_slot {
 	uint32_t index;			/* in the reuseport array */
 	uint64_t start_time;		/* /proc/<pid>/stat field 22 */
 	uint32_t next_qpn;		/* low 16 bits: kept across owners */
-	uint32_t reserved;
+	uint32_t owner;			/* 0: a member; else a further QPN
+					 * range of the member in that slot
+					 * (index then UINT32_MAX) */
 };
 
 struct uroce_share_listen {

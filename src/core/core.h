@@ -49,7 +49,14 @@
 #define UROCE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- device limits (what query_device reports, and enforces) ---- */
-#define UROCE_MAX_QP		(1u << 16)
+/* QPs per process: the QP table's size, alone on an address (24-bit
+ * QPNs); on a shared address the 16 bits below the slot bound it first
+ * (docs/scale.md) */
+#define UROCE_MAX_QP		(1u << 18)
+/* QPN ranges (registry slots) one process may hold on a shared address */
+#define UROCE_QPN_RANGES	(UROCE_MAX_QP >> 16)
+/* a destroyed QP's number is not handed out again for this long */
+#define UROCE_QPN_QUARANTINE_MS	2000
 #define UROCE_MAX_QP_WR		16384
 #define UROCE_MAX_SGE		32
 #define UROCE_MAX_INLINE	512

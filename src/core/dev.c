@@ -75,20 +75,24 @@ static void dev_init(void)
 	dev->prog.wakefd = -1;
 	dev->port.lid_fd = -1;
 	dev->net.active_mtu = IBV_MTU_1024;
-	dev->obj.next_qpn = UROCE_QPN_FIRST;
 	/* a device alone on its address; net/udp.c narrows it when shared */
 	dev->obj.qpn_mask = UROCE_QPN_MASK;
+	dev->obj.qpn_range[0].next = UROCE_QPN_FIRST;
+	dev->obj.nranges = 1;
 	dev->stats.cnt = dev->stats.cnt_private;
 	dev->guid = htobe64(make_guid());
 
 	dev->obj.qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_tbl));
 	dev->obj.live = calloc(UROCE_MAX_QP, sizeof(*dev->obj.live));
+	dev->obj.qp_freed = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_freed));
 	dev->obj.mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_tbl));
 	dev->obj.mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_last_key));
 	if (!dev->obj.qp_tbl || !dev->obj.live || !dev->obj.mr_tbl ||
-	    !dev->obj.mr_last_key) {
+	    !dev->obj.mr_last_key || !dev->obj.qp_freed) {
 		free(dev->obj.live);
 		dev->obj.live = NULL;
+		free(dev->obj.qp_freed);
+		dev->obj.qp_freed = NULL;
 		free(dev->obj.mr_last_key);
 		dev->obj.mr_last_key = NULL;
 		free(dev->obj.qp_tbl);

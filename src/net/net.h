@@ -175,7 +175,8 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 bool uroce_share_poll(struct uroce_dev *dev, int fd);
 uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
-void uroce_share_note_qpn(struct uroce_dev *dev);	/* dev->lock */
+void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r);	/* dev->lock */
+int uroce_share_add_range(struct uroce_dev *dev);	/* dev->lock */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
 
 /* net/local.c: the same-host path (shared-memory rings to the devices

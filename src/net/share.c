@@ -149,6 +149,13 @@ static void remove_member(struct uroce_share_seg *seg, uint32_t s)
 		seg->nmembers--;
 	}
 	__atomic_store_n(&seg->slot[s].pid, 0, __ATOMIC_RELEASE);
+	seg->slot[s].owner = 0;
+	/* the member's further QPN ranges go with it */
+	for (k = 1; k < UROCE_SHARE_SLOTS; k++)
+		if (seg->slot[k].owner == s) {
+			__atomic_store_n(&seg->slot[k].pid, 0, __ATOMIC_RELEASE);
+			seg->slot[k].owner = 0;
+		}
 	for (k = 0; k < UROCE_SHARE_LISTENS; k++)
 		if (seg->listen[k].sid && seg->listen[k].slot == s)
 			seg->listen[k].sid = 0;
@@ -175,7 +182,8 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
  * The group's program, for the order the registry holds. Locked.
  *   probe:  return the index the probe names
  *   else:   A = destination QPN bits 23..16 (the owner slot); the index
- *           of that slot's socket; none (QP1, a free slot): an index out
+ *           of that slot's socket, or of its owner's for a further QPN
+ *           range of a member; none (QP1, a free slot): an index out
  *           of range, which makes the kernel pick one by flow hash
  * For UDP the kernel runs the program on the datagram past the UDP
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
@@ -186,7 +194,7 @@ static int attach_prog(struct uroce_share_seg *seg, int sock)
 	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
 	struct sock_fprog prog = { .filter = f };
 	unsigned short k = 0;
-	uint32_t i;
+	uint32_t i, s, o;
 
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
 	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
@@ -198,6 +206,16 @@ static int attach_prog(struct uroce_share_seg *seg, int sock)
 		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
 						      seg->order[i], 0, 1);
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, i);
+	}
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
+		o = seg->slot[s].owner;
+		if (!o || !seg->slot[s].pid || o >= UROCE_SHARE_SLOTS ||
+		    seg->slot[o].index >= seg->nmembers)
+			continue;
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+						      s, 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+						      seg->slot[o].index);
 	}
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
 	prog.len = k;
@@ -258,7 +276,7 @@ static void rescan(struct uroce_share *sh)
 	uint32_t s;
 
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
-		bool live = s != sh->slot &&
+		bool live = s != sh->slot && sh->seg->slot[s].owner != sh->slot &&
 			    __atomic_load_n(&sh->seg->slot[s].pid,
 					    __ATOMIC_ACQUIRE);
 
@@ -399,7 +417,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (!join && sh->seg->nmembers)
 		goto unlock;
 	if (sh->seg->nmembers >= UROCE_SHARE_SLOTS - 1)
-		goto unlock;
+		goto full;
 	if (setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    bind(sock, (const struct sockaddr *)ss, uroce_sa_len(ss))) {
 		err = -errno;
@@ -409,6 +427,8 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
 		sh->seg->nonce = (uint64_t)uroce_now_ns();
 	err = take_slot(sh);
+	if (err == -EADDRINUSE)
+		goto full;
 	if (err)
 		goto unlock;
 	setsockopt(sh->fwd_fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
@@ -416,6 +436,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	m = &sh->seg->slot[sh->slot];
 	m->start_time = uroce_proc_start_time(getpid());
 	m->index = sh->seg->nmembers;
+	m->owner = 0;
 	sh->seg->order[sh->seg->nmembers++] = (uint8_t)sh->slot;
 	__atomic_store_n(&m->pid, getpid(), __ATOMIC_RELEASE);
 	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
@@ -442,6 +463,16 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (created)
 		uroce_share_gc();
 	return 0;
+full:
+	/* every slot is a member or another member's QPN range: the
+	 * address's limit (docs/scale.md); the default just tries the next */
+	err = -EADDRINUSE;
+	if (join) {
+		err = -ENOSPC;
+		fprintf(stderr, "uroce: %s: ENOSPC, its %d slots are taken "
+			"(processes and their QPN ranges; docs/scale.md)\n",
+			sh->addr, UROCE_SHARE_SLOTS - 1);
+	}
 unlock:
 	/* an address this host does not have (a UROCE_ADDR of another
 	 * host): nobody can ever join it, so its file goes */
@@ -537,11 +568,63 @@ uint32_t uroce_share_slot(const struct uroce_dev *dev)
 	return dev->net.share ? dev->net.share->slot : 0;
 }
 
-void uroce_share_note_qpn(struct uroce_dev *dev)
+void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r)
 {
+	const struct uroce_qpn_range *q = &dev->obj.qpn_range[r];
+
 	if (dev->net.share)
-		__atomic_store_n(&dev->net.share->seg->slot[dev->net.share->slot].next_qpn,
-				 dev->obj.next_qpn, __ATOMIC_RELAXED);
+		__atomic_store_n(&dev->net.share->seg->slot[q->base >> 16].next_qpn,
+				 q->next, __ATOMIC_RELAXED);
+}
+
+/*
+ * One more QPN range for a member whose own 65 519 QPNs are in use: a
+ * free slot of the address, marked as the member's (owner), which the
+ * group's program steers to the member's socket.  Each range taken is
+ * a process fewer that can join the address.  dev->lock held.
+ */
+int uroce_share_add_range(struct uroce_dev *dev)
+{
+	struct uroce_share *sh = dev->net.share;
+	struct uroce_share_seg *seg;
+	struct uroce_share_slot *m;
+	uint32_t k, s, r;
+	int err;
+
+	if (!sh || dev->obj.nranges >= UROCE_QPN_RANGES)
+		return -ENOSPC;
+	err = lock_seg(sh);
+	if (err)
+		return err;
+	seg = sh->seg;
+	reap(seg, sh->slot);
+	for (k = 1; k < UROCE_SHARE_SLOTS; k++) {
+		s = (seg->next_slot + k) % UROCE_SHARE_SLOTS;
+		if (s && !seg->slot[s].pid)
+			break;
+	}
+	if (k == UROCE_SHARE_SLOTS) {
+		unlock_seg(sh);
+		return -ENOSPC;
+	}
+	seg->next_slot = s;
+	m = &seg->slot[s];
+	m->start_time = seg->slot[sh->slot].start_time;
+	m->index = UINT32_MAX;
+	m->owner = sh->slot;
+	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
+		m->next_qpn = UROCE_QPN_FIRST;
+	__atomic_store_n(&m->pid, getpid(), __ATOMIC_RELEASE);
+	r = dev->obj.nranges;
+	dev->obj.qpn_range[r].base = s << 16;
+	dev->obj.qpn_range[r].next = m->next_qpn;
+	dev->obj.qpn_range[r].n = 0;
+	dev->obj.range_of_slot[s] = (uint8_t)r;
+	dev->obj.nranges = r + 1;
+	seg->epoch++;
+	attach_prog(seg, dev->net.sock);
+	unlock_seg(sh);
+	return 0;
 }
 
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
@@ -700,8 +783,11 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		return false;
 	else
 		s = qpn >> 16;
-	if (!s || s == sh->slot)
+	if (!s || s == sh->slot || dev->obj.range_of_slot[s] != 0xff)
 		return false;
+	/* a further range of another member: to that member */
+	if (sh->seg->slot[s].owner && sh->seg->slot[s].owner < UROCE_SHARE_SLOTS)
+		s = sh->seg->slot[s].owner;
 	/* not ours: to its owner, if there is one */
 	memset(&h, 0, sizeof(h));
 	h.kind = FWD_PKT;

@@ -492,14 +492,23 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 }
 
 /* The device's group, and the QPNs it hands out: slot << 16 | n in a
- * group (n from the slot's counter, which outlives its owners), any
- * 24-bit number alone. */
+ * group (n from the slot's counter, which outlives its owners; more
+ * slots as the first fills, share.c), any 24-bit number alone. */
 static void set_share(struct uroce_dev *dev, struct uroce_share *sh)
 {
+	uint32_t slot;
+
 	dev->net.share = sh;
-	dev->obj.qpn_base = uroce_share_slot(dev) << 16;
+	slot = uroce_share_slot(dev);
 	dev->obj.qpn_mask = sh ? 0xffff : UROCE_QPN_MASK;
-	dev->obj.next_qpn = uroce_share_first_qpn(dev);
+	dev->obj.nranges = 1;
+	dev->obj.qpn_range[0].base = slot << 16;
+	dev->obj.qpn_range[0].next = uroce_share_first_qpn(dev);
+	dev->obj.qpn_range[0].n = dev->obj.nqps;
+	memset(dev->obj.range_of_slot, 0xff, sizeof(dev->obj.range_of_slot));
+	/* QP1 (slot byte 0) and the member's own QPNs */
+	dev->obj.range_of_slot[0] = 0;
+	dev->obj.range_of_slot[slot] = 0;
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
@@ -585,6 +594,8 @@ int uroce_net_open(struct uroce_dev *dev)
 			}
 		}
 	}
+	if (fd == -ENOSPC)	/* (share.c said which limit) */
+		return fd;
 	if (fd < 0) {
 		char buf[INET6_ADDRSTRLEN] = "?";
 

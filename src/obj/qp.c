@@ -2,9 +2,27 @@
 /* The QP table: by QP number, and every live QP packed for walks. */
 #include "dev.h"
 
+/* the QPN range idx (a table index) is in */
+static struct uroce_qpn_range *range_of(struct uroce_dev *dev, uint32_t idx)
+{
+	return &dev->obj.qpn_range[dev->obj.qpn_mask == UROCE_QPN_MASK ? 0 :
+				   idx >> 16];
+}
+
+uint32_t uroce_qp_index(const struct uroce_dev *dev, uint32_t qpn)
+{
+	uint8_t r;
+
+	if (dev->obj.qpn_mask == UROCE_QPN_MASK)
+		return qpn % UROCE_MAX_QP;
+	r = dev->obj.range_of_slot[(qpn >> 16) & 0xff];
+	return r == 0xff ? UINT32_MAX : (uint32_t)r << 16 | (qpn & 0xffff);
+}
+
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
 {
-	struct uroce_qp *qp = dev->obj.qp_tbl[qpn % UROCE_MAX_QP];
+	uint32_t i = uroce_qp_index(dev, qpn);
+	struct uroce_qp *qp = i < UROCE_MAX_QP ? dev->obj.qp_tbl[i] : NULL;
 
 	return qp && uqp_ibqp(qp)->qp_num == qpn ? qp : NULL;
 }
@@ -12,7 +30,10 @@ struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
 void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 			uint32_t qpn)
 {
-	dev->obj.qp_tbl[qpn % UROCE_MAX_QP] = qp;
+	uint32_t idx = uroce_qp_index(dev, qpn);
+
+	dev->obj.qp_tbl[idx] = qp;
+	range_of(dev, idx)->n++;
 	qp->live_idx = dev->obj.nqps;
 	dev->obj.live[dev->obj.nqps++] = qp;
 	uqp_ibqp(qp)->qp_num = qpn;
@@ -21,8 +42,13 @@ void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp)
 {
 	struct uroce_qp *last = dev->obj.live[--dev->obj.nqps];
+	uint32_t slot = uroce_qp_index(dev, uqp_ibqp(qp)->qp_num);
 
-	dev->obj.qp_tbl[uqp_ibqp(qp)->qp_num % UROCE_MAX_QP] = NULL;
+	dev->obj.qp_tbl[slot] = NULL;
+	range_of(dev, slot)->n--;
+	/* 0 means never: a time that rounds to it is taken as 1 ms */
+	dev->obj.qp_freed[slot].qpn = uqp_ibqp(qp)->qp_num;
+	dev->obj.qp_freed[slot].ms = (uint32_t)(uroce_now_ns() / 1000000) | 1;
 	last->live_idx = qp->live_idx;
 	dev->obj.live[qp->live_idx] = last;
 }

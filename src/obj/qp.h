@@ -312,6 +312,8 @@ static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
 
 /* obj/qp.c: the QP numbered qpn, or NULL; dev->lock held */
 struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn);
+/* qpn's place in dev->obj.qp_tbl; UINT32_MAX: none of ours */
+uint32_t uroce_qp_index(const struct uroce_dev *dev, uint32_t qpn);
 /* obj/qp.c: put qp in the table as qpn (its slot is free) / take it out;
  * dev->lock held */
 void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
@@ -340,11 +342,29 @@ struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
 
 /* ---- dev->obj: the object tables ---- */
 struct uroce_objs {
-	/* QP table (obj/qp.c, for verbs/qp.c), indexed by qpn % UROCE_MAX_QP */
+	/* QP table (obj/qp.c, for verbs/qp.c), indexed by uroce_qp_index */
 	struct uroce_qp **qp_tbl;
-	uint32_t next_qpn;
-	uint32_t qpn_base, qpn_mask;	/* QPN = base | (n & mask), net/udp.c */
+	/*
+	 * The QPNs the device hands out, in ranges (docs/scale.md): alone
+	 * on an address one, the 24-bit space (mask UROCE_QPN_MASK); on a
+	 * shared address one per registry slot the process holds, QPN =
+	 * slot << 16 | n (mask 0xffff), the member's own slot first and
+	 * more taken as they fill (net/share.c).  Set by net/udp.c.
+	 */
+	struct uroce_qpn_range {
+		uint32_t base;		/* slot << 16, or 0 alone */
+		uint32_t next;		/* the counter n */
+		uint32_t n;		/* live QPs in the range */
+	} qpn_range[UROCE_QPN_RANGES];
+	uint32_t nranges;
+	uint32_t qpn_mask;
+	uint8_t range_of_slot[256];	/* shared: slot -> range, 0xff none */
 	uint32_t nqps;
+	/* per qp_tbl slot: the QPN its last QP had, and when that was
+	 * destroyed (ms, 0: never) */
+	struct uroce_qp_freed {
+		uint32_t qpn, ms;
+	} *qp_freed;
 	/* the same nqps QPs, packed in no order: what walks every QP (timers,
 	 * the stats snapshot) visits, instead of UROCE_MAX_QP slots */
 	struct uroce_qp **live;

@@ -20,6 +20,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "core/config.h"
+#include "core/core.h"
 
 #define CM_EXPORT	__attribute__((visibility("default")))
 
@@ -131,6 +132,78 @@ const struct cm_mad_desc *cm_mad_desc(uint16_t attr);
 /* all of them (the unit test walks them) */
 const struct cm_mad_desc *cm_mad_descs(size_t *n);
 
+/* ---- table.c: lookups whose cost does not grow with the ids ---- */
+
+/* A circular doubly linked list: O(1) insertion and removal anywhere. */
+struct cm_link {
+	struct cm_link *prev, *next;
+};
+
+static inline void cm_link_init(struct cm_link *h)
+{
+	h->prev = h;
+	h->next = h;
+}
+
+static inline bool cm_link_empty(const struct cm_link *h)
+{
+	return h->next == h;
+}
+
+static inline void cm_link_add_tail(struct cm_link *h, struct cm_link *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+
+/* safe on a node that is in no list (initialised or zeroed) */
+static inline void cm_link_del(struct cm_link *n)
+{
+	if (!n->next)
+		return;
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	cm_link_init(n);
+}
+
+#define cm_link_entry(p, type, member) container_of(p, type, member)
+
+/* A chained hash table; nodes unlink in O(1) (pprev), the table doubles
+ * as it fills, several nodes may share a key. */
+struct cm_hnode {
+	struct cm_hnode *next, **pprev;
+	uint64_t key;
+};
+
+struct cm_hash {
+	struct cm_hnode **b;
+	size_t mask, n;
+};
+
+int cm_hash_add(struct cm_hash *h, struct cm_hnode *n, uint64_t key);
+void cm_hash_del(struct cm_hash *h, struct cm_hnode *n);
+struct cm_hnode *cm_hash_first(const struct cm_hash *h, uint64_t key);
+struct cm_hnode *cm_hash_next(const struct cm_hnode *n);
+
+/* Retransmission deadlines: a min-heap of (deadline, comm ID) pushed
+ * each time an id's deadline is set; an entry whose id is gone, no
+ * longer waits or has another deadline is stale and skipped, so that
+ * answering a MAD only clears mad_pending (gsi.c, cm_timer_arm). */
+struct cm_timer {
+	uint64_t deadline_ns;
+	uint32_t local_id;
+};
+
+struct cm_heap {
+	struct cm_timer *t;
+	size_t n, cap;
+};
+
+int cm_heap_push(struct cm_heap *hp, uint64_t deadline_ns, uint32_t local_id);
+void cm_heap_pop(struct cm_heap *hp);
+
 /* ---- cma.c: ids, channels, events ---- */
 
 enum cm_state {
@@ -173,9 +246,20 @@ struct cm_chan {
 
 struct cm_id {
 	struct rdma_cm_id id;		/* first: what the user holds */
-	struct cm_id *next;		/* cm.ids */
+	struct cm_link node;		/* cm.ids */
+	struct cm_hnode local_node;	/* cm.by_local, by local_id */
+	struct cm_hnode remote_node;	/* cm.by_remote: passive ids */
+	struct cm_hnode port_node;	/* in *port_table, by (ps, port) */
+	struct cm_hash *port_table;	/* cm.ports, cm.child_ports or NULL */
+	struct cm_link listen_node;	/* cm.listeners, while CM_LISTEN */
+	struct cm_link children;	/* listener: ids whose request is
+					 * not yet read (->listener) */
+	struct cm_link child_node;	/* in the listener's children */
+	struct cm_link deferred_q;	/* listener: ->deferred ids, FIFO */
+	struct cm_link deferred_node;	/* in the listener's deferred_q */
 	enum cm_state state;
 	unsigned int nevents;		/* queued or delivered, not acked */
+	unsigned int nqueued;		/* of those, still on a channel */
 	bool sync;
 
 	uint16_t port;			/* bound port (host order), 0 = none */
@@ -211,7 +295,10 @@ struct cm_id {
 
 	/* the MAD we retransmit until its answer comes */
 	uint8_t mad[CM_MAD_SIZE];
-	bool mad_pending;
+	bool mad_pending;		/* cleared by cm_mad_done */
+	struct cm_peer *win_peer;	/* window.c: counted or waiting */
+	bool win_waiting;		/* ... waiting, in win_node */
+	struct cm_link win_node;
 	int retries_left;
 	uint64_t timeout_ns, deadline_ns;
 
@@ -264,7 +351,17 @@ struct cm_global {
 	bool send_busy[256];
 	int timerfd;
 	pthread_t thread;
-	struct cm_id *ids;
+	struct cm_link ids;		/* every id (table.c) */
+	struct cm_link listeners;	/* ids in CM_LISTEN */
+	struct cm_hash by_local;	/* ids by local comm ID */
+	struct cm_hash by_remote;	/* passive ids by peer's comm ID */
+	struct cm_hash ports;		/* bound ids by (ps, port) */
+	struct cm_hash child_ports;	/* passive ids by (ps, port) */
+	struct cm_heap timers;		/* retransmission deadlines */
+	struct cm_hash peers;		/* window.c, by peer GID */
+	uint64_t armed_ns;		/* what the timerfd is set to */
+	uint16_t next_port;		/* ephemeral port cursor */
+	bool ports_full;		/* the last search found none free */
 	struct ibv_device_attr attr;
 	enum ibv_mtu mtu;
 	uint64_t guid;
@@ -293,7 +390,7 @@ void cm_wait_init(void);
 int cm_set_errno(int err);
 int cm_dev_up(void);
 int cm_ensure_gsi(void);
-uint16_t cm_alloc_port(enum rdma_port_space ps);
+uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared);
 struct cm_chan *cm_chan_new(bool sync);
 void cm_fill_path(struct cm_id *id);
 int cm_qp_to_rtr_rts(struct cm_id *id);
@@ -313,6 +410,36 @@ static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
 
 /* rdma-core's ucma_complete: a synchronous id waits for its event */
 int cm_sync_wait(struct cm_id *id);
+
+/* table.c: the ids' indexes; cm.lock held */
+void cm_id_link(struct cm_id *id);	/* cm_id_alloc */
+void cm_id_unlink(struct cm_id *id);	/* cm_id_free: out of every index */
+struct cm_id *cm_find_local(uint32_t local_id);
+void cm_set_local_id(struct cm_id *id, uint32_t local_id);
+void cm_index_passive(struct cm_id *id);	/* remote_id, peer_gid set */
+struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
+			      uint64_t tid);
+void cm_index_port(struct cm_id *id, bool passive);	/* port set */
+struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port);
+struct cm_id *cm_port_next(struct cm_id *id);
+void cm_timer_add(struct cm_id *id);	/* after setting deadline_ns */
+
+#define cm_for_each_id(pos) \
+	for (struct cm_link *l_ = cm.ids.next; \
+	     l_ != &cm.ids && ((pos) = cm_link_entry(l_, struct cm_id, node)); \
+	     l_ = l_->next)
+
+/* ---- window.c: requests outstanding per peer; cm.lock held ---- */
+
+#define CM_WINDOW	512		/* a quarter of the peer's NRECV */
+
+struct cm_peer;
+/* true: id's request must wait (sent later by cm_mad_start) */
+bool cm_window_wait(struct cm_id *id);
+/* id's request is answered, given up or its id gone: the next goes */
+void cm_window_leave(struct cm_id *id);
+/* the answer came: mad_pending off, the window moves */
+void cm_mad_done(struct cm_id *id);
 
 /* ---- mcast.c: multicast joins; cm.lock held ---- */
 
@@ -348,5 +475,6 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 void cm_release_deferred(struct cm_id *listener);
 void cm_hold_update(void);
 void cm_id_drop_mad(struct cm_id *id);
+void cm_mad_start(struct cm_id *id);
 
 #endif /* UROCE_RDMACM_CM_H */

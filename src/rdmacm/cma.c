@@ -126,6 +126,7 @@ void cm_event_queue(struct cm_event *e)
 	struct cm_chan *ch = e->chan ? e->chan : to_chan(e->owner->id.channel);
 
 	e->next = NULL;
+	e->owner->nqueued++;
 	if (ch->tail)
 		ch->tail->next = e;
 	else
@@ -144,6 +145,7 @@ static void unqueue_events(struct cm_chan *ch, struct cm_id *owner,
 	while ((e = *pp)) {
 		if (e->owner == owner) {
 			*pp = e->next;
+			owner->nqueued--;
 			if (to) {
 				e->chan = NULL;
 				cm_event_queue(e);
@@ -190,8 +192,10 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 				ch->tail = NULL;
 			chan_ready(ch);
 			e->delivered = true;
+			e->owner->nqueued--;
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && lid) {
 				e->owner->listener = NULL;
+				cm_link_del(&e->owner->child_node);
 				lid->queued_reqs--;
 				cm_release_deferred(lid);
 			}
@@ -324,7 +328,7 @@ CM_EXPORT void rdma_free_devices(struct ibv_context **list)
 struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 			  enum rdma_port_space ps, enum ibv_qp_type qpt)
 {
-	struct cm_id *id = calloc(1, sizeof(*id)), **pp;
+	struct cm_id *id = calloc(1, sizeof(*id));
 
 	if (!id)
 		return NULL;
@@ -338,23 +342,17 @@ struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 	id->ack_timeout = 14;
 	id->mtu = (uint8_t)cm.mtu;
 	ch->nids++;
-	for (pp = &cm.ids; *pp; pp = &(*pp)->next)
-		;
-	*pp = id;
+	cm_id_link(id);
 	return id;
 }
 
 void cm_id_free(struct cm_id *id)
 {
 	struct cm_chan *ch = to_chan(id->id.channel);
-	struct cm_id **pp;
 
-	for (pp = &cm.ids; *pp; pp = &(*pp)->next)
-		if (*pp == id) {
-			*pp = id->next;
-			break;
-		}
-	unqueue_events(ch, id, NULL);
+	cm_id_unlink(id);
+	if (id->nqueued)
+		unqueue_events(ch, id, NULL);
 	if (id->deferred_ev) {
 		free(id->deferred_ev);
 		id->deferred_ev = NULL;
@@ -408,12 +406,10 @@ CM_EXPORT int rdma_create_id(struct rdma_event_channel *channel,
 
 static void destroy_children(struct cm_id *lid)
 {
-	struct cm_id *c, *next;
+	struct cm_id *c;
 
-	for (c = cm.ids; c; c = next) {
-		next = c->next;
-		if (c->listener != lid)
-			continue;
+	while (!cm_link_empty(&lid->children)) {
+		c = cm_link_entry(lid->children.next, struct cm_id, child_node);
 		if (c->state == CM_SIDR_REQ_RCVD)
 			cm_send_sidr_rep(c, CM_SIDR_REJECT, 0, NULL, 0);
 		else
@@ -421,8 +417,6 @@ static void destroy_children(struct cm_id *lid)
 		/* its CONNECT_REQUEST waits on the listener's channel */
 		unqueue_events(to_chan(lid->id.channel), c, NULL);
 		cm_id_free(c);
-		/* the list changed under us: start over */
-		next = cm.ids;
 	}
 }
 
@@ -473,7 +467,7 @@ static void __attribute__((destructor)) end_connections_at_exit(void)
 	if (!cm.dev_up || cm.pid != getpid())
 		return;
 	pthread_mutex_lock(&cm.lock);
-	for (ci = cm.ids; ci; ci = ci->next)
+	cm_for_each_id(ci)
 		if (ci->state != CM_LISTEN && tell_peer_gone(ci))
 			sent = true;
 	if (sent)
@@ -494,7 +488,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		id->event = NULL;
 	}
 	pthread_mutex_lock(&cm.lock);
-	for (e = to_chan(id->channel)->head; e; e = e->next)
+	for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e;
+	     e = e->next)
 		if (e->owner == ci)
 			queued++;
 	if (ci->nevents > queued) {
@@ -634,7 +629,9 @@ static bool port_taken(const struct cm_id *ci, sa_family_t family,
 {
 	struct cm_id *id;
 
-	for (id = cm.ids; id; id = id->next)
+	/* passive ids never hold their listener's port for a bind */
+	for (id = cm_port_first(false, (uint16_t)ps, port); id;
+	     id = cm_port_next(id))
 		if (id != ci && id->bound && !id->listener &&
 		    id->id.ps == ps && !apart_by_family(ci, family, id) &&
 		    id->port == port && id->state != CM_REQ_RCVD &&
@@ -645,17 +642,38 @@ static bool port_taken(const struct cm_id *ci, sa_family_t family,
 	return false;
 }
 
-uint16_t cm_alloc_port(enum rdma_port_space ps)
+#define EPHEMERAL_FIRST	32768
+#define EPHEMERAL_N	28232
+#define SHARE_AFTER	64
+
+/*
+ * A free ephemeral port, from a cursor that moves on, or 0.  shared:
+ * the id only connects out (rdma_resolve_addr bound it), and its port
+ * is then only a name in the rdma_cm header, never a service ID we
+ * listen on: after SHARE_AFTER taken ports in a row it takes one anyway,
+ * so that more connections than ephemeral ports (cmtime -c 100000) cost
+ * the same as the first (docs/scale.md).
+ */
+uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared)
 {
-	uint16_t base, p;
+	uint16_t p = 0;
 	int i;
 
-	if (getrandom(&base, sizeof(base), 0) != sizeof(base))
-		base = (uint16_t)cm_now_ns();
-	for (i = 0; i < 28232; i++) {
-		p = (uint16_t)(32768 + (base + i) % 28232);
-		if (!port_taken(NULL, AF_UNSPEC, ps, p, false))
+	if (!cm.next_port &&
+	    getrandom(&cm.next_port, sizeof(cm.next_port), 0) !=
+	    sizeof(cm.next_port))
+		cm.next_port = (uint16_t)cm_now_ns();
+	for (i = 0; i < EPHEMERAL_N; i++) {
+		p = (uint16_t)(EPHEMERAL_FIRST + cm.next_port++ % EPHEMERAL_N);
+		if (!port_taken(NULL, AF_UNSPEC, ps, p, false)) {
+			cm.ports_full = false;
 			return p;
+		}
+		/* once all were taken, one look each until one is free */
+		if (shared && (cm.ports_full || i + 1 >= SHARE_AFTER)) {
+			cm.ports_full = true;
+			return p;
+		}
 	}
 	return 0;
 }
@@ -695,7 +713,8 @@ static bool bindv6only(void)
 }
 
 /* cm.lock held; returns 0 or a positive errno. */
-static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
+static int bind_locked(struct cm_id *ci, const struct sockaddr *addr,
+		       bool implicit)
 {
 	struct rdma_addr *ra = &ci->id.route.addr;
 	struct sockaddr_storage ss;
@@ -727,7 +746,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	}
 	port = get_port(addr);
 	if (!port)
-		port = cm_alloc_port(ci->id.ps);
+		port = cm_alloc_port(ci->id.ps, implicit);
 	else if (port_taken(ci, addr->sa_family, ci->id.ps, port,
 			    ci->reuseaddr))
 		return EADDRINUSE;
@@ -740,6 +759,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr)
 	ra->addr.ibaddr.pkey = htobe16(0xffff);
 	ci->port = port;
 	ci->bound = true;
+	cm_index_port(ci, false);
 	ci->state = CM_BOUND;
 	ci->id.verbs = devless ? NULL : cm.app_ctx;
 	ci->id.port_num = devless ? 0 : 1;
@@ -773,7 +793,7 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	if (!id || !addr)
 		return cm_set_errno(EINVAL);
 	pthread_mutex_lock(&cm.lock);
-	err = bind_locked(to_cid(id), addr);
+	err = bind_locked(to_cid(id), addr, false);
 	pthread_mutex_unlock(&cm.lock);
 	return err ? cm_set_errno(err) : 0;
 }
@@ -862,7 +882,7 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 			memset(&any, 0, sizeof(any));
 			any.ss_family = dst_addr->sa_family;
 		}
-		err = bind_locked(ci, (struct sockaddr *)&any);
+		err = bind_locked(ci, (struct sockaddr *)&any, true);
 		if (err)
 			goto out;
 	}
@@ -1003,7 +1023,7 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (!ci->bound) {
 		struct sockaddr_in any = { .sin_family = AF_INET };
 
-		err = bind_locked(ci, (struct sockaddr *)&any);
+		err = bind_locked(ci, (struct sockaddr *)&any, false);
 	}
 	if (!err && ci->state != CM_BOUND && ci->state != CM_LISTEN)
 		err = EINVAL;
@@ -1020,6 +1040,8 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (!err) {
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
 			      backlog : CM_DEFAULT_BACKLOG;
+		if (ci->state != CM_LISTEN)
+			cm_link_add_tail(&cm.listeners, &ci->listen_node);
 		ci->state = CM_LISTEN;
 		/* requests that came before us (docs/rdmacm.md) */
 		cm_hold_update();
@@ -1355,7 +1377,7 @@ CM_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 	if (event == IBV_EVENT_COMM_EST && ci->state == CM_REP_SENT) {
 		struct cm_event *e;
 
-		ci->mad_pending = false;
+		cm_mad_done(ci);
 		ci->state = CM_ESTABLISHED;
 		e = cm_event_new(ci, RDMA_CM_EVENT_ESTABLISHED, 0);
 		if (e)
@@ -1387,7 +1409,8 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 		break;
 	case CM_DISCONNECTED:
 		cm_qp_to_err(ci);
-		for (e = to_chan(id->channel)->head; e; e = e->next)
+		for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e;
+		     e = e->next)
 			if (e->owner == ci &&
 			    e->ev.event == RDMA_CM_EVENT_DISCONNECTED)
 				wait = true;

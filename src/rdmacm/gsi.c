@@ -22,7 +22,7 @@
 #include "core/thread.h"
 #include "uroce_private.h"
 
-#define NRECV		256
+#define NRECV		2048
 #define NSEND		256
 #define RECV_SLOT	(CM_GRH_SIZE + CM_MAD_SIZE)
 #define SEND_WRID	0x10000u
@@ -30,6 +30,8 @@
 struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.timerfd = -1,
+	.ids = { &cm.ids, &cm.ids },
+	.listeners = { &cm.listeners, &cm.listeners },
 };
 
 static struct ibv_cq *send_cq;
@@ -214,23 +216,35 @@ void cm_flush_sends(uint64_t timeout_ns)
 	}
 }
 
-/* Arms the timerfd to the earliest pending deadline.  cm.lock held. */
+/* Whether a heap entry still stands for a MAD waiting for its answer or
+ * for the end of a time wait. */
+static bool timer_live(const struct cm_timer *t)
+{
+	struct cm_id *id = cm_find_local(t->local_id);
+
+	return id && ((id->mad_pending && id->deadline_ns == t->deadline_ns) ||
+		      id->timewait_ns == t->deadline_ns);
+}
+
+/* Arms the timerfd to the earliest pending deadline, dropping the stale
+ * entries on top of the heap first (each is pushed once and popped once,
+ * so this costs nothing per id).  cm.lock held. */
 void cm_timer_arm(void)
 {
 	struct itimerspec its;
 	uint64_t next = 0;
-	struct cm_id *id;
 	int i;
 
-	for (id = cm.ids; id; id = id->next) {
-		if (id->mad_pending && (!next || id->deadline_ns < next))
-			next = id->deadline_ns;
-		if (id->timewait_ns && (!next || id->timewait_ns < next))
-			next = id->timewait_ns;
-	}
+	while (cm.timers.n && !timer_live(&cm.timers.t[0]))
+		cm_heap_pop(&cm.timers);
+	if (cm.timers.n)
+		next = cm.timers.t[0].deadline_ns;
 	for (i = 0; i < CM_HOLD_MAX; i++)
 		if (cm.held[i].used && (!next || cm.held[i].deadline_ns < next))
 			next = cm.held[i].deadline_ns;
+	if (next == cm.armed_ns)
+		return;
+	cm.armed_ns = next;
 	memset(&its, 0, sizeof(its));
 	if (next) {
 		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
@@ -267,6 +281,7 @@ static void *cm_thread(void *arg)
 
 			if (read(cm.timerfd, &n, sizeof(n)) < 0)
 				n = 0;
+			cm.armed_ns = 0;
 		}
 		if (cm.gsi) {
 			drain_recv();

@@ -60,10 +60,10 @@ static uint64_t exp_ns(uint8_t e)
 	return 4096ull << (e > 31 ? 31 : e);
 }
 
-static uint32_t new_comm_id(void)
+/* Gives id a comm ID no other id here has. */
+static void new_comm_id(struct cm_id *id)
 {
 	uint32_t v;
-	struct cm_id *id;
 
 again:
 	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
@@ -74,10 +74,9 @@ again:
 		v = uroce_dev_id_prefix(cm.ctx) | (v & 0xffffff);
 	if (!v || !(v & 0xffffff))
 		goto again;
-	for (id = cm.ids; id; id = id->next)
-		if (id->local_id == v)
-			goto again;
-	return v;
+	if (cm_find_local(v))
+		goto again;
+	cm_set_local_id(id, v);
 }
 
 static uint64_t new_tid(uint32_t local_id)
@@ -87,24 +86,34 @@ static uint64_t new_tid(uint32_t local_id)
 	return cm.tid_hi | (uint64_t)(local_id ^ (++seq << 24));
 }
 
-/* Sends id's MAD and keeps it for retransmission. */
-static int send_armed(struct cm_id *id, uint8_t timeout_exp, int retries)
+/* Sends id's MAD (kept in id->mad) and arms its retransmission. */
+void cm_mad_start(struct cm_id *id)
 {
-	int err = cm_send_mad(&id->peer_gid, id->mad);
+	/* a failed first send is retried like a lost one */
+	(void)cm_send_mad(&id->peer_gid, id->mad);
+	id->deadline_ns = cm_now_ns() + id->timeout_ns;
+	cm_timer_add(id);
+	cm_timer_arm();
+}
 
+/* Sends id's MAD and keeps it for retransmission; a request (REQ, DREQ,
+ * SIDR_REQ) waits its turn in the peer's window (window.c). */
+static int send_armed(struct cm_id *id, uint8_t timeout_exp, int retries,
+		      bool request)
+{
+	cm_window_leave(id);
 	id->mad_pending = true;
 	id->retries_left = retries;
 	id->timeout_ns = exp_ns(timeout_exp);
-	id->deadline_ns = cm_now_ns() + id->timeout_ns;
-	cm_timer_arm();
-	/* a failed first send is retried like a lost one */
-	(void)err;
+	if (request && cm_window_wait(id))
+		return 0;
+	cm_mad_start(id);
 	return 0;
 }
 
 void cm_id_drop_mad(struct cm_id *id)
 {
-	id->mad_pending = false;
+	cm_mad_done(id);
 }
 
 static int send_once(const union ibv_gid *gid, struct cm_msg *m)
@@ -215,7 +224,7 @@ int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len)
 		m.rnr_retry = 0;
 		m.srq = 0;
 	}
-	id->local_id = new_comm_id();
+	new_comm_id(id);
 	id->tid = new_tid(id->local_id);
 	m.local_id = id->local_id;
 	m.tid = id->tid;
@@ -224,7 +233,7 @@ int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len)
 	make_cma_hdr(id, hdr, pdata, len, sizeof(hdr));
 	cm_mad_build(id->mad, &m);
 	id->state = CM_REQ_SENT;
-	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES);
+	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES, true);
 }
 
 int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
@@ -258,7 +267,8 @@ int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
 	}
 	cm_mad_build(id->mad, &m);
 	id->state = CM_REP_SENT;
-	return send_armed(id, id->peer_resp_to, id->peer_max_retries);
+	return send_armed(id, id->peer_resp_to, id->peer_max_retries,
+			   false);
 }
 
 int cm_send_rtu(struct cm_id *id)
@@ -289,7 +299,7 @@ int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
 		.pdata_len = len,
 	};
 
-	id->mad_pending = false;
+	cm_mad_done(id);
 	return send_once(&id->peer_gid, &m);
 }
 
@@ -306,7 +316,7 @@ int cm_send_dreq(struct cm_id *id)
 	m.tid = id->tid;
 	cm_mad_build(id->mad, &m);
 	id->state = CM_DREQ_SENT;
-	return send_armed(id, CM_RESP_TIMEOUT, CM_DREQ_RETRIES);
+	return send_armed(id, CM_RESP_TIMEOUT, CM_DREQ_RETRIES, true);
 }
 
 int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len)
@@ -319,14 +329,14 @@ int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = CM_SIDR_REQ_PDATA,
 	};
 
-	id->local_id = new_comm_id();
+	new_comm_id(id);
 	id->tid = new_tid(id->local_id);
 	m.local_id = id->local_id;
 	m.tid = id->tid;
 	make_cma_hdr(id, hdr, pdata, len, sizeof(hdr));
 	cm_mad_build(id->mad, &m);
 	id->state = CM_SIDR_REQ_SENT;
-	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES);
+	return send_armed(id, CM_RESP_TIMEOUT, CM_MAX_RETRIES, true);
 }
 
 int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
@@ -346,7 +356,7 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 
 	/* kept (not armed) so that a repeated SIDR_REQ gets it again */
 	cm_mad_build(id->mad, &m);
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->state = CM_SIDR_DONE;
 	return cm_send_mad(&id->peer_gid, id->mad);
 }
@@ -410,6 +420,8 @@ static void disconnected(struct cm_id *id, const struct cm_msg *m)
 {
 	conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
 	id->timewait_ns = cm_now_ns() + exp_ns(CM_TIMEWAIT);
+	/* out of memory: no TIMEWAIT_EXIT, as the MADs' retries (table.c) */
+	cm_heap_push(&cm.timers, id->timewait_ns, id->local_id);
 	cm_timer_arm();
 }
 
@@ -417,14 +429,7 @@ static void disconnected(struct cm_id *id, const struct cm_msg *m)
 
 static struct cm_id *find_local(uint32_t local_id)
 {
-	struct cm_id *id;
-
-	if (!local_id)
-		return NULL;
-	for (id = cm.ids; id; id = id->next)
-		if (id->local_id == local_id)
-			return id;
-	return NULL;
+	return cm_find_local(local_id);
 }
 
 static bool sa_is_any(const struct sockaddr *sa)
@@ -467,12 +472,15 @@ static bool addr_takes(const struct cm_id *id, const struct sockaddr *dst)
 static struct cm_id *find_listener(uint16_t ps, uint16_t port,
 				   const struct sockaddr *dst)
 {
-	struct cm_id *id;
+	struct cm_link *l;
 
-	for (id = cm.ids; id; id = id->next)
+	for (l = cm.listeners.next; l != &cm.listeners; l = l->next) {
+		struct cm_id *id = cm_link_entry(l, struct cm_id, listen_node);
+
 		if (id->state == CM_LISTEN && id->id.ps == ps &&
 		    id->port == port && addr_takes(id, dst))
 			return id;
+	}
 	return NULL;
 }
 
@@ -507,14 +515,9 @@ static void sidr_status(const struct cm_msg *m, const union ibv_gid *peer,
 /* A REQ or SIDR_REQ we have already seen from this peer. */
 static struct cm_id *find_dup(const struct cm_msg *m, const union ibv_gid *peer)
 {
-	struct cm_id *id;
+	struct cm_id *id = cm_find_passive(m->local_id, peer, m->tid);
 
-	for (id = cm.ids; id; id = id->next)
-		if (id->remote_id == m->local_id && id->state >= CM_REQ_RCVD &&
-		    !memcmp(id->peer_gid.raw, peer->raw, 16) &&
-		    id->tid == m->tid)
-			return id;
-	return NULL;
+	return id && id->state >= CM_REQ_RCVD ? id : NULL;
 }
 
 static void send_mra(struct cm_id *id)
@@ -554,11 +557,14 @@ static void refuse(const struct cm_msg *m, const union ibv_gid *peer)
 static bool port_in_use(uint16_t ps, uint16_t port, const struct sockaddr *dst)
 {
 	struct cm_id *id;
+	int passive;
 
-	for (id = cm.ids; id; id = id->next)
-		if (id->bound && id->id.ps == ps && id->port == port &&
-		    addr_takes(id, dst))
-			return true;
+	for (passive = 0; passive < 2; passive++)
+		for (id = cm_port_first(passive, ps, port); id;
+		     id = cm_port_next(id))
+			if (id->bound && id->id.ps == ps && id->port == port &&
+			    addr_takes(id, dst))
+				return true;
 	return false;
 }
 
@@ -743,14 +749,17 @@ static struct cm_id *passive_id(struct cm_id *lid, const struct cm_msg *m,
 		return NULL;
 	id->sync = lid->sync;
 	id->listener = lid;
+	cm_link_add_tail(&lid->children, &id->child_node);
 	id->state = sidr ? CM_SIDR_REQ_RCVD : CM_REQ_RCVD;
 	id->remote_id = m->local_id;
-	id->local_id = new_comm_id();
+	new_comm_id(id);
 	id->tid = m->tid;
 	id->sid = m->sid;
 	id->peer_gid = *peer;
 	id->port = (uint16_t)m->sid;
 	id->bound = true;
+	cm_index_port(id, true);
+	cm_index_passive(id);
 	id->id.verbs = cm.app_ctx;
 	id->id.port_num = 1;
 	passive_addr(id, peer, src, dst, id->port);
@@ -798,6 +807,7 @@ static void deliver_req(struct cm_id *id, struct cm_id *lid,
 {
 	if (lid->queued_reqs >= (unsigned int)lid->backlog) {
 		id->deferred = true;
+		cm_link_add_tail(&lid->deferred_q, &id->deferred_node);
 		e->next = NULL;
 		id->deferred_ev = e;
 		return;
@@ -885,12 +895,11 @@ void cm_release_deferred(struct cm_id *lid)
 {
 	struct cm_id *id;
 
-	while (lid->queued_reqs < (unsigned int)lid->backlog) {
-		for (id = cm.ids; id; id = id->next)
-			if (id->listener == lid && id->deferred)
-				break;
-		if (!id)
-			return;
+	while (lid->queued_reqs < (unsigned int)lid->backlog &&
+	       !cm_link_empty(&lid->deferred_q)) {
+		id = cm_link_entry(lid->deferred_q.next, struct cm_id,
+				   deferred_node);
+		cm_link_del(&id->deferred_node);
 		id->deferred = false;
 		lid->queued_reqs++;
 		cm_event_queue(id->deferred_ev);
@@ -910,6 +919,7 @@ static void handle_mra(const struct cm_msg *m)
 	}
 	/* IBA 12.6.6: the peer needs service_to more before it answers */
 	id->deadline_ns = cm_now_ns() + exp_ns(m->service_to) + id->timeout_ns;
+	cm_timer_add(id);
 	cm_timer_arm();
 }
 
@@ -922,7 +932,7 @@ static void handle_rej(const struct cm_msg *m)
 		cm.cnt.drop_state++;
 		return;
 	}
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->state = CM_DISCONNECTED;
 	cm_qp_to_err(id);
 	conn_event(id, RDMA_CM_EVENT_REJECTED, m->reason, m);
@@ -945,7 +955,7 @@ static void handle_rep(const struct cm_msg *m)
 		cm.cnt.drop_state++;
 		return;
 	}
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->remote_id = m->local_id;
 	/* an XRC TGT QP answers in the EECN field */
 	id->remote_qpn = id->id.qp_type == IBV_QPT_XRC_SEND ? m->eecn : m->qpn;
@@ -979,7 +989,7 @@ static void handle_rtu(const struct cm_msg *m)
 		cm.cnt.drop_state++;
 		return;
 	}
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->state = CM_ESTABLISHED;
 	conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m);
 }
@@ -1005,7 +1015,7 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 	case CM_REP_SENT:
 	case CM_DREQ_SENT:
 		send_once(&id->peer_gid, &r);
-		id->mad_pending = false;
+		cm_mad_done(id);
 		id->state = CM_DISCONNECTED;
 		disconnected(id, m);
 		break;
@@ -1025,7 +1035,7 @@ static void handle_drep(const struct cm_msg *m)
 		cm.cnt.drop_state++;
 		return;
 	}
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->state = CM_DISCONNECTED;
 	disconnected(id, m);
 }
@@ -1039,7 +1049,7 @@ static void handle_sidr_rep(const struct cm_msg *m)
 		cm.cnt.drop_state++;
 		return;
 	}
-	id->mad_pending = false;
+	cm_mad_done(id);
 	id->state = CM_SIDR_DONE;
 	e = cm_event_new(id, m->reason == CM_SIDR_SUCCESS ?
 			 RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_UNREACHABLE,
@@ -1121,8 +1131,10 @@ void cm_handle_timeouts(uint64_t now)
 {
 	struct cm_id *id;
 
-	for (id = cm.ids; id; id = id->next) {
-		if (id->timewait_ns && id->timewait_ns <= now) {
+	while (cm.timers.n && cm.timers.t[0].deadline_ns <= now) {
+		id = cm_find_local(cm.timers.t[0].local_id);
+		cm_heap_pop(&cm.timers);
+		if (id && id->timewait_ns && id->timewait_ns <= now) {
 			struct cm_event *e;
 
 			id->timewait_ns = 0;
@@ -1130,16 +1142,17 @@ void cm_handle_timeouts(uint64_t now)
 			if (e)
 				cm_event_queue(e);
 		}
-		if (!id->mad_pending || id->deadline_ns > now)
+		if (!id || !id->mad_pending || id->deadline_ns > now)
 			continue;
 		if (id->retries_left > 0) {
 			id->retries_left--;
 			cm.cnt.retrans++;
 			cm_send_mad(&id->peer_gid, id->mad);
 			id->deadline_ns = now + id->timeout_ns;
+			cm_timer_add(id);
 			continue;
 		}
-		id->mad_pending = false;
+		cm_mad_done(id);
 		cm.cnt.timeouts++;
 		switch (id->state) {
 		case CM_REQ_SENT:

@@ -42,7 +42,7 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 		errno = EBUSY;
 		return NULL;
 	}
-	dev->obj.qp_tbl[old % UROCE_MAX_QP] = NULL;
+	dev->obj.qp_tbl[uroce_qp_index(dev, old)] = NULL;
 	dev->obj.qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
 	ibqp->qp_num = UROCE_GSI_QPN;
 	ibqp->handle = UROCE_GSI_QPN;

@@ -228,25 +228,99 @@ static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 	return 0;
 }
 
-static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
+/* Whether a QP numbered qpn (at slot of the table) was destroyed so
+ * recently that packets for it may still be on their way (docs/scale.md,
+ * "QPN quarantine"). */
+static bool quarantined(struct uroce_dev *dev, uint32_t slot, uint32_t qpn,
+			uint32_t now_ms)
 {
-	uint32_t i, qpn;
+	const struct uroce_qp_freed *f = &dev->obj.qp_freed[slot];
 
-	if (dev->obj.nqps >= UROCE_MAX_QP - UROCE_QPN_FIRST)
-		return ENOMEM;
-	for (i = 0; i < UROCE_MAX_QP; i++) {
-		qpn = dev->obj.qpn_base | dev->obj.next_qpn;
-		dev->obj.next_qpn = (dev->obj.next_qpn + 1) & dev->obj.qpn_mask;
-		if (dev->obj.next_qpn < UROCE_QPN_FIRST)
-			dev->obj.next_qpn = UROCE_QPN_FIRST;
-		if ((qpn & dev->obj.qpn_mask) < UROCE_QPN_FIRST ||
-		    dev->obj.qp_tbl[qpn % UROCE_MAX_QP])
+	/* (f->ms may be now_ms + 1: the stamp is made odd, never 0) */
+	return f->ms && f->qpn == qpn &&
+	       (int32_t)(now_ms - f->ms) < UROCE_QPN_QUARANTINE_MS;
+}
+
+/* QPNs one range holds: 2^16 or the table's size, less QP0..0x10 */
+static uint32_t range_room(const struct uroce_dev *dev)
+{
+	uint32_t space = dev->obj.qpn_mask + 1 < UROCE_MAX_QP ?
+			 dev->obj.qpn_mask + 1 : UROCE_MAX_QP;
+
+	return space - UROCE_QPN_FIRST;
+}
+
+/*
+ * A QPN of range r from its counter, which moves on through the range
+ * and skips numbers in use or in quarantine: a destroyed QPN comes back
+ * only after the counter has gone round and its quarantine is over.
+ * ENOSPC when none is free, or after QUARANTINE_SKIP numbers in
+ * quarantine (a process that destroys QPs faster than the quarantine
+ * lets numbers come back), so that no create walks the whole range.
+ */
+#define QUARANTINE_SKIP	4096
+
+static int alloc_in(struct uroce_dev *dev, struct uroce_qp *qp, uint32_t r,
+		    uint32_t now_ms)
+{
+	struct uroce_qpn_range *q = &dev->obj.qpn_range[r];
+	uint32_t mask = dev->obj.qpn_mask, i, qpn, idx, skipped = 0;
+
+	for (i = 0; i < range_room(dev) + UROCE_QPN_FIRST; i++) {
+		qpn = q->base | q->next;
+		idx = uroce_qp_index(dev, qpn);
+		q->next = (q->next + 1) & mask;
+		if (q->next < UROCE_QPN_FIRST)
+			q->next = UROCE_QPN_FIRST;
+		if ((qpn & mask) < UROCE_QPN_FIRST || idx >= UROCE_MAX_QP ||
+		    dev->obj.qp_tbl[idx])
 			continue;
+		if (quarantined(dev, idx, qpn, now_ms)) {
+			if (++skipped > QUARANTINE_SKIP)
+				break;
+			continue;
+		}
 		uroce_qp_table_add(dev, qp, qpn);
-		uroce_share_note_qpn(dev);
+		uroce_share_note_qpn(dev, r);
 		return 0;
 	}
-	return ENOMEM;
+	return ENOSPC;
+}
+
+/*
+ * A QPN for qp: from the ranges the device has (docs/scale.md), on a
+ * shared address one more range (a registry slot) when they are full.
+ * ENOSPC past the limit, with one line on stderr saying which.
+ */
+static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
+{
+	uint32_t now_ms = (uint32_t)(uroce_now_ns() / 1000000), r;
+	bool quarantine = false;
+
+	for (r = 0; r < dev->obj.nranges; r++) {
+		if (dev->obj.qpn_range[r].n >= range_room(dev))
+			continue;
+		if (!alloc_in(dev, qp, r, now_ms))
+			return 0;
+		quarantine = true;
+	}
+	while (dev->net.share && dev->obj.nranges < UROCE_QPN_RANGES &&
+	       !uroce_share_add_range(dev))
+		if (!alloc_in(dev, qp, dev->obj.nranges - 1, now_ms))
+			return 0;
+	if (quarantine)
+		uroce_log_emit(UROCE_LOG_ERROR, true, -1, -1,
+			       "ibv_create_qp: ENOSPC, every free QP number "
+			       "was destroyed less than %u ms ago "
+			       "(docs/scale.md)", UROCE_QPN_QUARANTINE_MS);
+	else
+		uroce_log_emit(UROCE_LOG_ERROR, true, -1, -1,
+			       "ibv_create_qp: ENOSPC, %u QPs in use: the "
+			       "limit of a process%s (docs/scale.md)",
+			       dev->obj.nqps, dev->net.share ?
+			       " on a shared address, or no free slot left "
+			       "on it" : "");
+	return ENOSPC;
 }
 
 #define SUPPORTED_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CM's lookup structures, so that no MAD, timer or API call walks
+ * every id (docs/scale.md): hash tables with doubly linked chains (comm
+ * IDs, repeated requests, bound ports) and a min-heap of retransmission
+ * deadlines.  All of it under cm.lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cm.h"
+
+#define HASH_MIN	64
+
+/* Fibonacci hashing: keys are comm IDs (random below a per-process
+ * prefix) and port numbers (sequential); both spread over the top bits */
+static size_t slot_of(const struct cm_hash *h, uint64_t key)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & h->mask;
+}
+
+static void hash_insert(struct cm_hnode **head, struct cm_hnode *n)
+{
+	n->next = *head;
+	if (*head)
+		(*head)->pprev = &n->next;
+	*head = n;
+	n->pprev = head;
+}
+
+/* Doubles the table when it holds twice as many nodes as buckets; on
+ * failure the chains just grow longer. */
+static void hash_grow(struct cm_hash *h)
+{
+	size_t nb = h->b ? (h->mask + 1) * 2 : HASH_MIN, i;
+	struct cm_hnode **b = calloc(nb, sizeof(*b)), *n, *next;
+	struct cm_hash nh = { .b = b, .mask = nb - 1 };
+
+	if (!b)
+		return;
+	for (i = 0; h->b && i <= h->mask; i++)
+		for (n = h->b[i]; n; n = next) {
+			next = n->next;
+			hash_insert(&b[slot_of(&nh, n->key)], n);
+		}
+	free(h->b);
+	h->b = b;
+	h->mask = nb - 1;
+}
+
+int cm_hash_add(struct cm_hash *h, struct cm_hnode *n, uint64_t key)
+{
+	if (!h->b || h->n >= 2 * (h->mask + 1))
+		hash_grow(h);
+	if (!h->b)
+		return -ENOMEM;
+	n->key = key;
+	hash_insert(&h->b[slot_of(h, key)], n);
+	h->n++;
+	return 0;
+}
+
+void cm_hash_del(struct cm_hash *h, struct cm_hnode *n)
+{
+	if (!n->pprev)
+		return;
+	*n->pprev = n->next;
+	if (n->next)
+		n->next->pprev = n->pprev;
+	n->next = NULL;
+	n->pprev = NULL;
+	h->n--;
+}
+
+struct cm_hnode *cm_hash_first(const struct cm_hash *h, uint64_t key)
+{
+	struct cm_hnode *n;
+
+	if (!h->b)
+		return NULL;
+	for (n = h->b[slot_of(h, key)]; n && n->key != key; n = n->next)
+		;
+	return n;
+}
+
+struct cm_hnode *cm_hash_next(const struct cm_hnode *n)
+{
+	uint64_t key = n->key;
+
+	for (n = n->next; n && n->key != key; n = n->next)
+		;
+	return (struct cm_hnode *)n;
+}
+
+/* ---- the deadline heap ---- */
+
+static void heap_swap(struct cm_timer *a, struct cm_timer *b)
+{
+	struct cm_timer t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+int cm_heap_push(struct cm_heap *hp, uint64_t deadline_ns, uint32_t local_id)
+{
+	size_t i;
+
+	if (hp->n == hp->cap) {
+		size_t cap = hp->cap ? hp->cap * 2 : 256;
+		struct cm_timer *t = realloc(hp->t, cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		hp->t = t;
+		hp->cap = cap;
+	}
+	i = hp->n++;
+	hp->t[i].deadline_ns = deadline_ns;
+	hp->t[i].local_id = local_id;
+	while (i && hp->t[(i - 1) / 2].deadline_ns > hp->t[i].deadline_ns) {
+		heap_swap(&hp->t[(i - 1) / 2], &hp->t[i]);
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+void cm_heap_pop(struct cm_heap *hp)
+{
+	size_t i = 0;
+
+	if (!hp->n)
+		return;
+	hp->t[0] = hp->t[--hp->n];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+
+		if (l < hp->n && hp->t[l].deadline_ns < hp->t[m].deadline_ns)
+			m = l;
+		if (r < hp->n && hp->t[r].deadline_ns < hp->t[m].deadline_ns)
+			m = r;
+		if (m == i)
+			break;
+		heap_swap(&hp->t[i], &hp->t[m]);
+		i = m;
+	}
+	/* a burst's entries are gone: give the memory back */
+	if (hp->cap > 1024 && hp->n < hp->cap / 8) {
+		struct cm_timer *t = realloc(hp->t, hp->cap / 2 * sizeof(*t));
+
+		if (t) {
+			hp->t = t;
+			hp->cap /= 2;
+		}
+	}
+}
+
+/* ---- the ids' indexes ---- */
+
+void cm_timer_add(struct cm_id *id)
+{
+	/* out of memory: this MAD is not retransmitted; the peer's own
+	 * retries or the application's timeout end the handshake */
+	cm_heap_push(&cm.timers, id->deadline_ns, id->local_id);
+}
+
+struct cm_id *cm_find_local(uint32_t local_id)
+{
+	struct cm_hnode *n;
+
+	if (!local_id)
+		return NULL;
+	n = cm_hash_first(&cm.by_local, local_id);
+	return n ? container_of(n, struct cm_id, local_node) : NULL;
+}
+
+void cm_set_local_id(struct cm_id *id, uint32_t local_id)
+{
+	cm_hash_del(&cm.by_local, &id->local_node);
+	id->local_id = local_id;
+	if (local_id)
+		cm_hash_add(&cm.by_local, &id->local_node, local_id);
+}
+
+static uint64_t dup_key(uint32_t remote_id, const union ibv_gid *peer)
+{
+	uint64_t g;
+
+	memcpy(&g, &peer->raw[8], sizeof(g));
+	return (uint64_t)remote_id ^ g;
+}
+
+void cm_index_passive(struct cm_id *id)
+{
+	cm_hash_add(&cm.by_remote, &id->remote_node,
+		    dup_key(id->remote_id, &id->peer_gid));
+}
+
+struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
+			      uint64_t tid)
+{
+	struct cm_hnode *n;
+
+	for (n = cm_hash_first(&cm.by_remote, dup_key(remote_id, peer)); n;
+	     n = cm_hash_next(n)) {
+		struct cm_id *id = container_of(n, struct cm_id, remote_node);
+
+		if (id->remote_id == remote_id && id->tid == tid &&
+		    !memcmp(id->peer_gid.raw, peer->raw, 16))
+			return id;
+	}
+	return NULL;
+}
+
+static uint64_t port_key(uint16_t ps, uint16_t port)
+{
+	return (uint64_t)ps << 16 | port;
+}
+
+void cm_index_port(struct cm_id *id, bool passive)
+{
+	if (id->port_table)
+		cm_hash_del(id->port_table, &id->port_node);
+	id->port_table = passive ? &cm.child_ports : &cm.ports;
+	cm_hash_add(id->port_table, &id->port_node,
+		    port_key((uint16_t)id->id.ps, id->port));
+}
+
+struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port)
+{
+	struct cm_hnode *n = cm_hash_first(passive ? &cm.child_ports :
+					   &cm.ports, port_key(ps, port));
+
+	return n ? container_of(n, struct cm_id, port_node) : NULL;
+}
+
+struct cm_id *cm_port_next(struct cm_id *id)
+{
+	struct cm_hnode *n = cm_hash_next(&id->port_node);
+
+	return n ? container_of(n, struct cm_id, port_node) : NULL;
+}
+
+void cm_id_link(struct cm_id *id)
+{
+	cm_link_init(&id->children);
+	cm_link_init(&id->deferred_q);
+	cm_link_init(&id->child_node);
+	cm_link_init(&id->deferred_node);
+	cm_link_init(&id->listen_node);
+	cm_link_init(&id->win_node);
+	cm_link_add_tail(&cm.ids, &id->node);
+}
+
+void cm_id_unlink(struct cm_id *id)
+{
+	cm_window_leave(id);
+	cm_link_del(&id->node);
+	cm_link_del(&id->child_node);
+	cm_link_del(&id->deferred_node);
+	cm_link_del(&id->listen_node);
+	cm_hash_del(&cm.by_local, &id->local_node);
+	cm_hash_del(&cm.by_remote, &id->remote_node);
+	if (id->port_table)
+		cm_hash_del(id->port_table, &id->port_node);
+}
