@@ -212,6 +212,13 @@ static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
 	in->fd = fd;
 	in->src = *src;
 	in->room_bell = room_bell;
+	/* the sender rings until the progress thread has looked at the
+	 * ring: it may sleep since before the ring was made (a ring of our
+	 * own, self_ring, is made without waking it), and would never set
+	 * sleeping on it, so a packet that no poll of ours took would wait
+	 * for ever (the last message of a ping-pong between two QPs of
+	 * this process, UD or UC, which do not retransmit) */
+	atomic_store_explicit(&in->ring->sleeping, 1, memory_order_relaxed);
 	L->in_fd[i] = fd;
 	atomic_store_explicit(&L->in[i], in, memory_order_release);
 	epoll_add(dev, fd);
