@@ -565,7 +565,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	/* the caller may sleep now: ACKs its poll held for a post go, and
 	 * the progress thread watches the socket */
 	uroce_ack_release_unlocked(cq->dev);
-	uroce_progress_sock_handback(cq->dev);
+	uroce_progress_arm(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */
 	if (!cq->armed)

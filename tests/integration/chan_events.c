@@ -353,6 +353,14 @@ static void start_watchdog(void)
 	pthread_detach(t);
 }
 
+static double now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
 static void prepare(struct end *e)
 {
 	if (wait_poll)
@@ -389,6 +397,7 @@ static int pingpong_fork(void)
 		struct ibv_pd *pd = ibv_alloc_pd(ctx);
 		struct end e;
 		struct wire me, them;
+		double t0;
 
 		memset(&e, 0, sizeof(e));
 		who = is_a ? "chan_events[A]" : "chan_events[B]";
@@ -406,14 +415,17 @@ static int pingpong_fork(void)
 		xfer(fd, &me, 1, true);
 		xfer(fd, &them, 1, false);
 		start_watchdog();
+		t0 = now_us();
 		bounce(&e, is_a);
+		t0 = now_us() - t0;
 		if (!is_a)
 			_exit(0);
 		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 		    WEXITSTATUS(status))
 			die("B failed");
-		printf("%s: pingpong %d messages each way, %llu events\n",
-		       who, iters, (unsigned long long)e.events);
+		printf("%s: pingpong %d messages each way, %llu events, "
+		       "%.2f us a round trip\n", who, iters,
+		       (unsigned long long)e.events, t0 / iters);
 	}
 	return 0;
 }
@@ -424,6 +436,7 @@ static int pingpong(bool forked)
 	struct ibv_pd *pd;
 	struct end a, b;
 	pthread_t tb;
+	double t0;
 
 	if (forked)
 		return pingpong_fork();
@@ -440,13 +453,16 @@ static int pingpong(bool forked)
 	end_connect(&a, b.qpn, &b.gid);
 	end_connect(&b, a.qpn, &a.gid);
 	start_watchdog();
+	t0 = now_us();
 	if (pthread_create(&tb, NULL, bounce_b, &b))
 		die("pthread_create");
 	bounce(&a, true);
 	pthread_join(tb, NULL);
-	printf("%s: pingpong %d messages each way, %llu + %llu events\n",
-	       who, iters, (unsigned long long)a.events,
-	       (unsigned long long)b.events);
+	t0 = now_us() - t0;
+	printf("%s: pingpong %d messages each way, %llu + %llu events, "
+	       "%.2f us a round trip\n", who, iters,
+	       (unsigned long long)a.events, (unsigned long long)b.events,
+	       t0 / iters);
 	return 0;
 }
 
