@@ -226,6 +226,9 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);
 void uroce_progress_arm(struct uroce_dev *dev);
+/* an application thread waits until fd (its completion channel) is
+ * readable, receiving for the device meanwhile; 0, or -1 with errno */
+int uroce_progress_wait(struct uroce_dev *dev, int fd);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */

@@ -696,6 +696,44 @@ static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 	return false;
 }
 
+int uroce_local_bell(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L ? L->bell : -1;
+}
+
+/*
+ * Another thread than the progress thread reads our doorbell (an
+ * application sleeping in ibv_get_cq_event, rx_lock held): the progress
+ * thread, woken by the same write, may then find nothing ready and go
+ * back to sleep inside epoll_wait without passing uroce_local_sleep
+ * again, with sleeping cleared by the sender that rang: no sender would
+ * ring again.  So the reader sets sleeping again on every ring; a
+ * progress thread that is in fact awake clears it (a bell too many at
+ * worst).  Then the caller polls the rings.
+ */
+void uroce_local_bell_take(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	uint64_t v;
+	int i;
+
+	if (!L)
+		return;
+	if (read(L->bell, &v, sizeof(v)) < 0)
+		return;			/* (EAGAIN: not rung) */
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (in)
+			atomic_store(&in->ring->sleeping, 1);
+	}
+	pthread_mutex_unlock(&L->acc_lock);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
 int uroce_local_event(struct uroce_dev *dev, int fd)
 {
 	struct uroce_local *L = loc(dev);

@@ -22,6 +22,7 @@
  * Channel and async locks are leaves: nothing is taken under them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -182,31 +183,58 @@ static void chan_remove(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 	pthread_mutex_unlock(&chan->lock);
 }
 
+/* Take the channel's next event; NULL if none is queued.  The doorbell
+ * byte goes with the last one. */
+static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
+{
+	struct uroce_cq *ucq;
+
+	pthread_mutex_lock(&chan->lock);
+	ucq = chan->head;
+	if (ucq) {
+		if (--ucq->ev_pending == 0) {
+			chan->head = ucq->ev_next;
+			if (!chan->head)
+				chan->tail = NULL;
+			ucq->ev_next = NULL;
+		}
+		ucq->comp_events_reported++;
+		if (!chan->head)
+			bell_clear(chan->ch.fd);
+	}
+	pthread_mutex_unlock(&chan->lock);
+	return ucq;
+}
+
+/*
+ * Wait until the channel may have an event: at once -1/EAGAIN if the
+ * application made its fd non-blocking (as the uverbs fd); otherwise
+ * sleeping on the device's packets too and receiving them, so that the
+ * one wake-up of the packet that completes our work is enough
+ * (engine/progress.c, uroce_progress_wait).
+ */
+static int chan_wait(struct uroce_comp_channel *chan)
+{
+	int fl = fcntl(chan->ch.fd, F_GETFL);
+
+	if (fl < 0)
+		return -1;
+	if (fl & O_NONBLOCK) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd);
+}
+
 UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 				  struct ibv_cq **cq, void **cq_context)
 {
 	struct uroce_comp_channel *chan = to_uchan(ch);
 	struct uroce_cq *ucq;
 
-	do {
-		if (bell_wait(ch->fd))
+	while (!(ucq = chan_take(chan)))
+		if (chan_wait(chan))
 			return -1;
-		pthread_mutex_lock(&chan->lock);
-		ucq = chan->head;
-		if (ucq) {
-			if (--ucq->ev_pending == 0) {
-				chan->head = ucq->ev_next;
-				if (!chan->head)
-					chan->tail = NULL;
-				ucq->ev_next = NULL;
-			}
-			ucq->comp_events_reported++;
-			if (chan->head)
-				bell_ring(chan->wfd);
-		}
-		pthread_mutex_unlock(&chan->lock);
-		/* no event: a destroyed CQ took it back after we woke */
-	} while (!ucq);
 
 	*cq = ucq_ibcq(ucq);
 	*cq_context = (*cq)->cq_context;
