@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -519,18 +520,21 @@ struct waiter {
 	int err;
 };
 
+static _Atomic int woke;		/* waiters back from the wait */
+
 static void *wait_one(void *arg)
 {
 	struct waiter *w = arg;
 	void *ctx;
 
 	w->err = ibv_get_cq_event(w->ch, &w->cq, &ctx) ? errno : 0;
+	atomic_fetch_add(&woke, 1);
 	return NULL;
 }
 
 struct destroyer {
 	struct ibv_cq *cq;
-	volatile int done;
+	_Atomic int done;
 };
 
 static void *destroy_it(void *arg)
@@ -539,7 +543,7 @@ static void *destroy_it(void *arg)
 
 	if (ibv_destroy_cq(d->cq))
 		die("destroy_cq");
-	d->done = 1;
+	atomic_store(&d->done, 1);
 	return NULL;
 }
 
@@ -632,9 +636,9 @@ static int semantics(void)
 	post_send(&a, 20, 0);
 	spin_recv(&b);
 	/* one of the two has it; re-arm for the other */
-	for (i = 0; i < HANG_S * 100 && !w1.cq && !w2.cq; i++)
+	for (i = 0; i < HANG_S * 100 && !atomic_load(&woke); i++)
 		usleep(10000);
-	if (!w1.cq && !w2.cq)
+	if (!atomic_load(&woke))
 		die("two waiters: neither woke for the first event");
 	if (ibv_req_notify_cq(b.cq, 0))
 		die("req_notify_cq");
@@ -660,15 +664,15 @@ static int semantics(void)
 	if (ibv_destroy_qp(b.qp))
 		die("destroy_qp");
 	d.cq = b.cq;
-	d.done = 0;
+	atomic_store(&d.done, 0);
 	if (pthread_create(&t1, NULL, destroy_it, &d))
 		die("pthread_create");
 	usleep(200000);
-	if (d.done)
+	if (atomic_load(&d.done))
 		die("ibv_destroy_cq returned with an event not acked");
 	ibv_ack_cq_events(cq, 1);
 	pthread_join(t1, NULL);
-	if (!d.done)
+	if (!atomic_load(&d.done))
 		die("ibv_destroy_cq did not return after the ack");
 	if (ibv_destroy_comp_channel(b.ch))
 		die("destroy_comp_channel");
