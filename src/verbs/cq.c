@@ -84,14 +84,15 @@ static void bell_clear(int rfd)
 	(void)recv(rfd, &b, 1, MSG_DONTWAIT);
 }
 
-/* Wait for the doorbell (or fail at once if the application made the fd
- * non-blocking).  0, or -1 with errno set. */
+/* Wait until the doorbell is there, without taking it: a peek blocks as
+ * a read does (O_NONBLOCK: -1/EAGAIN; a signal: EINTR or a restart, as
+ * the handler's SA_RESTART says).  0, or -1 with errno set. */
 static int bell_wait(int rfd)
 {
 	ssize_t n;
 	char b;
 
-	n = read(rfd, &b, 1);
+	n = recv(rfd, &b, 1, MSG_PEEK);
 	if (n == 1)
 		return 0;
 	if (n == 0)
@@ -359,21 +360,25 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 	struct uroce_context *uctx = to_uctx(ctx);
 	struct uroce_async_node *n;
 
-	do {
-		if (bell_wait(ctx->async_fd))
-			return -1;
+	/* an event is taken if one is queued; the doorbell goes with the
+	 * last (both under the lock: readable exactly while one is) */
+	for (;;) {
 		pthread_mutex_lock(&uctx->async_lock);
 		n = uctx->async_head;
 		if (n) {
 			uctx->async_head = n->next;
-			if (!n->next)
+			if (!n->next) {
 				uctx->async_tail = NULL;
-			else
-				bell_ring(uctx->async_pipe[1]);
+				bell_clear(uctx->async_pipe[0]);
+			}
 			count_reported(&n->ev);
 		}
 		pthread_mutex_unlock(&uctx->async_lock);
-	} while (!n);
+		if (n)
+			break;
+		if (bell_wait(ctx->async_fd))
+			return -1;
+	}
 
 	*event = n->ev;
 	free(n);

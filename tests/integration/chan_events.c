@@ -547,6 +547,73 @@ static void *destroy_it(void *arg)
 	return NULL;
 }
 
+/* A UD QP on a CQ of one entry gets three messages from a: the CQ
+ * overruns and the context gets IBV_EVENT_CQ_ERR. */
+static void async_overrun(struct ibv_context *ctx, struct ibv_pd *pd,
+			  struct end *a)
+{
+	bool cq_err = false, qp_fatal = false;
+	struct ibv_async_event aev;
+	struct end c;
+	int i;
+
+	memset(&c, 0, sizeof(c));
+	c.name = "C";
+	c.ctx = ctx;
+	c.pd = pd;
+	c.cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	c.buf = calloc(RQ + 1, SLOT);
+	if (!c.cq || !c.buf ||
+	    !(c.mr = ibv_reg_mr(pd, c.buf, (RQ + 1) * SLOT,
+				IBV_ACCESS_LOCAL_WRITE)))
+		die("C: resources");
+	{
+		struct ibv_qp_init_attr qa = {
+			.qp_type = IBV_QPT_UD, .send_cq = c.cq, .recv_cq = c.cq,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT,
+					  .port_num = 1, .qkey = QKEY };
+
+		c.qp = ibv_create_qp(pd, &qa);
+		if (!c.qp || ibv_modify_qp(c.qp, &at, IBV_QP_STATE |
+					   IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					   IBV_QP_QKEY))
+			die("C: QP");
+	}
+	for (i = 0; i < 3; i++)
+		post_recv(&c, i);
+	end_connect(&c, a->qpn, &a->gid);
+	a->peer_qpn = c.qp->qp_num;
+	for (i = 0; i < 3; i++)
+		post_send(a, (uint64_t)(40 + i), 0);
+	/* CQ_ERR for the CQ, then QP_FATAL for C (the lost completion's
+	 * QP goes to the error state); each read while the fd is readable */
+	while (!cq_err || !qp_fatal) {
+		if (!readable(ctx->async_fd, HANG_S * 1000))
+			die("overrun CQ: no %s in %d s",
+			    cq_err ? "QP_FATAL" : "CQ_ERR", HANG_S);
+		if (ibv_get_async_event(ctx, &aev))
+			die("ibv_get_async_event: %s", strerror(errno));
+		if (aev.event_type == IBV_EVENT_CQ_ERR &&
+		    aev.element.cq == c.cq)
+			cq_err = true;
+		else if (aev.event_type == IBV_EVENT_QP_FATAL &&
+			 aev.element.qp == c.qp)
+			qp_fatal = true;
+		else
+			die("unexpected async event %d", aev.event_type);
+		ibv_ack_async_event(&aev);
+	}
+	if (readable(ctx->async_fd, 0))
+		die("async fd readable after its one event was read");
+	errno = 0;
+	if (ibv_get_async_event(ctx, &aev) != -1 || errno != EAGAIN)
+		die("ibv_get_async_event after the event: not -1/EAGAIN (%s)",
+		    strerror(errno));
+}
+
 static int semantics(void)
 {
 	struct ibv_context *ctx = open_dev();
@@ -685,6 +752,10 @@ static int semantics(void)
 	if (ibv_get_async_event(ctx, &aev) != -1 || errno != EAGAIN)
 		die("ibv_get_async_event on an empty O_NONBLOCK fd: not "
 		    "-1/EAGAIN (%s)", strerror(errno));
+
+	/* ... readable while an event is queued (an overrun CQ's CQ_ERR),
+	 * and not once it is read */
+	async_overrun(ctx, pd, &a);
 
 	printf("%s: semantics: all checks passed\n", who);
 	return 0;
