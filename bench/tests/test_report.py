@@ -149,3 +149,30 @@ class Issue15SectionsTest(unittest.TestCase):
                                   "1.250 |")
         self.assertIn("| fi_pingpong RDM 64K (Gb/s) | — | failed | — |", rows)
         self.assertIn("| UCX tag_lat 8 B (µs median) | — | — | — |", rows)
+
+
+class EventsSectionTest(unittest.TestCase):
+    """The event-driven rows (docs/events.md): ratios to qperf's own
+    udp_lat, to the blocking UDP ping-pong and to polling, per path."""
+
+    def test_section(self):
+        q = {"udp_lat-2": {"lat_us": 10.0}, "tcp_lat-2": {"lat_us": 12.0},
+             "rc_lat-2": {"lat_us": 15.0}, "ud_lat-2": None,
+             "rc_rdma_read_lat-2": {"lat_us": 20.0}}
+        text = render({
+            "local/qperf_events": q,
+            "local/events/udp_pp_block/2": {"half_rtt_median": 4.0},
+            "local/events/ib_send_lat/2": {"t_typical": 6.0},
+            "local/events/ib_read_lat/2": {"t_typical": 16.0},
+            f"local/events/ib_send_bw/{S64K}": {"gbps": 40.0},
+            f"local/events/ib_send_bw_poll/{S64K}": {"gbps": 50.0},
+        })
+        head = "## Event-driven (completion channels) — local"
+        self.assertEqual(text.count(head), 1)
+        body = text.split(head, 1)[1].split("\n## ", 1)[0]
+        rows = [line for line in body.splitlines() if line.startswith("| ") and
+                not line.startswith("| run")]
+        self.assertEqual([r.split(" | ")[-1] for r in rows], [
+            "| |", "1.20 |", "1.50 |", "— |", "2.00 |", "1.50 |", "2.00 |", "0.80 |"])
+        # no events runs: no section
+        self.assertNotIn("## Event-driven", render({}))

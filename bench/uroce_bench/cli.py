@@ -27,7 +27,9 @@ Cases (--cases, default all): bw, qps, lat (the sweeps by size and by QP
 count), repeat (the runs the targets read, again, each path in turn, so
 that every target is a median of --repeats interleaved runs), alt (the
 user's alternatives on the first veth path: UCX, libfabric, Open MPI
-over TCP and over uroce), qperf, idle, profile, shared.
+over TCP and over uroce), qperf, events (event-driven: qperf's defaults
+against its udp_lat in the same run, perftest -e against the blocking UDP
+ping-pong and against polling), idle, profile, shared.
 
 A benchmark is not a test: nothing here asserts a timing; the report
 compares the measured ratios with the targets of issues 15, 6 and 14 (targets.py).
@@ -46,7 +48,8 @@ from .report import plots, report
 from .runners import Bench
 from .targets import targets
 
-CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "idle", "profile", "shared")
+CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
+         "shared")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
 

@@ -266,6 +266,41 @@ def shared_section(S):
     return L
 
 
+def events_section(w, R, p):
+    """Event-driven rows (docs/events.md), as ratios to what the kernel
+    does with blocking sockets in the same run (issue 22's targets: qperf
+    rc_lat and ud_lat <= 1.0x its udp_lat, rc_rdma_read_lat <= 2.0x,
+    ib_send_bw -e >= 0.8x ib_send_bw)."""
+    q = R.get(f"{p}/qperf_events")
+    ev = [k for k in R if k.startswith(f"{p}/events/")]
+    if not q and not ev:
+        return
+    w(f"## Event-driven (completion channels) — {p}\n")
+    w("| run | result | against | ratio |")
+    w("|---|---|---|---|")
+    if q:
+        udp = (q.get("udp_lat-2") or {}).get("lat_us")
+        tcp = (q.get("tcp_lat-2") or {}).get("lat_us")
+        w(f"| qperf udp_lat | {fmt(udp)} µs | | |")
+        w(f"| qperf tcp_lat | {fmt(tcp)} µs | qperf udp_lat | {fmt(ratio(tcp, udp))} |")
+        for t in ("rc_lat", "ud_lat", "rc_rdma_read_lat"):
+            v = (q.get(f"{t}-2") or {}).get("lat_us")
+            w(f"| qperf {t} | {fmt(v)} µs | qperf udp_lat | {fmt(ratio(v, udp))} |")
+    # (ib_read_lat is a whole READ round trip, ib_send_lat half a ping-pong)
+    half = get(R, f"{p}/events/udp_pp_block/2", "half_rtt_median")
+    for t, k, what in (("ib_send_lat", 1, "half round trip"),
+                       ("ib_read_lat", 2, "round trip")):
+        v = get(R, f"{p}/events/{t}/2", "t_typical")
+        blk = half * k if half is not None else None
+        w(f"| {t} -e 2 B (t_typical) | {fmt(v)} µs | blocking UDP ping-pong, {what} "
+          f"({fmt(blk)} µs) | {fmt(ratio(v, blk))} |")
+    bw = get(R, f"{p}/events/ib_send_bw/{64 * KIB}", "gbps")
+    pol = get(R, f"{p}/events/ib_send_bw_poll/{64 * KIB}", "gbps")
+    w(f"| ib_send_bw -e 64 KiB | {fmt(bw)} Gb/s | ib_send_bw polling ({fmt(pol)} "
+      f"Gb/s) | {fmt(ratio(bw, pol))} |")
+    w("")
+
+
 def report(res, outdir, pngs, analysis_md=None):
     R = res["runs"]
     meta = res["meta"]
@@ -389,6 +424,7 @@ def report(res, outdir, pngs, analysis_md=None):
                 else:
                     w(f"| {t} | {size_name(int(s))} | {fmt(v['lat_us'])} µs |")
             w("")
+        events_section(w, R, p)
         # transport counters of the 64K runs
         w(f"Transport counters of the 64 KiB bandwidth runs — {p} (both sides):\n")
         w("| run | retransmits | timeouts | seq NAKs rx | duplicates | drops |")

@@ -111,11 +111,12 @@ class Bench(Alternatives):
 
     # ------------------------------------------------------------ perftest
 
-    def perftest(self, path, test, size, n, qps=1, timeout=90):
+    def perftest(self, path, test, size, n, qps=1, timeout=90, extra=()):
         """One perftest run, tried up to three times when perftest reports
-        zeros (its CPU-clock estimate fails now and then on a busy machine)."""
+        zeros (its CPU-clock estimate fails now and then on a busy machine).
+        extra: more perftest options (-e: event-driven)."""
         for attempt in range(3):
-            res = self._perftest(path, test, size, n, qps, timeout)
+            res = self._perftest(path, test, size, n, qps, timeout, extra)
             if res is None or res.get("gbps", res.get("t_typical")):
                 break
             log(f"  {test} {size_name(size)} -q {qps}: perftest reported 0 "
@@ -127,10 +128,10 @@ class Bench(Alternatives):
             res["attempts"] = attempt + 1
         return res
 
-    def _perftest(self, path, test, size, n, qps, timeout):
-        tag = f"{path.name}-{test}-s{size}-q{qps}"
+    def _perftest(self, path, test, size, n, qps, timeout, extra=()):
+        tag = f"{path.name}-{test}{''.join(extra)}-s{size}-q{qps}"
         port = self.next_port()
-        args = [test, "-F", "-p", str(port), "-s", str(size), "-n", str(n)]
+        args = [test, "-F", "-p", str(port), "-s", str(size), "-n", str(n)] + list(extra)
         bw = test.endswith("_bw")
         if bw:
             args += ["--report_gbits"]
@@ -288,7 +289,11 @@ class Bench(Alternatives):
             for test, size in tests:
                 t = f"{tag}-{test}-s{size}"
                 c0 = srv.proc_cpu()
-                cli = Run(path.wrap(["qperf", dial, "-lp", str(port), "-cm1", "-t",
+                # the kernel's own tests (udp_lat, tcp_lat) dial the host's
+                # address: to the device's own, udp_lat read 1 s
+                kernel = not test.startswith(("rc_", "uc_", "ud_"))
+                cli = Run(path.wrap(["qperf", path.server_addr if kernel else dial,
+                                     "-lp", str(port), "-cm1", "-t",
                                      str(1 if self.quick else 2), "-m", str(size), test],
                                     "client"), self.uroce_env(path, "client"), self.logpath(t))
                 ok = cli.wait(40)
@@ -661,6 +666,27 @@ class Bench(Alternatives):
                      ("rc_rdma_read_bw", 64 * KIB), ("rc_lat", 2), ("rc_rdma_write_lat", 2),
                      ("rc_rdma_read_lat", 2)]
             R[f"{p.name}/qperf"] = self.qperf(p, tests)
+
+        # 5b. event-driven (docs/events.md): qperf with its defaults (it
+        #     sleeps on a completion channel) against its own udp_lat and
+        #     tcp_lat in the same server, perftest -e against the blocking
+        #     UDP ping-pong and against perftest polling
+        for p in paths if self.want("events") else []:
+            log(f"{p.name}: event-driven")
+            if meta["qperf"] == "yes":
+                R[f"{p.name}/qperf_events"] = self.qperf(
+                    p, [("udp_lat", 2), ("tcp_lat", 2), ("rc_lat", 2), ("ud_lat", 2),
+                        ("rc_rdma_read_lat", 2)])
+            it = self.lat_iters(2)
+            R[f"{p.name}/events/udp_pp_block/2"] = self.udp_pingpong(
+                p, 2, self.pp_iters(2), False)
+            for t in ("ib_send_lat", "ib_read_lat"):
+                R[f"{p.name}/events/{t}/2"] = self.perftest(p, t, 2, it, extra=("-e",))
+            n = self.bw_iters(64 * KIB)
+            R[f"{p.name}/events/ib_send_bw/{64 * KIB}"] = self.perftest(
+                p, "ib_send_bw", 64 * KIB, n, extra=("-e",))
+            R[f"{p.name}/events/ib_send_bw_poll/{64 * KIB}"] = self.perftest(
+                p, "ib_send_bw", 64 * KIB, n)
 
         # 6. idle QPs: memory per QP, CPU of 16 connected idle QPs
         if self.want("idle"):

@@ -127,6 +127,7 @@ struct uroce_progress {
 	_Atomic uint64_t app_rx_ns;	/* ... polled an empty CQ, and has
 					 * not handed the socket back since */
 	_Atomic uint64_t handback_ns;	/* ... last handed the socket back */
+	_Atomic uint64_t arm_ns;	/* ... last armed a CQ to sleep */
 	_Atomic int watch;		/* enum uroce_watch: the thread's */
 	pthread_t thread;
 	int epfd;			/* what the thread waits on but the
@@ -224,6 +225,10 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);
+void uroce_progress_arm(struct uroce_dev *dev);
+/* an application thread waits until fd (its completion channel) is
+ * readable, receiving for the device meanwhile; 0, or -1 with errno */
+int uroce_progress_wait(struct uroce_dev *dev, int fd);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */

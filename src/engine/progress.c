@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -80,16 +81,41 @@ void uroce_timers_run(struct uroce_dev *dev)
  */
 #define APP_POLL_NS 100000
 
-static bool app_is_polling(struct uroce_dev *dev)
+/*
+ * An application that arms a CQ sleeps between its polls (the usual
+ * event loop: get the event, arm, poll until empty, wait): its last,
+ * empty poll does not mean that it goes on polling, and a nap then held
+ * back the very packet that wakes it (ib_send_lat -e, qperf rc_lat: 100
+ * us and more a message).  For EVENT_LOOP_NS after an arm the thread
+ * takes packets as if nobody polled (docs/events.md).
+ */
+#define EVENT_LOOP_NS 1000000
+
+static bool app_polls(struct uroce_dev *dev, uint64_t now)
 {
 	uint64_t last = atomic_load_explicit(&dev->prog.app_poll_ns,
 					     memory_order_relaxed);
+
+	return last && now - last <= APP_POLL_NS &&
+	       now - atomic_load_explicit(&dev->prog.arm_ns,
+					  memory_order_relaxed) > EVENT_LOOP_NS;
+}
+
+static bool app_is_polling(struct uroce_dev *dev)
+{
 	struct timespec nap = { 0, APP_POLL_NS };
 
-	if (!last || uroce_now_ns() - last > APP_POLL_NS)
+	if (!app_polls(dev, uroce_now_ns()))
 		return false;
 	nanosleep(&nap, NULL);
 	return true;
+}
+
+void uroce_progress_arm(struct uroce_dev *dev)
+{
+	atomic_store_explicit(&dev->prog.arm_ns, uroce_now_ns(),
+			      memory_order_relaxed);
+	uroce_progress_sock_handback(dev);
 }
 
 /*
@@ -268,7 +294,8 @@ static void receive_spin(struct uroce_dev *dev)
 		now = uroce_now_ns();
 		/* an application thread polling its CQ receives for itself:
 		 * two threads spinning would need a core more */
-		if (now - atomic_load_explicit(&dev->prog.app_poll_ns,
+		if (app_polls(dev, now) &&
+		    now - atomic_load_explicit(&dev->prog.app_poll_ns,
 					       memory_order_relaxed) < spin_ns)
 			break;
 		if (!last)
@@ -420,6 +447,88 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	rings = uroce_local_rings(dev);	/* (the poll writes it: rx_lock) */
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	app_poll_yield(n, now, rings);
+}
+
+/*
+ * A thread that sleeps in ibv_get_cq_event sleeps on what wakes the
+ * progress thread too (the socket; epfd, which holds the rings'
+ * doorbell), and when a packet wakes it first it receives itself: the
+ * completion it waits for then costs it one wake-up, not the progress
+ * thread's and then its own (DESIGN.md decision 5; docs/events.md).
+ * The progress thread still sleeps on them as well and is the fallback:
+ * woken by the same packet, it finds it taken, or waits for rx_lock.
+ * What is not ours to receive (a timer, a wake-up, a connection; a
+ * socket that uroce_net_poll skips this time; rx_lock taken by another
+ * receiver) leaves this thread waiting on fd alone: the progress thread
+ * does it.  No mark of an application polling is set: the thread is
+ * asleep between packets, and ACKs are sent at once, not held.
+ */
+static int wait_rx(struct uroce_dev *dev, bool sock, bool bell)
+{
+	int n;
+
+	if (pthread_mutex_trylock(&dev->prog.rx_lock))
+		return 0;
+	if (sock)
+		uroce_local_sock_ready(dev);
+	/* (read, or epfd stays readable and wakes us again; the poll
+	 * below drains our queues behind full rings, as the progress
+	 * thread does when the doorbell says "room") */
+	if (bell)
+		uroce_local_bell_take(dev);
+	n = uroce_net_poll(dev);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+	return n;
+}
+
+/*
+ * poll(2) is never restarted after a signal handler, a read of the uverbs
+ * fd is when the handler has SA_RESTART.  Programs depend on either: qperf
+ * ends a test with SIGALRM (no SA_RESTART) and expects ibv_get_cq_event
+ * to fail with EINTR; perftest's handlers come from signal(3), which sets
+ * SA_RESTART.  Which signal interrupted us is not known, so: restart if
+ * every signal the program catches has SA_RESTART.  (Only after EINTR.)
+ */
+static bool restart_after_signal(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sigaction(sig, NULL, &sa))
+			continue;
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+int uroce_progress_wait(struct uroce_dev *dev, int fd)
+{
+	struct pollfd p[3] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = dev->net.sock, .events = POLLIN },
+		{ .fd = dev->prog.epfd, .events = POLLIN },
+	};
+	nfds_t np = 3;
+
+	if (!dev->net_up || dev->net.sock < 0 || !dev->prog.running)
+		np = 1;
+	for (;;) {
+		int n = poll(p, np, -1);
+
+		if (n < 0 && errno == EINTR && restart_after_signal())
+			continue;
+		if (n < 0)
+			return -1;
+		if (p[0].revents)
+			return 0;
+		if (wait_rx(dev, p[1].revents, p[2].revents) > 0)
+			return 0;
+		np = 1;
+	}
 }
 
 static int watch(int epfd, int fd)

@@ -212,6 +212,13 @@ static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
 	in->fd = fd;
 	in->src = *src;
 	in->room_bell = room_bell;
+	/* the sender rings until the progress thread has looked at the
+	 * ring: it may sleep since before the ring was made (a ring of our
+	 * own, self_ring, is made without waking it), and would never set
+	 * sleeping on it, so a packet that no poll of ours took would wait
+	 * for ever (the last message of a ping-pong between two QPs of
+	 * this process, UD or UC, which do not retransmit) */
+	atomic_store_explicit(&in->ring->sleeping, 1, memory_order_relaxed);
 	L->in_fd[i] = fd;
 	atomic_store_explicit(&L->in[i], in, memory_order_release);
 	epoll_add(dev, fd);
@@ -687,6 +694,44 @@ static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 		}
 	}
 	return false;
+}
+
+int uroce_local_bell(const struct uroce_dev *dev)
+{
+	const struct uroce_local *L = loc(dev);
+
+	return L ? L->bell : -1;
+}
+
+/*
+ * Another thread than the progress thread reads our doorbell (an
+ * application sleeping in ibv_get_cq_event, rx_lock held): the progress
+ * thread, woken by the same write, may then find nothing ready and go
+ * back to sleep inside epoll_wait without passing uroce_local_sleep
+ * again, with sleeping cleared by the sender that rang: no sender would
+ * ring again.  So the reader sets sleeping again on every ring; a
+ * progress thread that is in fact awake clears it (a bell too many at
+ * worst).  Then the caller polls the rings.
+ */
+void uroce_local_bell_take(struct uroce_dev *dev)
+{
+	struct uroce_local *L = loc(dev);
+	uint64_t v;
+	int i;
+
+	if (!L)
+		return;
+	if (read(L->bell, &v, sizeof(v)) < 0)
+		return;			/* (EAGAIN: not rung) */
+	pthread_mutex_lock(&L->acc_lock);
+	for (i = 0; i < LR_MAX_IN; i++) {
+		struct lin *in = atomic_load(&L->in[i]);
+
+		if (in)
+			atomic_store(&in->ring->sleeping, 1);
+	}
+	pthread_mutex_unlock(&L->acc_lock);
+	atomic_thread_fence(memory_order_seq_cst);
 }
 
 int uroce_local_event(struct uroce_dev *dev, int fd)

@@ -205,6 +205,10 @@ int uroce_local_poll(struct uroce_dev *dev);
 bool uroce_local_sleep(struct uroce_dev *dev);
 void uroce_local_awake(struct uroce_dev *dev);
 int uroce_local_event(struct uroce_dev *dev, int fd);
+/* our doorbell (an eventfd senders write while we sleep), or -1; and
+ * reading it from another thread than the progress thread (rx_lock) */
+int uroce_local_bell(const struct uroce_dev *dev);
+void uroce_local_bell_take(struct uroce_dev *dev);
 /* whether uroce_net_poll reads the socket this time, what it got (both
  * rx_lock held), and the progress thread saw the socket readable */
 bool uroce_local_sock_due(struct uroce_dev *dev);

@@ -22,6 +22,7 @@
  * Channel and async locks are leaves: nothing is taken under them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,14 +84,15 @@ static void bell_clear(int rfd)
 	(void)recv(rfd, &b, 1, MSG_DONTWAIT);
 }
 
-/* Wait for the doorbell (or fail at once if the application made the fd
- * non-blocking).  0, or -1 with errno set. */
+/* Wait until the doorbell is there, without taking it: a peek blocks as
+ * a read does (O_NONBLOCK: -1/EAGAIN; a signal: EINTR or a restart, as
+ * the handler's SA_RESTART says).  0, or -1 with errno set. */
 static int bell_wait(int rfd)
 {
 	ssize_t n;
 	char b;
 
-	n = read(rfd, &b, 1);
+	n = recv(rfd, &b, 1, MSG_PEEK);
 	if (n == 1)
 		return 0;
 	if (n == 0)
@@ -182,31 +184,58 @@ static void chan_remove(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 	pthread_mutex_unlock(&chan->lock);
 }
 
+/* Take the channel's next event; NULL if none is queued.  The doorbell
+ * byte goes with the last one. */
+static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
+{
+	struct uroce_cq *ucq;
+
+	pthread_mutex_lock(&chan->lock);
+	ucq = chan->head;
+	if (ucq) {
+		if (--ucq->ev_pending == 0) {
+			chan->head = ucq->ev_next;
+			if (!chan->head)
+				chan->tail = NULL;
+			ucq->ev_next = NULL;
+		}
+		ucq->comp_events_reported++;
+		if (!chan->head)
+			bell_clear(chan->ch.fd);
+	}
+	pthread_mutex_unlock(&chan->lock);
+	return ucq;
+}
+
+/*
+ * Wait until the channel may have an event: at once -1/EAGAIN if the
+ * application made its fd non-blocking (as the uverbs fd); otherwise
+ * sleeping on the device's packets too and receiving them, so that the
+ * one wake-up of the packet that completes our work is enough
+ * (engine/progress.c, uroce_progress_wait).
+ */
+static int chan_wait(struct uroce_comp_channel *chan)
+{
+	int fl = fcntl(chan->ch.fd, F_GETFL);
+
+	if (fl < 0)
+		return -1;
+	if (fl & O_NONBLOCK) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd);
+}
+
 UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 				  struct ibv_cq **cq, void **cq_context)
 {
 	struct uroce_comp_channel *chan = to_uchan(ch);
 	struct uroce_cq *ucq;
 
-	do {
-		if (bell_wait(ch->fd))
+	while (!(ucq = chan_take(chan)))
+		if (chan_wait(chan))
 			return -1;
-		pthread_mutex_lock(&chan->lock);
-		ucq = chan->head;
-		if (ucq) {
-			if (--ucq->ev_pending == 0) {
-				chan->head = ucq->ev_next;
-				if (!chan->head)
-					chan->tail = NULL;
-				ucq->ev_next = NULL;
-			}
-			ucq->comp_events_reported++;
-			if (chan->head)
-				bell_ring(chan->wfd);
-		}
-		pthread_mutex_unlock(&chan->lock);
-		/* no event: a destroyed CQ took it back after we woke */
-	} while (!ucq);
 
 	*cq = ucq_ibcq(ucq);
 	*cq_context = (*cq)->cq_context;
@@ -331,21 +360,25 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 	struct uroce_context *uctx = to_uctx(ctx);
 	struct uroce_async_node *n;
 
-	do {
-		if (bell_wait(ctx->async_fd))
-			return -1;
+	/* an event is taken if one is queued; the doorbell goes with the
+	 * last (both under the lock: readable exactly while one is) */
+	for (;;) {
 		pthread_mutex_lock(&uctx->async_lock);
 		n = uctx->async_head;
 		if (n) {
 			uctx->async_head = n->next;
-			if (!n->next)
+			if (!n->next) {
 				uctx->async_tail = NULL;
-			else
-				bell_ring(uctx->async_pipe[1]);
+				bell_clear(uctx->async_pipe[0]);
+			}
 			count_reported(&n->ev);
 		}
 		pthread_mutex_unlock(&uctx->async_lock);
-	} while (!n);
+		if (n)
+			break;
+		if (bell_wait(ctx->async_fd))
+			return -1;
+	}
 
 	*event = n->ev;
 	free(n);
@@ -565,7 +598,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	/* the caller may sleep now: ACKs its poll held for a post go, and
 	 * the progress thread watches the socket */
 	uroce_ack_release_unlocked(cq->dev);
-	uroce_progress_sock_handback(cq->dev);
+	uroce_progress_arm(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */
 	if (!cq->armed)
