@@ -105,6 +105,7 @@ truncate -s 64M "$lun/shared" "$lun/tcp" "$lun/iser" || fail "truncate"
 urun A "${topts[@]}" -- tgtd -f >"$work/tgtd.log" 2>&1 &
 tgtd_pid=$!
 pids+=("$tgtd_pid")
+hard_pids+=("$tgtd_pid")	# (tgtd ignores SIGTERM)
 wait_for 20 "$tgtd_pid" test -S /run/tgtd/socket.0 ||
 	fail "tgtd did not open its control socket"
 # tgtd's iSER driver is up (it disables itself if its portal cannot
@@ -301,6 +302,7 @@ shutdown_tgtd() {
 	wait "$tgtd_pid"
 	rc=$?
 	[ $rc -eq 0 ] || errs+=("tgtd: $(uroce_rc_text $rc)")
+	pids=() hard_pids=()
 }
 if alive "$tgtd_pid"; then
 	shutdown_tgtd

@@ -28,6 +28,7 @@ nsB=uroce-apps-$name-b
 addrA=$net.1
 addrB=$net.2
 pids=()
+hard_pids=()	# programs that ignore SIGTERM (tgtd): SIGKILLed at the end
 errs=()
 work=
 
@@ -41,11 +42,20 @@ fail() {
 	done
 	echo "---- logs kept in $work ----"
 	trap - EXIT
+	kill_hard
 	netns_cleanup
 	exit 1
 }
 
+kill_hard() {
+	local p
+	for p in "${hard_pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+}
+
 apps_cleanup() {
+	kill_hard
 	netns_cleanup
 	[ -z "$work" ] || rm -rf "$work"
 }
