@@ -44,7 +44,7 @@ for ((r = 0; r < n; r++)); do
 		if ((r % 2)); then side=B opts=(--ifname vB)
 		else opts=(--ifname vA); fi
 	fi
-	urun -t 150 "$side" "${opts[@]}" --stats -- \
+	urun -t 100 "$side" "${opts[@]}" --stats -- \
 		"$prog" "$r" "$n" "$work/store" >"$work/rank$r.log" 2>&1 &
 	rpids+=($!)
 	pids+=($!)
