@@ -75,7 +75,7 @@ INIT2=$IQN:initiator-2	# iscsi-test-cu's second one (-I)
 
 apps_up
 lun=$(mktemp -d /dev/shm/uroce_apps_lun.XXXXXX) || fail "mktemp on /dev/shm"
-trap 'apps_cleanup; rm -rf "$lun"' EXIT
+scratch+=("$lun")
 
 # tgtd in A, reached at $taddr; initiators in $ini
 if [ "$name" = iser-tools-2ns ]; then

@@ -29,6 +29,7 @@ addrA=$net.1
 addrB=$net.2
 pids=()
 hard_pids=()	# programs that ignore SIGTERM (tgtd): SIGKILLed at the end
+scratch=()	# big files (LUNs on tmpfs): removed at the end, pass or fail
 errs=()
 work=
 
@@ -44,6 +45,7 @@ fail() {
 	trap - EXIT
 	kill_hard
 	netns_cleanup
+	rm -rf "${scratch[@]}"
 	exit 1
 }
 
@@ -57,6 +59,7 @@ kill_hard() {
 apps_cleanup() {
 	kill_hard
 	netns_cleanup
+	rm -rf "${scratch[@]}"
 	[ -z "$work" ] || rm -rf "$work"
 }
 
