@@ -989,6 +989,19 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	return 0;
 }
 
+/*
+ * SGE i of an application's list, which may sit unaligned (libiscsi's
+ * iSER keeps its SGEs in packed descriptors): copied out, never loaded
+ * as an aligned struct.
+ */
+static struct ibv_sge sge_at(const struct ibv_sge *sg, int i)
+{
+	struct ibv_sge s;
+
+	memcpy(&s, (const char *)sg + (size_t)i * sizeof(s), sizeof(s));
+	return s;
+}
+
 /* Copy inline data in: it then travels as one SGE over the WQE's buffer. */
 static int copy_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		       const struct ibv_sge *sg, int n)
@@ -997,14 +1010,16 @@ static int copy_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	int i;
 
 	for (i = 0; i < n; i++)
-		len += sg[i].length;
+		len += sge_at(sg, i).length;
 	if (len > qp->sq.max_inline)
 		return EINVAL;
 	len = 0;
 	for (i = 0; i < n; i++) {
-		memcpy(wqe->inline_data + len,
-		       (void *)(uintptr_t)sg[i].addr, sg[i].length);
-		len += sg[i].length;
+		struct ibv_sge s = sge_at(sg, i);
+
+		memcpy(wqe->inline_data + len, (void *)(uintptr_t)s.addr,
+		       s.length);
+		len += s.length;
 	}
 	wqe->sge[0].addr = (uintptr_t)wqe->inline_data;
 	wqe->sge[0].length = (uint32_t)len;
@@ -1107,8 +1122,8 @@ int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr,
 		wqe->wr_id = wr->wr_id;
 		wqe->num_sge = (uint32_t)wr->num_sge;
 		for (i = 0; i < wr->num_sge; i++) {
-			wqe->sge[i] = wr->sg_list[i];
-			len += wr->sg_list[i].length;
+			wqe->sge[i] = sge_at(wr->sg_list, i);
+			len += wqe->sge[i].length;
 		}
 		wqe->length = len;
 		rq->head++;

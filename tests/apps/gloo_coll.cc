@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Collectives on Debian's gloo (libgloo-dev), one process per rank, over
+ * gloo's ibverbs transport (its own completion-channel thread: the
+ * event-driven path) or, to compare, its TCP transport.  Ranks meet
+ * through gloo's FileStore in a directory they share.
+ *
+ *   gloo_coll RANK SIZE STOREDIR [-t ibverbs|tcp] [-d DEVICE] [-n ITERS]
+ *   gloo_coll RANK SIZE STOREDIR -b BYTES [-t ...] [-n ITERS]
+ *
+ * The first form runs allreduce (ring, ring-chunked, halving-doubling),
+ * broadcast (one-to-all, every rank the root in turn) and barrier
+ * (all-to-all) ITERS times each at 1, 1023 and 262144 floats, with values
+ * that change every iteration, and checks every element of every result;
+ * the barrier is checked through files in STOREDIR (after barrier k every
+ * rank has reached k).  It prints "gloo_coll: rank R OK ..." or
+ * "gloo_coll: rank R FAIL ..." (exit 1).  The second form times ITERS
+ * ring allreduces of BYTES (after one to warm up, results checked) and
+ * prints "gloo_coll: rank R bench BYTES bytes ITERS iters T s".
+ */
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/ibverbs/device.h>
+#include <gloo/transport/tcp/device.h>
+
+namespace {
+
+int rank_, size_;
+
+[[noreturn]] void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	std::printf("gloo_coll: rank %d FAIL ", rank_);
+	va_start(ap, fmt);
+	std::vprintf(fmt, ap);
+	va_end(ap);
+	std::printf("\n");
+	std::fflush(stdout);
+	std::exit(1);
+}
+
+/*
+ * What rank r holds at element i in iteration it: small integers, so that
+ * float sums are exact; the sum over ranks is known in closed form.
+ */
+float value(int r, size_t i, int it)
+{
+	return (float)((r + 1) * (int)(i % 97 + 1) + it);
+}
+
+float sum_of(size_t i, int it)
+{
+	return (float)(size_ * (size_ + 1) / 2 * (int)(i % 97 + 1) + size_ * it);
+}
+
+template <typename Algo>
+void allreduce(const char *name, std::shared_ptr<gloo::Context> ctx,
+	       size_t count, int iters)
+{
+	std::vector<float> buf(count);
+	std::vector<float *> ptrs{buf.data()};
+	Algo algo(ctx, ptrs, (int)count);
+
+	for (int it = 0; it < iters; it++) {
+		for (size_t i = 0; i < count; i++)
+			buf[i] = value(rank_, i, it);
+		algo.run();
+		for (size_t i = 0; i < count; i++)
+			if (buf[i] != sum_of(i, it))
+				fail("%s of %zu floats, iteration %d: element "
+				     "%zu is %g, want %g", name, count, it, i,
+				     (double)buf[i], (double)sum_of(i, it));
+	}
+}
+
+void broadcast(std::shared_ptr<gloo::Context> ctx, size_t count, int iters)
+{
+	std::vector<float> buf(count);
+	std::vector<float *> ptrs{buf.data()};
+
+	for (int it = 0; it < iters; it++) {
+		int root = it % size_;
+		gloo::BroadcastOneToAll<float> algo(ctx, ptrs, count, root);
+
+		for (size_t i = 0; i < count; i++)
+			buf[i] = rank_ == root ? value(root, i, it) : -1.0f;
+		algo.run();
+		for (size_t i = 0; i < count; i++)
+			if (buf[i] != value(root, i, it))
+				fail("broadcast of %zu floats from rank %d: "
+				     "element %zu is %g, want %g", count, root,
+				     i, (double)buf[i],
+				     (double)value(root, i, it));
+	}
+}
+
+/* Each rank writes how many barriers it has entered; after barrier k
+ * every rank's count is at least k. */
+void barrier(std::shared_ptr<gloo::Context> ctx, const std::string &dir,
+	     int iters)
+{
+	gloo::BarrierAllToAll algo(ctx);
+
+	for (int k = 1; k <= iters; k++) {
+		std::string mine = dir + "/uroce-barrier." + std::to_string(rank_);
+		{
+			std::ofstream f(mine + ".tmp");
+			f << k << "\n";
+		}
+		if (std::rename((mine + ".tmp").c_str(), mine.c_str()))
+			fail("rename %s: %s", mine.c_str(), std::strerror(errno));
+		algo.run();
+		for (int r = 0; r < size_; r++) {
+			std::ifstream f(dir + "/uroce-barrier." + std::to_string(r));
+			int got = 0;
+
+			f >> got;
+			if (got < k)
+				fail("left barrier %d while rank %d had entered "
+				     "only %d", k, r, got);
+		}
+	}
+}
+
+std::shared_ptr<gloo::transport::Device> make_device(const std::string &kind,
+						     const std::string &name)
+{
+	if (kind == "tcp") {
+		gloo::transport::tcp::attr attr;
+
+		attr.hostname = name.empty() ? "127.0.0.1" : name;
+		return gloo::transport::tcp::CreateDevice(attr);
+	}
+	if (kind != "ibverbs")
+		fail("unknown transport %s", kind.c_str());
+	gloo::transport::ibverbs::attr attr;
+
+	attr.name = name.empty() ? "uroce0" : name;
+	attr.port = 1;
+	attr.index = 0;
+	return gloo::transport::ibverbs::CreateDevice(attr);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string kind = "ibverbs", devname;
+	size_t bench_bytes = 0;
+	int iters = 0, c;
+
+	if (argc < 4) {
+		std::fprintf(stderr, "usage: gloo_coll RANK SIZE STOREDIR "
+			     "[-t ibverbs|tcp] [-d DEVICE] [-n ITERS] "
+			     "[-b BYTES]\n");
+		return 2;
+	}
+	rank_ = std::atoi(argv[1]);
+	size_ = std::atoi(argv[2]);
+	std::string dir = argv[3];
+	optind = 4;
+	while ((c = getopt(argc, argv, "t:d:n:b:")) != -1) {
+		switch (c) {
+		case 't': kind = optarg; break;
+		case 'd': devname = optarg; break;
+		case 'n': iters = std::atoi(optarg); break;
+		case 'b': bench_bytes = std::strtoull(optarg, nullptr, 0); break;
+		default: return 2;
+		}
+	}
+	if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+		fail("bad rank %d of %d", rank_, size_);
+
+	try {
+		auto dev = make_device(kind, devname);
+		auto store = gloo::rendezvous::FileStore(dir);
+		auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_,
+								       size_);
+		ctx->setTimeout(std::chrono::seconds(60));
+		ctx->connectFullMesh(store, dev);
+
+		if (bench_bytes) {
+			size_t count = bench_bytes / sizeof(float);
+
+			if (!iters)
+				iters = 20;
+			allreduce<gloo::AllreduceRing<float>>("warm-up", ctx,
+							      count, 1);
+			auto t0 = std::chrono::steady_clock::now();
+			allreduce<gloo::AllreduceRing<float>>("allreduce_ring",
+							      ctx, count, iters);
+			std::chrono::duration<double> dt =
+				std::chrono::steady_clock::now() - t0;
+			std::printf("gloo_coll: rank %d bench %zu bytes %d "
+				    "iters %.6f s\n", rank_, bench_bytes,
+				    iters, dt.count());
+			return 0;
+		}
+
+		if (!iters)
+			iters = 3;
+		for (size_t count : {size_t(1), size_t(1023), size_t(262144)}) {
+			allreduce<gloo::AllreduceRing<float>>(
+				"allreduce_ring", ctx, count, iters);
+			allreduce<gloo::AllreduceRingChunked<float>>(
+				"allreduce_ring_chunked", ctx, count, iters);
+			allreduce<gloo::AllreduceHalvingDoubling<float>>(
+				"allreduce_halving_doubling", ctx, count,
+				iters);
+			broadcast(ctx, count, iters > size_ ? iters : size_);
+		}
+		barrier(ctx, dir, 4 * iters);
+		/* everyone is done with every buffer before anyone leaves */
+		gloo::BarrierAllToAll(ctx).run();
+	} catch (const std::exception &e) {
+		fail("%s", e.what());
+	}
+	std::printf("gloo_coll: rank %d OK %d ranks, %s, %d iterations\n",
+		    rank_, size_, kind.c_str(), iters);
+	return 0;
+}
