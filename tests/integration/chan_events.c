@@ -212,6 +212,15 @@ static void end_connect(struct end *e, uint32_t qpn, const union ibv_gid *gid)
 		die("%s: create_ah", e->name);
 }
 
+/* the AH a UD end made in end_connect (the rest stays until exit: the
+ * device holds it, the AH only this struct) */
+static void end_drop_ah(struct end *e)
+{
+	if (e->ah && ibv_destroy_ah(e->ah))
+		die("%s: destroy_ah", e->name);
+	e->ah = NULL;
+}
+
 static void post_send(struct end *e, uint64_t seq, unsigned int flags)
 {
 	uint8_t *p = e->buf + (size_t)RQ * SLOT;
@@ -427,6 +436,7 @@ static int pingpong_fork(void)
 		printf("%s: pingpong %d messages each way, %llu events, "
 		       "%.2f us a round trip\n", who, iters,
 		       (unsigned long long)e.events, t0 / iters);
+		end_drop_ah(&e);
 	}
 	return 0;
 }
@@ -464,6 +474,8 @@ static int pingpong(bool forked)
 	       "%.2f us a round trip\n", who, iters,
 	       (unsigned long long)a.events, (unsigned long long)b.events,
 	       t0 / iters);
+	end_drop_ah(&a);
+	end_drop_ah(&b);
 	return 0;
 }
 
@@ -612,6 +624,7 @@ static void async_overrun(struct ibv_context *ctx, struct ibv_pd *pd,
 	if (ibv_get_async_event(ctx, &aev) != -1 || errno != EAGAIN)
 		die("ibv_get_async_event after the event: not -1/EAGAIN (%s)",
 		    strerror(errno));
+	end_drop_ah(&c);
 }
 
 static int semantics(void)
@@ -757,6 +770,8 @@ static int semantics(void)
 	 * and not once it is read */
 	async_overrun(ctx, pd, &a);
 
+	end_drop_ah(&a);
+	end_drop_ah(&b);
 	printf("%s: semantics: all checks passed\n", who);
 	return 0;
 }
