@@ -227,6 +227,7 @@ int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 void rs_set_error(struct rsocket *rs, int err);
 int rs_closed_errno(struct rsocket *rs);
 bool rs_can_send_or_closed(struct rsocket *rs);
+int rs_wait_sendable(struct rsocket *rs, bool nonblock);
 
 /* rs_iomap.c */
 off_t rs_iomap_add(struct rsocket *rs, void *buf, size_t len, int prot,

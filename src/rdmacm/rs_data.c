@@ -468,6 +468,28 @@ static int write_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 			    addr, t->key);
 }
 
+/*
+ * Room to send: completions reaped first, then a wait unless nonblock
+ * (-EAGAIN); 0, or the errno of a peer that closed or failed meanwhile.
+ * Shared by rs_send and riowrite.
+ */
+int rs_wait_sendable(struct rsocket *rs, bool nonblock)
+{
+	int err;
+
+	if (rs_can_send(rs))
+		return 0;
+	rs_process_cq(rs);
+	if (!rs_can_send(rs)) {
+		err = rs_wait(rs, rs_can_send_or_closed, nonblock);
+		if (err)
+			return err;
+	}
+	if (!(rs->state & RS_WRITABLE))
+		return -rs_closed_errno(rs);
+	return 0;
+}
+
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags)
 {
@@ -492,19 +514,9 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 			return err;
 	}
 	while (sent < total) {
-		if (!rs_can_send(rs)) {
-			rs_process_cq(rs);
-			if (!rs_can_send(rs)) {
-				err = rs_wait(rs, rs_can_send_or_closed,
-					      nonblock || sent);
-				if (err)
-					break;
-			}
-			if (!(rs->state & RS_WRITABLE)) {
-				err = -rs_closed_errno(rs);
-				break;
-			}
-		}
+		err = rs_wait_sendable(rs, nonblock || sent);
+		if (err)
+			break;
 		x = xfer_len(rs, total - sent, &olen);
 		err = write_data(rs, iov, &vi, &voff, x);
 		if (err) {

@@ -219,16 +219,9 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 			err = -EINVAL;
 			break;
 		}
-		if (!rs_can_send(rs)) {
-			err = rs_wait(rs, rs_can_send_or_closed,
-				      nonblock || sent);
-			if (err)
-				break;
-			if (!(rs->state & RS_WRITABLE)) {
-				err = -rs_closed_errno(rs);
-				break;
-			}
-		}
+		err = rs_wait_sendable(rs, nonblock || sent);
+		if (err)
+			break;
 		x = olen < len - sent ? olen : (uint32_t)(len - sent);
 		if (olen < RS_MAX_TRANSFER)
 			olen <<= 1;
