@@ -678,22 +678,35 @@ void uroce_local_awake(struct uroce_dev *dev)
 /* the outbound peer whose connection is fd: it is gone */
 static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 {
+	bool found = false;
 	int i;
 
+	/*
+	 * The senders close and open these descriptors under tx_lock
+	 * (out_down, out_connect): an fd number from epoll_wait may have
+	 * been closed and given to a new connection since.  Under the same
+	 * lock the number names one file for the whole check.  (A first
+	 * look without it keeps the lock off the path of every other fd.)
+	 */
+	for (i = 0; i < LR_MAX_OUT; i++)
+		if (atomic_load(&L->out[i].fd) == fd)
+			break;
+	if (i == LR_MAX_OUT)
+		return false;
+	pthread_mutex_lock(&dev->tx.tx_lock);
 	for (i = 0; i < LR_MAX_OUT; i++) {
-		if (atomic_load(&L->out[i].fd) == fd) {
-			atomic_store(&L->out[i].dead, true);
-			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
-			/* (its queue is freed now, not at the next packet:
-			 * the peer may never be sent to again) */
-			pthread_mutex_lock(&dev->tx.tx_lock);
-			if (atomic_load(&L->out[i].fd) == fd)
-				q_free(L, &L->out[i]);
-			pthread_mutex_unlock(&dev->tx.tx_lock);
-			return true;
-		}
+		if (atomic_load(&L->out[i].fd) != fd)
+			continue;
+		atomic_store(&L->out[i].dead, true);
+		epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
+		/* (its queue is freed now, not at the next packet: the
+		 * peer may never be sent to again) */
+		q_free(L, &L->out[i]);
+		found = true;
+		break;
 	}
-	return false;
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	return found;
 }
 
 int uroce_local_bell(const struct uroce_dev *dev)

@@ -48,7 +48,7 @@ if [[ -s $state/accounting ]]; then
 	echo "per scenario: name uroce_tx rxe_accepted tap_dropped rxe_tx uroce_rx"
 	sed 's/^/  /' "$state/accounting"
 	read -r htx grcvd tapdrop late < <(awk '{ t += $2; r += $3; d += $4; l += $7 } END { print t + 0, r + 0, d + 0, l + 0 }' "$state/accounting")
-	echo "total: uroce sent $htx packets, rxe0 accepted $grcvd, the tap dropped $tapdrop, $late were farewell ACKs (rxe may drop those, to a QP it destroyed)"
+	echo "total: uroce sent $htx packets, rxe0 accepted $grcvd, the tap dropped $tapdrop, $late were farewell ACKs or tail-loss probes (rxe may drop those, to a QP it destroyed)"
 	((grcvd + tapdrop + late >= htx)) ||
 		bad "rxe0 silently dropped $((htx - grcvd - tapdrop - late)) packets uroce sent (bad ICRC, wrong address or malformed header)"
 	((htx > 0)) || bad "no packets were sent: did the scenarios run?"
