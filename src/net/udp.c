@@ -596,6 +596,15 @@ int uroce_net_open(struct uroce_dev *dev)
 	}
 	if (fd == -ENOSPC)	/* (share.c said which limit) */
 		return fd;
+	if (fd == -EADDRINUSE && !(addr_env && *addr_env) &&
+	    !(if_env && *if_env)) {
+		fprintf(stderr, "uroce: no free default address: UDP port %d is "
+			"taken on every one of 127.0.0.1-254 (by other uroce "
+			"processes?); set UROCE_ADDR=127.0.0.1 to share one "
+			"address among processes (docs/shared.md)\n",
+			UROCE_UDP_PORT);
+		return fd;
+	}
 	if (fd < 0) {
 		char buf[INET6_ADDRSTRLEN] = "?";
 
