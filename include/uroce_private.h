@@ -46,4 +46,21 @@ int uroce_dev_get_addr(struct ibv_context *ctx, struct sockaddr_storage *addr);
 uint32_t uroce_dev_id_prefix(struct ibv_context *ctx);
 int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid, int on);
 
+/*
+ * Receive every packet that has reached the device by now (each
+ * same-host ring and the socket), after any receive already under way.
+ * A MAD from QP1 travels on another ring than the QPs' packets a peer
+ * sent before it (docs/rdmacm.md, "Disconnecting"): the CM drains before
+ * it acts on a DREQ, so that the ACKs the peer sent first complete
+ * their sends first, as on one wire.
+ */
+void uroce_dev_rx_drain(struct ibv_context *ctx);
+
+/*
+ * Send now the ACKs the device holds for an application's next call
+ * (docs/datapath.md, "ACKs"): the CM does before a DREQ, which a NIC
+ * would send after ACKs it sent at once.
+ */
+void uroce_dev_send_acks(struct ibv_context *ctx);
+
 #endif /* UROCE_PRIVATE_H */

@@ -219,6 +219,10 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* receive what has arrived by now, on every ring and the socket, waiting
+ * for a receiver at work to finish first (the CM, before it acts on a
+ * DREQ that may have passed the connection's last packets) */
+void uroce_progress_drain(struct uroce_dev *dev);
 /* the calling thread receives in uroce_progress_poll (an application's),
  * and the progress thread looks by soon (engine/progress.c) */
 bool uroce_progress_app_rx(struct uroce_dev *dev);

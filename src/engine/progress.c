@@ -449,6 +449,15 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	app_poll_yield(n, now, rings);
 }
 
+void uroce_progress_drain(struct uroce_dev *dev)
+{
+	if (!dev->net_up || dev->net.sock < 0)
+		return;
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	uroce_net_poll(dev);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+}
+
 /*
  * A thread that sleeps in ibv_get_cq_event sleeps on what wakes the
  * progress thread too (the socket; epfd, which holds the rings'

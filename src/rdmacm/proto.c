@@ -312,6 +312,8 @@ int cm_send_dreq(struct cm_id *id)
 		.qpn = id->remote_qpn,
 	};
 
+	/* the connection's last ACKs before it (uroce_private.h) */
+	uroce_dev_send_acks(cm.ctx);
 	id->tid = new_tid(id->local_id);
 	m.tid = id->tid;
 	cm_mad_build(id->mad, &m);
@@ -1014,6 +1016,9 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
 	case CM_DREQ_SENT:
+		/* what the peer sent before its DREQ first (its last ACKs,
+		 * on the connection's ring: uroce_private.h) */
+		uroce_dev_rx_drain(cm.ctx);
 		send_once(&id->peer_gid, &r);
 		cm_mad_done(id);
 		id->state = CM_DISCONNECTED;

@@ -109,6 +109,16 @@ UROCE_EXPORT uint32_t uroce_dev_id_prefix(struct ibv_context *ctx)
 	return uroce_share_slot(ctx_dev(ctx)) << 24;
 }
 
+UROCE_EXPORT void uroce_dev_rx_drain(struct ibv_context *ctx)
+{
+	uroce_progress_drain(ctx_dev(ctx));
+}
+
+UROCE_EXPORT void uroce_dev_send_acks(struct ibv_context *ctx)
+{
+	uroce_ack_release_unlocked(ctx_dev(ctx));
+}
+
 UROCE_EXPORT int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid,
 				  int on)
 {
