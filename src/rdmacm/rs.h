@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rsockets (rdma/rsocket.h, docs/rsocket.md): stream sockets over RC QPs,
- * speaking rdma-core's rsocket protocol on the wire.
+ * rsockets (rdma/rsocket.h, docs/rsocket.md): stream sockets over RC QPs
+ * and datagram sockets over UD QPs, speaking rdma-core's rsocket
+ * protocols on the wire.
  *
- * An rsocket's number is the descriptor of its rdma_cm event channel, a
- * kernel descriptor that it owns, so that it never collides with one of
+ * A stream rsocket's number is the descriptor of its rdma_cm event
+ * channel, a datagram rsocket's that of its UDP socket: a kernel
+ * descriptor that it owns, so that it never collides with one of
  * the application's: every r* call looks its descriptor up in the table
  * and, when it is not an rsocket, makes the kernel call it stands for.
  *
@@ -14,6 +16,7 @@
  *   rs_data.c   the data path: the ring, credits, control messages, CQ,
  *               waiting
  *   rs_poll.c   rpoll / rselect over rsockets and ordinary descriptors
+ *   rs_dgram.c  datagram rsockets: the UDP socket, the UD QP, the peers
  *
  * Locking: rs_table_lock serialises changes to the table (lookups take no
  * lock: rsocket.c says why that holds).  Each rsocket has one mutex
@@ -121,9 +124,12 @@ struct rs_rmsg {
 	uint32_t len;
 };
 
+struct rs_dgram;
+
 struct rsocket {
-	int fd;				/* our number: ch->fd */
+	int fd;				/* our number: ch->fd, or ds->udp */
 	int domain;
+	struct rs_dgram *ds;		/* SOCK_DGRAM: rs_dgram.c */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool sleeper;			/* a thread waits in poll() */
@@ -240,6 +246,28 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 void rs_iomap_free(struct rsocket *rs);
 int rs_value_to_scale(int value, int bits);
 int rs_scale_to_value(int value, int bits);
+
+/* rs_dgram.c */
+int rs_ds_init(struct rsocket *rs, int type);
+void rs_ds_free(struct rsocket *rs);
+int rs_ds_process_udp(struct rsocket *rs);
+int rs_ds_process_cq(struct rsocket *rs);
+bool rs_ds_have_data(struct rsocket *rs);
+bool rs_ds_can_send(struct rsocket *rs);
+short rs_ds_revents(struct rsocket *rs);
+int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr,
+	       socklen_t len);
+int rs_ds_connect(struct rsocket *rs, const struct sockaddr *addr,
+		  socklen_t len);
+ssize_t rs_ds_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		   int flags, const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_ds_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		   int flags, struct sockaddr_storage *from, int *mflags);
+void rs_ds_close(struct rsocket *rs);
+int rs_ds_getname(struct rsocket *rs, struct sockaddr *addr, socklen_t *len,
+		  bool peer);
+int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name,
+		  void *val, socklen_t *len);
 
 
 #endif

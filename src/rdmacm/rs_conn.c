@@ -80,6 +80,8 @@ static void drain_cm(struct rsocket *rs)
 
 void rs_free(struct rsocket *rs)
 {
+	/* the peers' address handles go before the PD */
+	rs_ds_free(rs);
 	if (rs->id) {
 		if (rs->id->qp) {
 			if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
@@ -357,6 +359,8 @@ int rs_process_cm(struct rsocket *rs)
 {
 	struct rdma_cm_event *ev;
 
+	if (rs->ds)
+		return rs_ds_process_udp(rs);
 	if (rs->state & RS_LISTENING)
 		return 0;
 	while (!rdma_get_cm_event(rs->ch, &ev)) {

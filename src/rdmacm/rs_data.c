@@ -201,6 +201,8 @@ int rs_process_cq(struct rsocket *rs)
 	struct ibv_wc wc[16];
 	int n, rcnt = 0, err = 0;
 
+	if (rs->ds)
+		return rs_ds_process_cq(rs);
 	if (!rs->cq)
 		return 0;
 	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0) {
@@ -324,7 +326,8 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 		/* completions that came before the arm are polled again */
 		if (rs_arm(rs))
 			continue;
-		pfd[0] = (struct pollfd){ .fd = rs->ch->fd, .events = POLLIN };
+		/* the CM channel, or a datagram rsocket's UDP socket */
+		pfd[0] = (struct pollfd){ .fd = rs->fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = rs->cc ? rs->cc->fd : -1,
 					  .events = POLLIN };
 		rs->sleeper = true;

@@ -16,13 +16,17 @@
 #                        (after the sanitizer runtime, which comes first)
 #   --expect-client RE   client output must match RE (repeatable)
 #   --expect-server RE   server output must match RE (repeatable)
+#   --udp PORT           a datagram server (no rlisten): it is ready once
+#                        its UDP PORT on IP is bound
+#   --server-stays       the server does not end by itself (udpong): it is
+#                        stopped once the client passed
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-addr='' tmo=60 preload=0 cexp=() sexp=()
+addr='' tmo=60 preload=0 cexp=() sexp=() udp='' stays=0
 while (($#)); do
 	case $1 in
 	--addr) addr=$2; shift 2 ;;
@@ -30,6 +34,8 @@ while (($#)); do
 	--preload) preload=1; shift ;;
 	--expect-client) cexp+=("$2"); shift 2 ;;
 	--expect-server) sexp+=("$2"); shift 2 ;;
+	--udp) udp=$2; shift 2 ;;
+	--server-stays) stays=1; shift ;;
 	--) shift; break ;;
 	*) uroce_die "rs_pair.sh: unknown option $1" ;;
 	esac
@@ -74,7 +80,14 @@ fail() {
 
 timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
-until [[ -s $lfile ]]; do
+ready() {
+	if [[ -n $udp ]]; then
+		ss -Hlun "src $addr:$udp" | grep -q .
+	else
+		[[ -s $lfile ]]
+	fi
+}
+until ready; do
 	kill -0 "$spid" 2>/dev/null || fail "the server exited before it listened"
 	(( $(date +%s) < deadline )) || fail "the server did not listen in ${tmo}s"
 	sleep 0.05
@@ -85,10 +98,11 @@ left=$(( deadline - $(date +%s) ))
 timeout -k 5 "$left" "${claunch[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
 ((crc == 0)) || fail "client: $(uroce_rc_text "$crc")"
+((stays)) && kill "$spid"
 wait "$spid"
 src=$?
 spid=''
-((src == 0)) || fail "server: $(uroce_rc_text "$src")"
+((stays || src == 0)) || fail "server: $(uroce_rc_text "$src")"
 for side in server client; do
 	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/$side.log"); then
 		fail "$side printed an error:"$'\n'"$bad"
