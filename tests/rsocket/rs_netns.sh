@@ -9,7 +9,7 @@
 #               -- SERVER ARGS... ::: CLIENT ARGS...
 #
 # @ADDR@ becomes the server's address.  The client starts when the
-# server's rdma_listen is seen (UROCE_CM_LISTEN_FILE), or with --udp PORT
+# server's rdma_listen is seen (UROCE_CM_LISTEN_FILE), or with --port PORT
 # (a datagram server) once the server's UDP PORT is bound; --server-stays:
 # the server does not end by itself (udpong) and is stopped once the
 # client passed.
@@ -23,14 +23,14 @@ source "$here/../lib/netns.sh"
 
 name=$1
 shift
-preload=0 mtu='' tmo=60 cexp=() udp='' stays=0
+preload=0 mtu='' tmo=60 cexp=() port='' stays=0
 while (($#)); do
 	case $1 in
 	--preload) preload=1; shift ;;
 	--mtu) mtu=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--expect-client) cexp+=("$2"); shift 2 ;;
-	--udp) udp=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
 	--server-stays) stays=1; shift ;;
 	--) shift; break ;;
 	*) uroce_die "rs_netns.sh: unknown option $1" ;;
@@ -73,8 +73,8 @@ ip netns exec "$nsA" timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2
 spid=$!
 pids+=("$spid")
 ready() {
-	if [[ -n $udp ]]; then
-		ip netns exec "$nsA" ss -Hlun "sport = :$udp" | grep -q .
+	if [[ -n $port ]]; then
+		ip netns exec "$nsA" ss -Hlntu "sport = :$port" | grep -q .
 	else
 		[[ -s $lfile ]]
 	fi
