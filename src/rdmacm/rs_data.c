@@ -497,7 +497,14 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags)
 {
 	bool nonblock = rs->nonblock || (flags & MSG_DONTWAIT);
-	uint32_t olen = RS_OLAP_START, x;
+	/*
+	 * Small first only when nothing is in flight: behind sends still
+	 * under way the first bytes wait anyway, and a stream of writes
+	 * then goes in the largest transfers (fewer messages, completions
+	 * and credits per byte).
+	 */
+	uint32_t olen = rs->sbuf_avail < rs->sbuf_size ? RS_MAX_TRANSFER :
+							 RS_OLAP_START, x;
 	size_t total = 0, sent = 0;
 	size_t voff = 0;
 	int vi = 0, err = 0;
