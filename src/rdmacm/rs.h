@@ -104,6 +104,7 @@ struct rs_conn_data {
 #define RS_SNDLOWAT		2048
 #define RS_MAX_TRANSFER		65536
 #define RS_OLAP_START		2048
+#define RS_SIG_EVERY		8	/* data messages per signalled one */
 
 /* the socket's life; bits, so that a test asks for what it needs */
 enum {
@@ -118,6 +119,13 @@ enum {
 	RS_ERROR = 1 << 7,	/* the QP failed, the connect failed */
 };
 #define RS_RDWR (RS_CONNECTED | RS_READABLE | RS_WRITABLE)
+
+/* what a signalled send's completion gives back of the unsignalled
+ * data messages posted before it */
+struct rs_sig {
+	uint32_t cnt;
+	uint32_t bytes;
+};
 
 struct rs_rmsg {
 	uint32_t op;
@@ -159,6 +167,9 @@ struct rsocket {
 	uint32_t sbuf_avail;
 	int sqe_avail;
 	uint16_t sseq_no, sseq_comp;	/* messages sent, allowed */
+	struct rs_sig *sig;		/* sq_size + 1, signalled in flight */
+	int sig_head, sig_tail;
+	uint32_t unsig_cnt, unsig_bytes; /* since the last signalled */
 	unsigned int ctrl_seqno, ctrl_max_seqno;
 	struct rs_sge *target_sgl;	/* RS_SGL_SIZE, written by the peer */
 	struct ibv_mr *target_mr;

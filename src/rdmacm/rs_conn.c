@@ -117,6 +117,7 @@ void rs_free(struct rsocket *rs)
 	free(rs->target_sgl);
 	free(rs->iomap);
 	free(rs->rmsg);
+	free(rs->sig);
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
@@ -181,7 +182,7 @@ static int create_ep(struct rsocket *rs)
 	qa.send_cq = rs->cq;
 	qa.recv_cq = rs->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.sq_sig_all = 1;
+	qa.sq_sig_all = 0;		/* rs_data.c: data signalled in batches */
 	qa.cap.max_send_wr = rs->sq_size;
 	qa.cap.max_recv_wr = rs->rq_size;
 	qa.cap.max_send_sge = 2;
@@ -200,8 +201,9 @@ static int create_ep(struct rsocket *rs)
 	rs->target_sgl = ring_alloc(tlen);
 	rs->iomap = calloc(rs->iomap_size + 1u, sizeof(*rs->iomap));
 	rs->rmsg = calloc(rs->rq_size + 1u, sizeof(*rs->rmsg));
+	rs->sig = calloc(rs->sq_size + 1u, sizeof(*rs->sig));
 	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg ||
-	    !rs->iomap)
+	    !rs->iomap || !rs->sig)
 		return -ENOMEM;
 	rs->target_iomap = (struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
 	rs->smr = ibv_reg_mr(rs->pd, rs->sbuf,
