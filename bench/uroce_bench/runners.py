@@ -243,7 +243,7 @@ class Bench(Alternatives):
             self.fail(tag, "server did not listen", srv)
             return None
         cli = Run(path.wrap(cli_argv, "client"), env_c, self.logpath(tag + "-cli"))
-        ok = cli.wait(60)
+        ok = cli.wait(120)
         srv.wait(10 if ok else 1)
         if srv.rc is None:
             srv.kill()
@@ -288,7 +288,7 @@ class Bench(Alternatives):
     def rsocket_round(self, p):
         """One interleaved round of the issue 26 ratios on path p."""
         secs = 2 if self.quick else 3
-        iters = 5000 if self.quick else 20000
+        iters = 2000 if self.quick else 10000
         for rs in (True, False):
             name = "rsocket" if rs else "tcp"
             self.put(f"{p.name}/rsocket/iperf3_{name}", self.rs_iperf3(p, secs, rs))
