@@ -96,6 +96,15 @@ class Bench(Alternatives):
             time.sleep(0.05)
         return False
 
+    def wait_until(self, server, ready, timeout=15):
+        """ready() before the timeout, while the server lives."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and server.alive():
+            if ready():
+                return True
+            time.sleep(0.05)
+        return False
+
     def wait_line(self, run, word, timeout=10):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -226,31 +235,16 @@ class Bench(Alternatives):
         """A server and its client, over rsockets (uroce's environment; the
         server is ready at its rdma_listen) or over kernel TCP (ready when
         port listens); the client's Run once done, or None."""
-        if rsocket:
-            lfile = os.path.join(self.work, f"listen-{self.nruns}")
-            env_s = self.rs_env(path, "server", dict(extra or {}, UROCE_CM_LISTEN_FILE=lfile))
-            env_c = self.rs_env(path, "client", extra)
-        else:
-            env_s = env_c = self.plain_env()
-        srv = Run(path.wrap(srv_argv, "server"), env_s, self.logpath(tag + "-srv"))
-        end = time.monotonic() + 30
-        while time.monotonic() < end and srv.alive() and not (
-                os.path.exists(lfile) and os.path.getsize(lfile) if rsocket
-                else path.tcp_listening(port)):
-            time.sleep(0.05)
-        if not srv.alive() or time.monotonic() >= end:
-            srv.kill()
-            self.fail(tag, "server did not listen", srv)
-            return None
-        cli = Run(path.wrap(cli_argv, "client"), env_c, self.logpath(tag + "-cli"))
-        ok = cli.wait(120)
-        srv.wait(10 if ok else 1)
-        if srv.rc is None:
-            srv.kill()
-        if not ok or cli.rc != 0:
-            self.fail(tag, f"client rc={cli.rc}", srv, cli)
-            return None
-        return cli
+        if not rsocket:
+            env = self.plain_env()
+            pair = self._pair(tag, path, srv_argv, cli_argv, env, env, port, 120)
+            return pair and pair[1]
+        lfile = os.path.join(self.work, f"listen-{self.nruns}")
+        env_s = self.rs_env(path, "server", dict(extra or {}, UROCE_CM_LISTEN_FILE=lfile))
+        env_c = self.rs_env(path, "client", extra)
+        pair = self._pair(tag, path, srv_argv, cli_argv, env_s, env_c, port, 120,
+                          lambda: os.path.exists(lfile) and os.path.getsize(lfile) > 0)
+        return pair and pair[1]
 
     def rs_iperf3(self, path, seconds, rsocket):
         """iperf3 through librspreload over uroce, or plain iperf3 (TCP)."""

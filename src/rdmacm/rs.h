@@ -213,6 +213,7 @@ int rs_table_set(int fd, struct rsocket *rs);
 /* rs_conn.c */
 struct rsocket *rs_alloc(int domain);
 void rs_free(struct rsocket *rs);
+int rs_make_cq(struct rsocket *rs);
 int rs_process_cm(struct rsocket *rs);
 int rs_connect(struct rsocket *rs, const struct sockaddr *addr,
 	       socklen_t len);

@@ -150,6 +150,29 @@ static void *ring_alloc(size_t len)
 	return p;
 }
 
+/*
+ * The PD, the completion channel (non-blocking: waits are poll()s) and
+ * one CQ for sends and receives, on the rsocket's id's device; shared by
+ * stream and datagram rsockets.  0 or -errno.
+ */
+int rs_make_cq(struct rsocket *rs)
+{
+	struct ibv_context *ctx = rs->id->verbs;
+
+	rs->pd = ibv_alloc_pd(ctx);
+	if (!rs->pd)
+		return -ENOMEM;
+	rs->cc = ibv_create_comp_channel(ctx);
+	if (!rs->cc)
+		return -errno;
+	if (set_fd_nonblock(rs->cc->fd, true))
+		return -errno;
+	rs->cq = ibv_create_cq(ctx, rs->sq_size + rs->rq_size, rs, rs->cc, 0);
+	if (!rs->cq)
+		return -(errno ? errno : ENOMEM);
+	return 0;
+}
+
 /* the QP, its CQ and the three registered areas; receives posted */
 static int create_ep(struct rsocket *rs)
 {
@@ -165,17 +188,9 @@ static int create_ep(struct rsocket *rs)
 		rs->sq_size = clamp_qsize(rs->sq_size, (uint32_t)da.max_qp_wr);
 		rs->rq_size = clamp_qsize(rs->rq_size, (uint32_t)da.max_qp_wr);
 	}
-	rs->pd = ibv_alloc_pd(ctx);
-	if (!rs->pd)
-		return -ENOMEM;
-	rs->cc = ibv_create_comp_channel(ctx);
-	if (!rs->cc)
-		return -errno;
-	if (set_fd_nonblock(rs->cc->fd, true))
-		return -errno;
-	rs->cq = ibv_create_cq(ctx, rs->sq_size + rs->rq_size, rs, rs->cc, 0);
-	if (!rs->cq)
-		return -(errno ? errno : ENOMEM);
+	err = rs_make_cq(rs);
+	if (err)
+		return err;
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = rs;

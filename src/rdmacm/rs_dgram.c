@@ -21,7 +21,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -308,18 +307,9 @@ static int make_qp(struct rsocket *rs, const struct sockaddr *dst)
 		rs->rq_size = 16;
 	if (rs->sq_size < 16)
 		rs->sq_size = 16;
-	rs->pd = ibv_alloc_pd(rs->id->verbs);
-	if (!rs->pd)
-		return -ENOMEM;
-	rs->cc = ibv_create_comp_channel(rs->id->verbs);
-	if (!rs->cc)
-		return -errno;
-	if (fcntl(rs->cc->fd, F_SETFL, fcntl(rs->cc->fd, F_GETFL) | O_NONBLOCK))
-		return -errno;
-	rs->cq = ibv_create_cq(rs->id->verbs, rs->sq_size + rs->rq_size, rs,
-			       rs->cc, 0);
-	if (!rs->cq)
-		return -(errno ? errno : ENOMEM);
+	err = rs_make_cq(rs);
+	if (err)
+		return err;
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = rs;
 	qa.send_cq = rs->cq;
