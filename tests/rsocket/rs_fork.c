@@ -17,7 +17,10 @@
  * one whose child listens waits forever.)
  * The server accepts CONNS connections, forking a child for each that
  * checks what it reads and sends it back; it waits for every child and
- * fails if one did.
+ * fails if one did.  It accepts the next connection once the previous
+ * child has ended: uroce's CM gives a port's requests to the process that
+ * listened on it for as long as that process lives (docs/rsocket.md,
+ * "Fork"), so a child could not rlisten on the port while another lives.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -98,7 +101,7 @@ static int serve(int fd, uint64_t bytes)
 
 static int server(const struct sockaddr_in *a, int conns, uint64_t bytes)
 {
-	int one = 1, bad = 0, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1, bad = 0, st, lfd = socket(AF_INET, SOCK_STREAM, 0);
 	pid_t kids[MAXCONN];
 
 	if (lfd < 0)
@@ -120,10 +123,6 @@ static int server(const struct sockaddr_in *a, int conns, uint64_t bytes)
 			exit(serve(fd, bytes));
 		}
 		close(fd);
-	}
-	for (int i = 0; i < conns; i++) {
-		int st;
-
 		if (waitpid(kids[i], &st, 0) < 0 || !WIFEXITED(st) ||
 		    WEXITSTATUS(st))
 			bad++;
