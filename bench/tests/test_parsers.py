@@ -195,7 +195,7 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(len(names), len(set(names)))
         for t in targets.TARGETS:
             self.assertIn(t.how, targets.VERDICT, t.what)
-            self.assertIn(t.issue, (6, 14, 15), t.what)
+            self.assertIn(t.issue, (6, 14, 15, 26), t.what)
             self.assertEqual(isinstance(t.limit, tuple), t.how == "in", t.what)
             if t.on is not None and t.on != targets.ALT:
                 self.assertTrue(set(t.on) <= set(targets.ALL), t.what)
@@ -242,10 +242,30 @@ class TargetsTest(unittest.TestCase):
         self.assertNotIn((lo, "ib_write_bw 64K 1 QP ÷ UDP GSO/GRO", "≥ 0.6"), rows)
         self.assertEqual(rows[(lo, "ib_send_bw 64K ÷ ib_write_bw 64K", "0.8–1.2")][:2],
                          (1.5, "missed"))
+        # issue 26: where the rsocket runs failed, n/a
+        self.assertEqual(rows[(lo, "iperf3 via librspreload on uroce ÷ iperf3 TCP", "≥ 1.5")][:2],
+                         (None, "n/a"))
         self.assertEqual(rows[("—", "RSS per idle RC QP beyond its queues (depth 1)",
                                "≤ 64 KiB")], (2.0, "met", "2.00 KiB"))
         self.assertEqual(rows[("—", "CPU of 16 connected idle QPs (% of a core)", "< 1 %")],
                          (0.5, "met", "0.500 % over 10.0 s"))
+
+    def test_rsocket(self):
+        """Issue 26: iperf3 through librspreload and rstream against TCP,
+        1.5x on the same host, 1.0x across namespaces."""
+        res = results(("local", "veth9000"))
+        R = res["runs"]
+        for p, rs, tcp in (("local", 6.0, 5.0), ("veth9000", 6.0, 5.0)):
+            R[f"{p}/rsocket/iperf3_rsocket"] = {"gbps": rs}
+            R[f"{p}/rsocket/iperf3_tcp"] = {"gbps": tcp}
+            R[f"{p}/rsocket/rstream_rsocket"] = {"rtt_us": 40.0}
+            R[f"{p}/rsocket/rstream_tcp"] = {"rtt_us": 50.0}
+        rows = {(r.path, r.what, r.target): r.verdict for r in targets.targets(res)}
+        what = "iperf3 via librspreload on uroce ÷ iperf3 TCP"
+        self.assertEqual(rows[("local", what, "≥ 1.5")], "missed")
+        self.assertEqual(rows[("veth9000", what, "≥ 1.0")], "met")
+        self.assertEqual(rows[("veth9000", "rstream 64 B RTT ÷ rstream -T s (TCP)", "≤ 1.0")],
+                         "met")
 
     def test_alternatives(self):
         res = results(("local", "veth9000", "veth1500"))

@@ -36,11 +36,14 @@ class Alternatives:
     def uroce_tool(self):
         return os.path.join(self.build, "bin", "uroce")
 
-    def _pair(self, tag, path, srv_argv, cli_argv, env_s, env_c, port, timeout):
-        """A server (listening on TCP port) and its client; (server, client)
-        with the client done, or None after saying why."""
+    def _pair(self, tag, path, srv_argv, cli_argv, env_s, env_c, port, timeout,
+              ready=None):
+        """A server (listening on TCP port, or ready() once it is) and its
+        client; (server, client) with the client done, or None after
+        saying why."""
         srv = Run(path.wrap(srv_argv, "server"), env_s, self.logpath(tag + "-srv"))
-        if not self.wait_tcp(path, port, srv, 30):
+        if not (self.wait_until(srv, ready, 30) if ready else
+                self.wait_tcp(path, port, srv, 30)):
             srv.kill()
             self.fail(tag, "server did not listen", srv)
             return None

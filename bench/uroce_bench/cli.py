@@ -29,10 +29,13 @@ that every target is a median of --repeats interleaved runs), alt (the
 user's alternatives on the first veth path: UCX, libfabric, Open MPI
 over TCP and over uroce), qperf, events (event-driven: qperf's defaults
 against its udp_lat in the same run, perftest -e against the blocking UDP
-ping-pong and against polling), idle, profile, shared.
+ping-pong and against polling), idle, profile, shared, rsocket (iperf3
+through librspreload over uroce against plain iperf3 TCP, rstream's
+64-byte round trip against its TCP mode, --repeats interleaved rounds on
+every path).
 
 A benchmark is not a test: nothing here asserts a timing; the report
-compares the measured ratios with the targets of issues 15, 6 and 14 (targets.py).
+compares the measured ratios with the targets of issues 15, 6, 14 and 26 (targets.py).
 """
 
 import argparse
@@ -49,7 +52,7 @@ from .runners import Bench
 from .targets import targets
 
 CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
-         "shared")
+         "shared", "rsocket")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
 

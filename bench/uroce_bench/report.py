@@ -341,7 +341,7 @@ def report(res, outdir, pngs, analysis_md=None):
         w(f"Runs that failed ({len(meta['failures'])}; logs in `logs/`): " +
           ", ".join(f"`{t}` ({why})" for t, why in meta["failures"]) + "\n")
 
-    w("## Targets (issues 15, 6 and 14)\n")
+    w("## Targets (issues 15, 6, 14 and 26)\n")
     w("| issue | path | measure | target | measured | verdict | figures |")
     w("|---|---|---|---|---|---|---|")
     for row in targets(res):

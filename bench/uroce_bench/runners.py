@@ -96,6 +96,15 @@ class Bench(Alternatives):
             time.sleep(0.05)
         return False
 
+    def wait_until(self, server, ready, timeout=15):
+        """ready() before the timeout, while the server lives."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and server.alive():
+            if ready():
+                return True
+            time.sleep(0.05)
+        return False
+
     def wait_line(self, run, word, timeout=10):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -201,6 +210,83 @@ class Bench(Alternatives):
         cpu = cpu_total(srv, cli)
         return {"size": size, "write_size": wsize, "gbps": nbytes * 8 / secs / 1e9, "bytes": nbytes,
                 "cpu_s": cpu, "cpu_s_per_gb": cpu / (nbytes / 1e9) if cpu else None}
+
+    # ------------------------------------------------------------ rsockets
+
+    def rspreload(self):
+        """Debian's librspreload.so, beside the system's librdmacm.so.1."""
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        lib = next((l.split()[-1] for l in out.splitlines()
+                    if l.strip().startswith("librdmacm.so.1 ")), None)
+        rsp = os.path.join(os.path.dirname(lib or "/usr/lib/x86_64-linux-gnu/x"),
+                           "rsocket", "librspreload.so")
+        return rsp if os.path.exists(rsp) else None
+
+    def rs_env(self, path, side, extra):
+        """uroce's environment for an rsocket program: on one host the
+        client's device takes an address of its own (127.0.0.2)."""
+        env = self.uroce_env(path, side, extra)
+        env.pop("UROCE_STATS", None)        # iperf3 -J: nothing after its JSON
+        if side == "client" and path.same_host() and not path.uroce_client_addr:
+            env["UROCE_ADDR"] = "127.0.0.2"
+        return env
+
+    def rs_pair(self, tag, path, srv_argv, cli_argv, rsocket, extra=None, port=None):
+        """A server and its client, over rsockets (uroce's environment; the
+        server is ready at its rdma_listen) or over kernel TCP (ready when
+        port listens); the client's Run once done, or None."""
+        if not rsocket:
+            env = self.plain_env()
+            pair = self._pair(tag, path, srv_argv, cli_argv, env, env, port, 120)
+            return pair and pair[1]
+        lfile = os.path.join(self.work, f"listen-{self.nruns}")
+        env_s = self.rs_env(path, "server", dict(extra or {}, UROCE_CM_LISTEN_FILE=lfile))
+        env_c = self.rs_env(path, "client", extra)
+        pair = self._pair(tag, path, srv_argv, cli_argv, env_s, env_c, port, 120,
+                          lambda: os.path.exists(lfile) and os.path.getsize(lfile) > 0)
+        return pair and pair[1]
+
+    def rs_iperf3(self, path, seconds, rsocket):
+        """iperf3 through librspreload over uroce, or plain iperf3 (TCP)."""
+        tag = f"{path.name}-rs-iperf3-{'rsocket' if rsocket else 'tcp'}"
+        rsp = self.rspreload()
+        if rsocket and not rsp:
+            return None
+        port = self.next_port()
+        extra = {"LD_PRELOAD": rsp} if rsocket else None
+        cli = self.rs_pair(tag, path, ["iperf3", "-s", "-1", "-B", path.server_addr,
+                                       "-p", str(port)],
+                           ["iperf3", "-c", path.server_addr, "-p", str(port),
+                            "-t", str(seconds), "-J"], rsocket, extra, port)
+        try:
+            nbytes, secs = parsers.iperf3_received(cli.text()) if cli else (None, None)
+        except (ValueError, KeyError) as e:
+            self.fail(tag, f"iperf3 output: {e}", cli)
+            return None
+        return {"gbps": nbytes * 8 / secs / 1e9} if nbytes else None
+
+    def rs_rstream(self, path, rsocket, iters):
+        """rstream's 64-byte round trip (µs): over rsockets, or its TCP mode
+        (-T s) over the kernel."""
+        tag = f"{path.name}-rs-rstream-{'rsocket' if rsocket else 'tcp'}"
+        port = self.next_port()
+        opts = ["-p", str(port), "-S", "64", "-C", "1", "-I", str(iters)] + \
+            ([] if rsocket else ["-T", "s"])
+        cli = self.rs_pair(tag, path, ["rstream", "-b", path.server_addr] + opts,
+                           ["rstream", "-s", path.server_addr] + opts, rsocket, None, port)
+        line = next((l for l in (cli.text() if cli else "").splitlines()
+                     if l.startswith("custom")), None)
+        # usec/xfer is half a round trip: -C 1 with -I n is n transfers each way
+        return {"rtt_us": float(line.split()[-1]) * 2} if line else None
+
+    def rsocket_round(self, p):
+        """One interleaved round of the issue 26 ratios on path p."""
+        secs = 2 if self.quick else 3
+        iters = 2000 if self.quick else 10000
+        for rs in (True, False):
+            name = "rsocket" if rs else "tcp"
+            self.put(f"{p.name}/rsocket/iperf3_{name}", self.rs_iperf3(p, secs, rs))
+            self.put(f"{p.name}/rsocket/rstream_{name}", self.rs_rstream(p, rs, iters))
 
     def udp_stream(self, path, size, seconds):
         tag = f"{path.name}-udpgso-s{size}"
@@ -652,6 +738,11 @@ class Bench(Alternatives):
             for p in paths if self.want("repeat") else []:
                 log(f"{p.name}: the target runs, round {r + 1}/{self.repeats}")
                 self.target_round(p)
+        # 4b. rsockets against kernel TCP (issue 26), interleaved rounds
+        for r in range(self.repeats) if self.want("rsocket") else []:
+            for p in paths:
+                log(f"{p.name}: rsockets against TCP, round {r + 1}/{self.repeats}")
+                self.rsocket_round(p)
         for key, samples in self.samples.items():
             R[key] = median_result(samples)
 

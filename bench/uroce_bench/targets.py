@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The targets of issue 15 (and those of issues 6 and 14 that still
+"""The targets of issue 15 (and those of issues 6, 14 and 26 that still
 mean something), one table, and their verdicts on a run.
 
 Each row: the issue, what is measured, the target as written, the value
@@ -94,6 +94,16 @@ TARGETS = (
     Target(6, "CPU of 16 connected idle QPs (% of a core)", "< 1 %",
            ("idle", "idle16_core_pct"), None, "lt", 1.0, "%", None, 1, 3,
            ("idle", "idle16_window_s", "over {} s")),
+    # issue 26: rsockets (iperf3 through librspreload, rstream) against TCP
+    Target(26, "iperf3 via librspreload on uroce ÷ iperf3 TCP", "≥ 1.5",
+           ("{p}/rsocket/iperf3_rsocket", "gbps"), ("{p}/rsocket/iperf3_tcp", "gbps"),
+           "ge", 1.5, "Gb/s", SAME_HOST),
+    Target(26, "iperf3 via librspreload on uroce ÷ iperf3 TCP", "≥ 1.0",
+           ("{p}/rsocket/iperf3_rsocket", "gbps"), ("{p}/rsocket/iperf3_tcp", "gbps"),
+           "ge", 1.0, "Gb/s", VETH),
+    Target(26, "rstream 64 B RTT ÷ rstream -T s (TCP)", "≤ 1.0",
+           ("{p}/rsocket/rstream_rsocket", "rtt_us"), ("{p}/rsocket/rstream_tcp", "rtt_us"),
+           "le", 1.0, "µs", ALL),
     # issue 14: one address shared by several processes (UDP path)
     Target(14, "ib_write_bw 64K 1 QP, shared ÷ dedicated address", "0.9–1.1",
            shared_ref("shared", "ib_write_bw", S64K, 1, "gbps"),

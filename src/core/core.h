@@ -23,10 +23,22 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "wire/wire.h"
 
 #define UROCE_EXPORT __attribute__((visibility("default")))
+
+/*
+ * Every socket of ours is made by the system call itself, never through
+ * socket(): librspreload interposes socket() and would turn a datagram
+ * socket of ours into a datagram rsocket (docs/rsocket.md).
+ */
+static inline int uroce_socket(int domain, int type, int protocol)
+{
+	return (int)syscall(SYS_socket, domain, type, protocol);
+}
 
 /*
  * FLUSH (IBA 1.5, opcode 0x1C) came to libibverbs after the rdma-core 44

@@ -66,7 +66,7 @@ static int hold_lid(uint16_t lid)
 	/* sun_path[0] = '\0': the abstract namespace, no file */
 	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
 		     "uroce/lid/%u", (unsigned int)lid);
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (bind(fd, (struct sockaddr *)&sun,

@@ -988,7 +988,7 @@ static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 	for (i = 0; i < L->nl; i++)
 		if (!strcmp(un.sun_path + 1, L->names[i]))
 			return self_ring(dev, L, o);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = uroce_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&un, len) || !same_uid(fd))
@@ -1561,7 +1561,7 @@ static int listen_on(struct uroce_local *L, struct uroce_dev *dev,
 	struct sockaddr_un un;
 	socklen_t len = lr_name(L->names[L->nl], sizeof(L->names[0]),
 				&dev->net.local, slot, &un);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	int fd = uroce_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			0);
 
 	if (fd < 0)

@@ -112,7 +112,7 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 
 	if (fam != dev->net.family)
 		return -EINVAL;
-	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* every process of the host that joins binds the same address */

@@ -365,7 +365,7 @@ static int take_slot(struct uroce_share *sh)
 	socklen_t len;
 	uint32_t k, s;
 
-	sh->fwd_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	sh->fwd_fd = uroce_socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			    0);
 	if (sh->fwd_fd < 0)
 		return -errno;

@@ -409,7 +409,7 @@ static uint32_t netdev_mtu_of(const struct sockaddr_storage *addr)
 	freeifaddrs(ifa);
 	if (!ifr.ifr_name[0])
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
 		if (!ioctl(fd, SIOCGIFMTU, &ifr))
 			mtu = (uint32_t)ifr.ifr_mtu;
@@ -457,7 +457,7 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 	int pmtu = IP_PMTUDISC_DO, buf = UROCE_SOCK_BUF_BYTES;
 	socklen_t len = uroce_sa_len(addr);
 
-	fd = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (fam == AF_INET) {

@@ -808,7 +808,7 @@ static int route_source(const struct sockaddr *dst,
 
 	normalize(dst, &d);
 	set_port((struct sockaddr *)&d, 4791);
-	fd = socket(d.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(d.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return errno;
 	if (connect(fd, (struct sockaddr *)&d, sa_len((struct sockaddr *)&d)) ||
@@ -827,7 +827,7 @@ static bool is_local(const struct sockaddr *addr)
 
 	normalize(addr, &a);
 	set_port((struct sockaddr *)&a, 0);
-	fd = socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = uroce_socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return false;
 	ok = !bind(fd, (struct sockaddr *)&a, sa_len((struct sockaddr *)&a));

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rsockets (rdma/rsocket.h, docs/rsocket.md): stream sockets over RC QPs,
- * speaking rdma-core's rsocket protocol on the wire.
+ * rsockets (rdma/rsocket.h, docs/rsocket.md): stream sockets over RC QPs
+ * and datagram sockets over UD QPs, speaking rdma-core's rsocket
+ * protocols on the wire.
  *
- * An rsocket's number is the descriptor of its rdma_cm event channel, a
- * kernel descriptor that it owns, so that it never collides with one of
+ * A stream rsocket's number is the descriptor of its rdma_cm event
+ * channel, a datagram rsocket's that of its UDP socket: a kernel
+ * descriptor that it owns, so that it never collides with one of
  * the application's: every r* call looks its descriptor up in the table
  * and, when it is not an rsocket, makes the kernel call it stands for.
  *
@@ -14,6 +16,7 @@
  *   rs_data.c   the data path: the ring, credits, control messages, CQ,
  *               waiting
  *   rs_poll.c   rpoll / rselect over rsockets and ordinary descriptors
+ *   rs_dgram.c  datagram rsockets: the UDP socket, the UD QP, the peers
  *
  * Locking: rs_table_lock serialises changes to the table (lookups take no
  * lock: rsocket.c says why that holds).  Each rsocket has one mutex
@@ -101,6 +104,7 @@ struct rs_conn_data {
 #define RS_SNDLOWAT		2048
 #define RS_MAX_TRANSFER		65536
 #define RS_OLAP_START		2048
+#define RS_SIG_EVERY		8	/* data messages per signalled one */
 
 /* the socket's life; bits, so that a test asks for what it needs */
 enum {
@@ -116,14 +120,24 @@ enum {
 };
 #define RS_RDWR (RS_CONNECTED | RS_READABLE | RS_WRITABLE)
 
+/* what a signalled send's completion gives back of the unsignalled
+ * data messages posted before it */
+struct rs_sig {
+	uint32_t cnt;
+	uint32_t bytes;
+};
+
 struct rs_rmsg {
 	uint32_t op;
 	uint32_t len;
 };
 
+struct rs_dgram;
+
 struct rsocket {
-	int fd;				/* our number: ch->fd */
+	int fd;				/* our number: ch->fd, or ds->udp */
 	int domain;
+	struct rs_dgram *ds;		/* SOCK_DGRAM: rs_dgram.c */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool sleeper;			/* a thread waits in poll() */
@@ -153,6 +167,9 @@ struct rsocket {
 	uint32_t sbuf_avail;
 	int sqe_avail;
 	uint16_t sseq_no, sseq_comp;	/* messages sent, allowed */
+	struct rs_sig *sig;		/* sq_size + 1, signalled in flight */
+	int sig_head, sig_tail;
+	uint32_t unsig_cnt, unsig_bytes; /* since the last signalled */
 	unsigned int ctrl_seqno, ctrl_max_seqno;
 	struct rs_sge *target_sgl;	/* RS_SGL_SIZE, written by the peer */
 	struct ibv_mr *target_mr;
@@ -196,6 +213,7 @@ int rs_table_set(int fd, struct rsocket *rs);
 /* rs_conn.c */
 struct rsocket *rs_alloc(int domain);
 void rs_free(struct rsocket *rs);
+int rs_make_cq(struct rsocket *rs);
 int rs_process_cm(struct rsocket *rs);
 int rs_connect(struct rsocket *rs, const struct sockaddr *addr,
 	       socklen_t len);
@@ -240,6 +258,28 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 void rs_iomap_free(struct rsocket *rs);
 int rs_value_to_scale(int value, int bits);
 int rs_scale_to_value(int value, int bits);
+
+/* rs_dgram.c */
+int rs_ds_init(struct rsocket *rs, int type);
+void rs_ds_free(struct rsocket *rs);
+int rs_ds_process_udp(struct rsocket *rs);
+int rs_ds_process_cq(struct rsocket *rs);
+bool rs_ds_have_data(struct rsocket *rs);
+bool rs_ds_can_send(struct rsocket *rs);
+short rs_ds_revents(struct rsocket *rs);
+int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr,
+	       socklen_t len);
+int rs_ds_connect(struct rsocket *rs, const struct sockaddr *addr,
+		  socklen_t len);
+ssize_t rs_ds_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		   int flags, const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_ds_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		   int flags, struct sockaddr_storage *from, int *mflags);
+void rs_ds_close(struct rsocket *rs);
+int rs_ds_getname(struct rsocket *rs, struct sockaddr *addr, socklen_t *len,
+		  bool peer);
+int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name,
+		  void *val, socklen_t *len);
 
 
 #endif

@@ -80,6 +80,8 @@ static void drain_cm(struct rsocket *rs)
 
 void rs_free(struct rsocket *rs)
 {
+	/* the peers' address handles go before the PD */
+	rs_ds_free(rs);
 	if (rs->id) {
 		if (rs->id->qp) {
 			if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
@@ -115,6 +117,7 @@ void rs_free(struct rsocket *rs)
 	free(rs->target_sgl);
 	free(rs->iomap);
 	free(rs->rmsg);
+	free(rs->sig);
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
@@ -147,6 +150,29 @@ static void *ring_alloc(size_t len)
 	return p;
 }
 
+/*
+ * The PD, the completion channel (non-blocking: waits are poll()s) and
+ * one CQ for sends and receives, on the rsocket's id's device; shared by
+ * stream and datagram rsockets.  0 or -errno.
+ */
+int rs_make_cq(struct rsocket *rs)
+{
+	struct ibv_context *ctx = rs->id->verbs;
+
+	rs->pd = ibv_alloc_pd(ctx);
+	if (!rs->pd)
+		return -ENOMEM;
+	rs->cc = ibv_create_comp_channel(ctx);
+	if (!rs->cc)
+		return -errno;
+	if (set_fd_nonblock(rs->cc->fd, true))
+		return -errno;
+	rs->cq = ibv_create_cq(ctx, rs->sq_size + rs->rq_size, rs, rs->cc, 0);
+	if (!rs->cq)
+		return -(errno ? errno : ENOMEM);
+	return 0;
+}
+
 /* the QP, its CQ and the three registered areas; receives posted */
 static int create_ep(struct rsocket *rs)
 {
@@ -162,24 +188,16 @@ static int create_ep(struct rsocket *rs)
 		rs->sq_size = clamp_qsize(rs->sq_size, (uint32_t)da.max_qp_wr);
 		rs->rq_size = clamp_qsize(rs->rq_size, (uint32_t)da.max_qp_wr);
 	}
-	rs->pd = ibv_alloc_pd(ctx);
-	if (!rs->pd)
-		return -ENOMEM;
-	rs->cc = ibv_create_comp_channel(ctx);
-	if (!rs->cc)
-		return -errno;
-	if (set_fd_nonblock(rs->cc->fd, true))
-		return -errno;
-	rs->cq = ibv_create_cq(ctx, rs->sq_size + rs->rq_size, rs, rs->cc, 0);
-	if (!rs->cq)
-		return -(errno ? errno : ENOMEM);
+	err = rs_make_cq(rs);
+	if (err)
+		return err;
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = rs;
 	qa.send_cq = rs->cq;
 	qa.recv_cq = rs->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.sq_sig_all = 1;
+	qa.sq_sig_all = 0;		/* rs_data.c: data signalled in batches */
 	qa.cap.max_send_wr = rs->sq_size;
 	qa.cap.max_recv_wr = rs->rq_size;
 	qa.cap.max_send_sge = 2;
@@ -198,8 +216,9 @@ static int create_ep(struct rsocket *rs)
 	rs->target_sgl = ring_alloc(tlen);
 	rs->iomap = calloc(rs->iomap_size + 1u, sizeof(*rs->iomap));
 	rs->rmsg = calloc(rs->rq_size + 1u, sizeof(*rs->rmsg));
+	rs->sig = calloc(rs->sq_size + 1u, sizeof(*rs->sig));
 	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg ||
-	    !rs->iomap)
+	    !rs->iomap || !rs->sig)
 		return -ENOMEM;
 	rs->target_iomap = (struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
 	rs->smr = ibv_reg_mr(rs->pd, rs->sbuf,
@@ -357,6 +376,8 @@ int rs_process_cm(struct rsocket *rs)
 {
 	struct rdma_cm_event *ev;
 
+	if (rs->ds)
+		return rs_ds_process_udp(rs);
 	if (rs->state & RS_LISTENING)
 		return 0;
 	while (!rdma_get_cm_event(rs->ch, &ev)) {

@@ -14,6 +14,16 @@
  * advances).  Control messages (credits, shutdown, disconnect, keepalive)
  * use RS_CTRL_MAX reserved send slots.
  *
+ * Completions: every message but data is signalled; a data message is
+ * signalled every RS_SIG_EVERY, and whenever it leaves less than two
+ * transfers' room in the send ring or RS_SIG_EVERY twice in the queue (so
+ * that a sender that waits for room always has a signalled message ahead
+ * of it).  A signalled completion gives back what the
+ * unsignalled ones before it held (RC completes in order): each signalled
+ * message carries, in rs->sig, the count and bytes of those.  A sender
+ * sleeping for the peer's credits thus wakes once per RS_SIG_EVERY
+ * messages, not at each.
+ *
  * Every function here is called with rs->lock held.
  */
 #include <byteswap.h>
@@ -33,11 +43,25 @@ int rs_post_recv(struct rsocket *rs)
 	return -ibv_post_recv(rs->id->qp, &wr, &bad);
 }
 
+/* flags without IBV_SEND_SIGNALED: a data message whose completion a
+ * later signalled one stands for */
 static int post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 		      uint32_t msg, unsigned int flags, uint64_t addr,
 		      uint32_t rkey)
 {
 	struct ibv_send_wr wr, *bad;
+
+	if (flags & IBV_SEND_SIGNALED) {
+		rs->sig[rs->sig_tail] = (struct rs_sig){ rs->unsig_cnt,
+							 rs->unsig_bytes };
+		if (++rs->sig_tail == rs->sq_size + 1)
+			rs->sig_tail = 0;
+		rs->unsig_cnt = 0;
+		rs->unsig_bytes = 0;
+	} else {
+		rs->unsig_cnt++;
+		rs->unsig_bytes += rs_msg_data(msg);
+	}
 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = msg;
@@ -61,7 +85,8 @@ static bool ctrl_avail(struct rsocket *rs)
 static int post_ctrl(struct rsocket *rs, uint32_t ctrl)
 {
 	rs->ctrl_seqno++;
-	return post_write(rs, NULL, 0, rs_msg(RS_OP_CTRL, ctrl), 0, 0, 0);
+	return post_write(rs, NULL, 0, rs_msg(RS_OP_CTRL, ctrl),
+			  IBV_SEND_SIGNALED, 0, 0);
 }
 
 /*
@@ -84,7 +109,7 @@ static void send_credits(struct rsocket *rs)
 		};
 		struct rs_sge *slot;
 		struct ibv_sge ib;
-		unsigned int flags = 0;
+		unsigned int flags = IBV_SEND_SIGNALED;
 
 		if (rs->swap_sgl) {
 			sge.addr = bswap_64(sge.addr);
@@ -94,7 +119,7 @@ static void send_credits(struct rsocket *rs)
 		if (rs->sq_inline >= sizeof(sge)) {
 			ib.addr = (uintptr_t)&sge;
 			ib.lkey = 0;
-			flags = IBV_SEND_INLINE;
+			flags |= IBV_SEND_INLINE;
 		} else {
 			slot = (struct rs_sge *)(rs->sbuf + rs->sbuf_size) +
 			       (rs->ctrl_seqno % RS_CTRL_MAX);
@@ -114,7 +139,7 @@ static void send_credits(struct rsocket *rs)
 		if (++rs->remote_sge == (int)rs->remote_sgl.length)
 			rs->remote_sge = 0;
 	} else {
-		post_write(rs, NULL, 0, msg, 0, 0, 0);
+		post_write(rs, NULL, 0, msg, IBV_SEND_SIGNALED, 0, 0);
 	}
 }
 
@@ -179,6 +204,14 @@ static void on_send(struct rsocket *rs, uint64_t wr_id)
 {
 	uint32_t msg = (uint32_t)wr_id;
 
+	/* the unsignalled data messages before this one are done too */
+	if (rs->sig_head != rs->sig_tail) {
+		rs->sqe_avail += (int)rs->sig[rs->sig_head].cnt;
+		rs->sbuf_avail += rs->sig[rs->sig_head].bytes;
+		if (++rs->sig_head == rs->sq_size + 1)
+			rs->sig_head = 0;
+	}
+
 	switch (rs_msg_op(msg)) {
 	case RS_OP_SGL:
 	case RS_OP_CTRL:
@@ -201,6 +234,8 @@ int rs_process_cq(struct rsocket *rs)
 	struct ibv_wc wc[16];
 	int n, rcnt = 0, err = 0;
 
+	if (rs->ds)
+		return rs_ds_process_cq(rs);
 	if (!rs->cq)
 		return 0;
 	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0) {
@@ -324,7 +359,8 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 		/* completions that came before the arm are polled again */
 		if (rs_arm(rs))
 			continue;
-		pfd[0] = (struct pollfd){ .fd = rs->ch->fd, .events = POLLIN };
+		/* the CM channel, or a datagram rsocket's UDP socket */
+		pfd[0] = (struct pollfd){ .fd = rs->fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = rs->cc ? rs->cc->fd : -1,
 					  .events = POLLIN };
 		rs->sleeper = true;
@@ -422,6 +458,10 @@ int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 
 	rs->sqe_avail--;
 	rs->sbuf_avail -= len;
+	if (rs_msg_op(msg) != RS_OP_DATA || rs->unsig_cnt + 1 >= RS_SIG_EVERY ||
+	    rs->sbuf_avail < 2 * RS_MAX_TRANSFER ||
+	    rs->sqe_avail < 2 * RS_SIG_EVERY)
+		flags = IBV_SEND_SIGNALED;
 	while (iov[*vi].iov_len == *voff && len) {
 		(*vi)++;
 		*voff = 0;
@@ -430,7 +470,7 @@ int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 		sge[0].addr = (uintptr_t)iov[*vi].iov_base + *voff;
 		sge[0].length = len;
 		sge[0].lkey = 0;
-		flags = IBV_SEND_INLINE;
+		flags |= IBV_SEND_INLINE;
 		*voff += len;
 	} else {
 		uint32_t room = rs->sbuf_size - rs->shead;
@@ -494,7 +534,14 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags)
 {
 	bool nonblock = rs->nonblock || (flags & MSG_DONTWAIT);
-	uint32_t olen = RS_OLAP_START, x;
+	/*
+	 * Small first only when nothing is in flight: behind sends still
+	 * under way the first bytes wait anyway, and a stream of writes
+	 * then goes in the largest transfers (fewer messages, completions
+	 * and credits per byte).
+	 */
+	uint32_t olen = rs->sbuf_avail < rs->sbuf_size ? RS_MAX_TRANSFER :
+							 RS_OLAP_START, x;
 	size_t total = 0, sent = 0;
 	size_t voff = 0;
 	int vi = 0, err = 0;

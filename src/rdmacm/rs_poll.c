@@ -41,6 +41,10 @@ static short rs_revents(struct rsocket *rs, short events)
 	short r = 0;
 
 	pthread_mutex_lock(&rs->lock);
+	if (rs->ds) {
+		r = rs_ds_revents(rs);
+		goto out;
+	}
 	if (rs->state & RS_LISTENING) {
 		r = listen_revents(rs);
 		goto out;
@@ -133,7 +137,7 @@ static nfds_t sleep_set(struct pollfd *fds, nfds_t nfds, struct pollfd *s)
 			s[n++] = fds[i];
 			continue;
 		}
-		s[n++] = (struct pollfd){ .fd = rs->ch->fd, .events = POLLIN };
+		s[n++] = (struct pollfd){ .fd = rs->fd, .events = POLLIN };
 		s[n++] = (struct pollfd){ .fd = rs->cc ? rs->cc->fd : -1,
 					  .events = POLLIN };
 	}

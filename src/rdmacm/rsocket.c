@@ -109,24 +109,31 @@ static ssize_t sret(ssize_t r)
 })
 
 /*
- * Stream sockets of AF_INET/AF_INET6 only: anything else fails with
- * ENOTSUP, and librspreload makes a kernel socket instead (our own
- * library's UDP and UNIX sockets go there too).
+ * Stream and datagram sockets of AF_INET/AF_INET6 only: anything else
+ * fails with ENOTSUP, and librspreload makes a kernel socket instead (our
+ * own library makes its sockets with the system call, uroce_socket).
  */
 CM_EXPORT int rsocket(int domain, int type, int protocol)
 {
 	int base = type & ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
 	struct rsocket *rs;
+	int err;
 
-	if ((domain != AF_INET && domain != AF_INET6) || base != SOCK_STREAM ||
-	    (protocol && protocol != IPPROTO_TCP))
+	if ((domain != AF_INET && domain != AF_INET6) ||
+	    (base != SOCK_STREAM && base != SOCK_DGRAM) ||
+	    (base == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
+	    (base == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
 		return fail(ENOTSUP);
 	rs = rs_alloc(domain);
 	if (!rs)
 		return -1;
-	if (rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP)) {
-		int err = errno;
-
+	if (base == SOCK_DGRAM)
+		err = -rs_ds_init(rs, type);
+	else if (rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP))
+		err = errno;
+	else
+		err = 0;
+	if (err) {
 		rs_free(rs);
 		return fail(err);
 	}
@@ -148,6 +155,12 @@ CM_EXPORT int rbind(int s, const struct sockaddr *addr, socklen_t len)
 
 	if (!rs)
 		return bind(s, addr, len);
+	if (rs->ds) {
+		pthread_mutex_lock(&rs->lock);
+		ret = rs_ds_bind(rs, addr, len);
+		pthread_mutex_unlock(&rs->lock);
+		return (int)sret(ret);
+	}
 	if (!addr || len < sizeof(struct sockaddr_in) || len > sizeof(a))
 		return fail(EINVAL);
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
@@ -172,6 +185,8 @@ CM_EXPORT int rlisten(int s, int backlog)
 
 	if (!rs)
 		return listen(s, backlog);
+	if (rs->ds)
+		return fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	ret = rs_listen(rs, backlog);
 	pthread_mutex_unlock(&rs->lock);
@@ -198,6 +213,8 @@ CM_EXPORT int raccept(int s, struct sockaddr *addr, socklen_t *len)
 
 	if (!rs)
 		return accept(s, addr, len);
+	if (rs->ds)
+		return fail(EOPNOTSUPP);
 	if (!(rs->state & RS_LISTENING))
 		return fail(EINVAL);
 	for (;;) {
@@ -226,6 +243,11 @@ CM_EXPORT int rconnect(int s, const struct sockaddr *addr, socklen_t len)
 	if (!rs)
 		return connect(s, addr, len);
 	pthread_mutex_lock(&rs->lock);
+	if (rs->ds) {
+		ret = rs_ds_connect(rs, addr, len);
+		pthread_mutex_unlock(&rs->lock);
+		return (int)sret(ret);
+	}
 	ret = rs_connect(rs, addr, len);
 	if (!ret) {
 		ret = rs_wait_connected(rs, rs->nonblock);
@@ -248,7 +270,10 @@ CM_EXPORT int rshutdown(int s, int how)
 	if (!rs)
 		return shutdown(s, how);
 	pthread_mutex_lock(&rs->lock);
-	ret = KEEP_ERRNO(rs_shutdown(rs, how));
+	if (rs->ds)
+		ret = shutdown(s, how) ? -errno : 0;
+	else
+		ret = KEEP_ERRNO(rs_shutdown(rs, how));
 	pthread_mutex_unlock(&rs->lock);
 	return (int)sret(ret);
 }
@@ -265,34 +290,56 @@ CM_EXPORT int rclose(int s)
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state & RS_CONNECTED)
 		rs_shutdown(rs, SHUT_RDWR);
+	else if (rs->ds)
+		rs_ds_close(rs);
 	pthread_mutex_unlock(&rs->lock);
 	rs_free(rs);
 	errno = saved;
 	return 0;
 }
 
+/*
+ * from: where a datagram came from (a stream's peer), for rrecvfrom and
+ * rrecvmsg; mflags: recvmsg's msg_flags (MSG_TRUNC).
+ */
 static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov,
-		       int iovcnt, int flags)
+		       int iovcnt, int flags, struct sockaddr_storage *from,
+		       int *mflags)
 {
 	ssize_t r;
 
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
 	pthread_mutex_lock(&rs->lock);
-	r = KEEP_ERRNO(rs_recv(rs, iov, iovcnt, flags));
+	if (rs->ds) {
+		r = KEEP_ERRNO(rs_ds_recv(rs, iov, iovcnt, flags, from,
+					  mflags));
+	} else {
+		r = KEEP_ERRNO(rs_recv(rs, iov, iovcnt, flags));
+		if (from)
+			memcpy(from, rdma_get_peer_addr(rs->id),
+			       sizeof(struct sockaddr_in6));
+	}
 	pthread_mutex_unlock(&rs->lock);
 	return sret(r);
 }
 
+/* to: a datagram's destination (a stream refuses one: EISCONN) */
 static ssize_t do_send(struct rsocket *rs, const struct iovec *iov,
-		       int iovcnt, int flags)
+		       int iovcnt, int flags, const struct sockaddr *to,
+		       socklen_t tolen)
 {
 	ssize_t r;
 
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
+	if (!rs->ds && (to || tolen))
+		return fail(EISCONN);
 	pthread_mutex_lock(&rs->lock);
-	r = KEEP_ERRNO(rs_send(rs, iov, iovcnt, flags));
+	if (rs->ds)
+		r = KEEP_ERRNO(rs_ds_send(rs, iov, iovcnt, flags, to, tolen));
+	else
+		r = KEEP_ERRNO(rs_send(rs, iov, iovcnt, flags));
 	pthread_mutex_unlock(&rs->lock);
 	return sret(r);
 }
@@ -304,7 +351,7 @@ CM_EXPORT ssize_t rrecv(int s, void *buf, size_t len, int flags)
 
 	if (!rs)
 		return recv(s, buf, len, flags);
-	return do_recv(rs, &v, 1, flags);
+	return do_recv(rs, &v, 1, flags, NULL, NULL);
 }
 
 CM_EXPORT ssize_t rrecvfrom(int s, void *buf, size_t len, int flags,
@@ -312,19 +359,22 @@ CM_EXPORT ssize_t rrecvfrom(int s, void *buf, size_t len, int flags,
 {
 	struct rsocket *rs = rs_lookup(s);
 	struct iovec v = { buf, len };
+	struct sockaddr_storage from;
 	ssize_t r;
 
 	if (!rs)
 		return recvfrom(s, buf, len, flags, addr, alen);
-	r = do_recv(rs, &v, 1, flags);
+	r = do_recv(rs, &v, 1, flags, addr && alen ? &from : NULL, NULL);
 	if (r >= 0 && addr && alen)
-		copy_addr(addr, alen, rdma_get_peer_addr(rs->id));
+		copy_addr(addr, alen, (struct sockaddr *)&from);
 	return r;
 }
 
 CM_EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags)
 {
 	struct rsocket *rs = rs_lookup(s);
+	struct sockaddr_storage from;
+	ssize_t r;
 
 	if (!rs)
 		return recvmsg(s, msg, flags);
@@ -332,7 +382,12 @@ CM_EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags)
 		return fail(EINVAL);
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
-	return do_recv(rs, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	r = do_recv(rs, msg->msg_iov, (int)msg->msg_iovlen, flags,
+		    msg->msg_name ? &from : NULL, &msg->msg_flags);
+	if (r >= 0 && msg->msg_name)
+		copy_addr(msg->msg_name, &msg->msg_namelen,
+			  (struct sockaddr *)&from);
+	return r;
 }
 
 CM_EXPORT ssize_t rread(int s, void *buf, size_t len)
@@ -342,7 +397,7 @@ CM_EXPORT ssize_t rread(int s, void *buf, size_t len)
 
 	if (!rs)
 		return read(s, buf, len);
-	return do_recv(rs, &v, 1, 0);
+	return do_recv(rs, &v, 1, 0, NULL, NULL);
 }
 
 CM_EXPORT ssize_t rreadv(int s, const struct iovec *iov, int iovcnt)
@@ -351,7 +406,7 @@ CM_EXPORT ssize_t rreadv(int s, const struct iovec *iov, int iovcnt)
 
 	if (!rs)
 		return readv(s, iov, iovcnt);
-	return do_recv(rs, iov, iovcnt, 0);
+	return do_recv(rs, iov, iovcnt, 0, NULL, NULL);
 }
 
 CM_EXPORT ssize_t rsend(int s, const void *buf, size_t len, int flags)
@@ -361,7 +416,7 @@ CM_EXPORT ssize_t rsend(int s, const void *buf, size_t len, int flags)
 
 	if (!rs)
 		return send(s, buf, len, flags);
-	return do_send(rs, &v, 1, flags);
+	return do_send(rs, &v, 1, flags, NULL, 0);
 }
 
 CM_EXPORT ssize_t rsendto(int s, const void *buf, size_t len, int flags,
@@ -372,9 +427,7 @@ CM_EXPORT ssize_t rsendto(int s, const void *buf, size_t len, int flags,
 
 	if (!rs)
 		return sendto(s, buf, len, flags, addr, alen);
-	if (addr || alen)
-		return fail(EISCONN);
-	return do_send(rs, &v, 1, flags);
+	return do_send(rs, &v, 1, flags, addr, alen);
 }
 
 CM_EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags)
@@ -385,9 +438,8 @@ CM_EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags)
 		return sendmsg(s, msg, flags);
 	if (!msg)
 		return fail(EINVAL);
-	if (msg->msg_name || msg->msg_namelen)
-		return fail(EISCONN);
-	return do_send(rs, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return do_send(rs, msg->msg_iov, (int)msg->msg_iovlen, flags,
+		       msg->msg_name, msg->msg_namelen);
 }
 
 CM_EXPORT ssize_t rwrite(int s, const void *buf, size_t len)
@@ -397,7 +449,7 @@ CM_EXPORT ssize_t rwrite(int s, const void *buf, size_t len)
 
 	if (!rs)
 		return write(s, buf, len);
-	return do_send(rs, &v, 1, 0);
+	return do_send(rs, &v, 1, 0, NULL, 0);
 }
 
 CM_EXPORT ssize_t rwritev(int s, const struct iovec *iov, int iovcnt)
@@ -406,14 +458,14 @@ CM_EXPORT ssize_t rwritev(int s, const struct iovec *iov, int iovcnt)
 
 	if (!rs)
 		return writev(s, iov, iovcnt);
-	return do_send(rs, iov, iovcnt, 0);
+	return do_send(rs, iov, iovcnt, 0, NULL, 0);
 }
 
 CM_EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len)
 {
 	struct rsocket *rs = rs_lookup(s);
 
-	if (!rs)
+	if (!rs || rs->ds)
 		return getpeername(s, addr, len);
 	if (!len || (!addr && *len))
 		return fail(EFAULT);
@@ -435,7 +487,7 @@ CM_EXPORT int rgetsockname(int s, struct sockaddr *addr, socklen_t *len)
 	 * librspreload learns a socket's family that way when it falls
 	 * back to a kernel socket after a failed rconnect.
 	 */
-	if (!rs)
+	if (!rs || rs->ds)
 		return getsockname(s, addr, len);
 	if (!len || (!addr && *len))
 		return fail(EFAULT);
@@ -539,6 +591,17 @@ CM_EXPORT int rsetsockopt(int s, int level, int name, const void *val,
 
 	if (!rs)
 		return setsockopt(s, level, name, val, len);
+	/* a datagram rsocket's UDP socket takes the socket options too */
+	if (rs->ds && level != SOL_RDMA) {
+		if (setsockopt(s, level, name, val, len))
+			return -1;
+		if (int_opt(val, len, &v))
+			return 0;
+		pthread_mutex_lock(&rs->lock);
+		set_opt(rs, level, name, v);
+		pthread_mutex_unlock(&rs->lock);
+		return 0;
+	}
 	/* the route comes from our own CM: a path given here is not needed */
 	if (level == SOL_RDMA && name == RDMA_ROUTE)
 		return 0;
@@ -642,7 +705,7 @@ CM_EXPORT int rgetsockopt(int s, int level, int name, void *val,
 	struct rsocket *rs = rs_lookup(s);
 	int v = 0, ret;
 
-	if (!rs)
+	if (!rs || (rs->ds && level != SOL_RDMA))
 		return getsockopt(s, level, name, val, len);
 	if (!val || !len || *len < sizeof(int))
 		return fail(EINVAL);
@@ -712,6 +775,8 @@ CM_EXPORT off_t riomap(int s, void *buf, size_t len, int prot, int flags,
 	(void)flags;
 	if (!rs)
 		return fail(ENOTSOCK);
+	if (rs->ds)
+		return fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	r = rs_iomap_add(rs, buf, len, prot, offset);
 	pthread_mutex_unlock(&rs->lock);
@@ -725,6 +790,8 @@ CM_EXPORT int riounmap(int s, void *buf, size_t len)
 
 	if (!rs)
 		return fail(ENOTSOCK);
+	if (rs->ds)
+		return fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	r = rs_iomap_remove(rs, buf, len);
 	pthread_mutex_unlock(&rs->lock);
@@ -740,6 +807,8 @@ CM_EXPORT size_t riowrite(int s, const void *buf, size_t len, off_t offset,
 
 	if (!rs)
 		return (size_t)fail(ENOTSOCK);
+	if (rs->ds)
+		return (size_t)fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	r = KEEP_ERRNO(rs_iowrite(rs, buf, len, offset, flags));
 	pthread_mutex_unlock(&rs->lock);

@@ -9,7 +9,10 @@
 #               -- SERVER ARGS... ::: CLIENT ARGS...
 #
 # @ADDR@ becomes the server's address.  The client starts when the
-# server's rdma_listen is seen (UROCE_CM_LISTEN_FILE).
+# server's rdma_listen is seen (UROCE_CM_LISTEN_FILE), or with --port PORT
+# (a datagram server) once the server's UDP PORT is bound; --server-stays:
+# the server does not end by itself (udpong) and is stopped once the
+# client passed.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,13 +23,15 @@ source "$here/../lib/netns.sh"
 
 name=$1
 shift
-preload=0 mtu='' tmo=60 cexp=()
+preload=0 mtu='' tmo=60 cexp=() port='' stays=0
 while (($#)); do
 	case $1 in
 	--preload) preload=1; shift ;;
 	--mtu) mtu=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--expect-client) cexp+=("$2"); shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--server-stays) stays=1; shift ;;
 	--) shift; break ;;
 	*) uroce_die "rs_netns.sh: unknown option $1" ;;
 	esac
@@ -67,7 +72,14 @@ deadline=$(( $(date +%s) + tmo ))
 ip netns exec "$nsA" timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
 pids+=("$spid")
-until [[ -s $lfile ]]; do
+ready() {
+	if [[ -n $port ]]; then
+		ip netns exec "$nsA" ss -Hlntu "sport = :$port" | grep -q .
+	else
+		[[ -s $lfile ]]
+	fi
+}
+until ready; do
 	kill -0 "$spid" 2>/dev/null || fail "the server exited before it listened"
 	(( $(date +%s) < deadline )) || fail "the server did not listen in ${tmo}s"
 	sleep 0.05
@@ -77,10 +89,11 @@ left=$(( deadline - $(date +%s) ))
 ip netns exec "$nsB" timeout -k 5 "$left" "${claunch[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
 ((crc == 0)) || fail "client: $(uroce_rc_text "$crc")"
+((stays)) && kill "$spid"
 wait "$spid"
 src=$?
 pids=()
-((src == 0)) || fail "server: $(uroce_rc_text "$src")"
+((stays || src == 0)) || fail "server: $(uroce_rc_text "$src")"
 for side in server client; do
 	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/$side.log"); then
 		fail "$side printed an error:"$'\n'"$bad"

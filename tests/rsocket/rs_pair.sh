@@ -16,20 +16,39 @@
 #                        (after the sanitizer runtime, which comes first)
 #   --expect-client RE   client output must match RE (repeatable)
 #   --expect-server RE   server output must match RE (repeatable)
+#   --port PORT          a server that calls no rlisten (datagrams; a
+#                        forking server under RDMAV_FORK_SAFE listens on a
+#                        kernel socket): it is ready once it has bound PORT
+#                        (TCP or UDP) on IP
+#   --fork               librspreload's fork mode: its semaphore
+#                        (/dev/shm/sem.rsocket_fork), which a run killed
+#                        between its children's turns leaves taken, is
+#                        removed first (sem_open makes it anew)
+#   --env VAR=VALUE      in both environments (repeatable)
+#   --server-env VAR=VALUE   in the server's (repeatable; @ADDR@ replaced)
+#   --listens N          the server side made exactly N rlistens
+#   --server-stays       the server does not end by itself (udpong): it is
+#                        stopped once the client passed
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/uroce_test.sh
 source "$here/../lib/uroce_test.sh"
 
-addr='' tmo=60 preload=0 cexp=() sexp=()
+addr='' tmo=60 preload=0 cexp=() sexp=() port='' stays=0 xenv=() senv=() listens=''
 while (($#)); do
 	case $1 in
 	--addr) addr=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	--preload) preload=1; shift ;;
+	--fork) rm -f /dev/shm/sem.rsocket_fork; shift ;;
 	--expect-client) cexp+=("$2"); shift 2 ;;
 	--expect-server) sexp+=("$2"); shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--env) xenv+=("$2"); shift 2 ;;
+	--server-env) senv+=("$2"); shift 2 ;;
+	--listens) listens=$2; shift 2 ;;
+	--server-stays) stays=1; shift ;;
 	--) shift; break ;;
 	*) uroce_die "rs_pair.sh: unknown option $1" ;;
 	esac
@@ -50,14 +69,15 @@ logdir=$(mktemp -d "${TMPDIR:-/tmp}/uroce-rs.XXXXXX")
 slog=$logdir/server.log clog=$logdir/client.log lfile=$logdir/listening
 # a server run as another user writes the listen file there
 [[ -z ${UROCE_TEST_USER:-} || $(id -u) -ne 0 ]] || chown "$UROCE_TEST_USER" "$logdir"
-env=()
+env=("${xenv[@]}")
 if ((preload)); then
 	lib=$(ldconfig -p | awk '$1 == "librdmacm.so.1" { print $NF; exit }')
 	rsp=$(dirname "${lib:-/usr/lib/x86_64-linux-gnu/x}")/rsocket/librspreload.so
 	[[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
 	env+=("LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp")
 fi
-mapfile -t slaunch < <(uroce_launch "${env[@]}" "UROCE_CM_LISTEN_FILE=$lfile")
+mapfile -t slaunch < <(uroce_launch "${env[@]}" "${senv[@]//@ADDR@/$addr}" \
+	"UROCE_CM_LISTEN_FILE=$lfile")
 mapfile -t claunch < <(uroce_launch "${env[@]}")
 deadline=$(( $(date +%s) + tmo ))
 spid=''
@@ -74,7 +94,14 @@ fail() {
 
 timeout -k 5 "$tmo" "${slaunch[@]}" "${scmd[@]}" >"$slog" 2>&1 &
 spid=$!
-until [[ -s $lfile ]]; do
+ready() {
+	if [[ -n $port ]]; then
+		ss -Hlntu "src $addr:$port" | grep -q .
+	else
+		[[ -s $lfile ]]
+	fi
+}
+until ready; do
 	kill -0 "$spid" 2>/dev/null || fail "the server exited before it listened"
 	(( $(date +%s) < deadline )) || fail "the server did not listen in ${tmo}s"
 	sleep 0.05
@@ -85,15 +112,20 @@ left=$(( deadline - $(date +%s) ))
 timeout -k 5 "$left" "${claunch[@]}" "${ccmd[@]}" >"$clog" 2>&1
 crc=$?
 ((crc == 0)) || fail "client: $(uroce_rc_text "$crc")"
+((stays)) && kill "$spid"
 wait "$spid"
 src=$?
 spid=''
-((src == 0)) || fail "server: $(uroce_rc_text "$src")"
+((stays || src == 0)) || fail "server: $(uroce_rc_text "$src")"
 for side in server client; do
 	if bad=$(grep -E -m 3 "$UROCE_FAIL_RE" "$logdir/$side.log"); then
 		fail "$side printed an error:"$'\n'"$bad"
 	fi
 done
+if [[ -n $listens ]]; then
+	n=$(wc -l <"$lfile" 2>/dev/null || echo 0)
+	((n == listens)) || fail "the server side made $n rlistens, not $listens"
+fi
 for re in "${cexp[@]}"; do
 	grep -Eq -- "$re" "$clog" || fail "client output lacks /$re/"
 done
