@@ -29,7 +29,10 @@ that every target is a median of --repeats interleaved runs), alt (the
 user's alternatives on the first veth path: UCX, libfabric, Open MPI
 over TCP and over uroce), qperf, events (event-driven: qperf's defaults
 against its udp_lat in the same run, perftest -e against the blocking UDP
-ping-pong and against polling), idle, profile, shared.
+ping-pong and against polling), idle, profile, shared, apps (applications
+against their own TCP transports, in namespaces of their own whatever
+--paths says: iSER against iSCSI/TCP to one tgtd, gloo's ibverbs
+transport against its TCP one; bench/uroce_bench/apps.py).
 
 A benchmark is not a test: nothing here asserts a timing; the report
 compares the measured ratios with the targets of issues 15, 6 and 14 (targets.py).
@@ -49,7 +52,7 @@ from .runners import Bench
 from .targets import targets
 
 CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
-         "shared")
+         "shared", "apps")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
 
@@ -97,6 +100,10 @@ def ensure_built(args):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode:
         log("tests/mpi/mpi_pingpong did not build: the Open MPI runs will fail")
+    r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "gloo_coll"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode:
+        log("tests/apps/gloo_coll did not build (libgloo-dev): the gloo runs are skipped")
 
 
 def main():
