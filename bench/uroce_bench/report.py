@@ -317,7 +317,8 @@ def report(res, outdir, pngs, analysis_md=None):
       f"{' (--quick)' if meta['quick'] else ''}; commit `{meta['commit']}`")
     w(f"- machine: {meta['nproc']} CPUs ({meta['cpu']}), kernel {meta['kernel']}; "
       f"perftest {meta['perftest']}, iperf3 {meta['iperf3']}"
-      + "".join(f", {k} {meta[k]}" for k in ("ucx-utils", "libfabric-bin", "openmpi-bin")
+      + "".join(f", {k} {meta[k]}" for k in ("ucx-utils", "libfabric-bin", "openmpi-bin",
+                                                 "tgt", "libiscsi-bin", "libgloo-dev")
                 if meta.get(k)))
     if meta.get("repeats"):
         w(f"- every figure a target reads: the median of {meta['repeats']} runs, the "
