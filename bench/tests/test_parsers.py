@@ -195,7 +195,7 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(len(names), len(set(names)))
         for t in targets.TARGETS:
             self.assertIn(t.how, targets.VERDICT, t.what)
-            self.assertIn(t.issue, (6, 14, 15, 26), t.what)
+            self.assertIn(t.issue, (6, 14, 15, 22, 26), t.what)
             self.assertEqual(isinstance(t.limit, tuple), t.how == "in", t.what)
             if t.on is not None and t.on != targets.ALT:
                 self.assertTrue(set(t.on) <= set(targets.ALL), t.what)
@@ -304,6 +304,28 @@ class TargetsTest(unittest.TestCase):
         self.assertFalse(v["lt"](1.0, 1.0))
         self.assertTrue(v["in"](0.8, (0.8, 1.2)) and v["in"](1.2, (0.8, 1.2)))
         self.assertFalse(v["in"](1.21, (0.8, 1.2)))
+
+
+class AppsBenchTest(unittest.TestCase):
+    """bench/apps.sh's result lines (a captured run, a failure's words
+    attached to its line)."""
+
+    def test_lines(self):
+        r = parsers.apps_bench(sample("apps_bench.txt"))
+        self.assertEqual(len(r), 6)
+        self.assertEqual(r[0], {"kind": "iser", "where": "host", "n": 65536,
+                                "transport": "tcp", "rc": 0, "iops": 15521, "mbs": 1017})
+        self.assertEqual(r[3]["rc"], 134)
+        self.assertTrue(r[3]["said"].startswith("failed to send read16 command|"))
+        self.assertNotIn("said", r[2])
+        self.assertEqual(r[4], {"kind": "gloo", "where": "2", "n": 4194304,
+                                "transport": "tcp", "rc": 0, "iters": 10,
+                                "s": 0.184385, "aborts": 0})
+        self.assertIsNone(r[5]["s"])
+        self.assertEqual(r[5]["aborts"], 1)
+
+    def test_nothing(self):
+        self.assertEqual(parsers.apps_bench("apps.sh: SKIP: needs root\n"), [])
 
 
 class CliTest(unittest.TestCase):

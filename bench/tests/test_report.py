@@ -176,3 +176,49 @@ class EventsSectionTest(unittest.TestCase):
             "| |", "1.20 |", "1.50 |", "— |", "2.00 |", "1.50 |", "2.00 |", "0.80 |"])
         # no events runs: no section
         self.assertNotIn("## Event-driven", render({}))
+
+
+class AppsSectionTest(unittest.TestCase):
+    """The applications (issue 22): iSER against iSCSI/TCP and gloo's
+    ibverbs transport against its TCP one, as ratios, failures said."""
+
+    def runs(self):
+        from uroce_bench.apps import NOTES, gloo_key, iser_key
+        return {
+            iser_key("host", S64K, "tcp"): {"mb_s": 1000.0},
+            iser_key("host", S64K, "iser"): {"mb_s": 1300.0},
+            iser_key("host", 1 << 20, "tcp"): {"mb_s": 1500.0},
+            iser_key("host", 1 << 20, "iser"): None,
+            gloo_key(2, "tcp"): {"ms_per_iter": 40.0},
+            gloo_key(2, "ibverbs"): {"ms_per_iter": 10.0},
+            NOTES: {iser_key("host", 1 << 20, "iser"):
+                    {"runs": 2, "failed": 2, "aborts": 0,
+                     "said": ["failed to send read16 command|"]},
+                    gloo_key(2, "ibverbs"):
+                    {"runs": 2, "failed": 1, "aborts": 1, "said": []}},
+        }
+
+    def test_section(self):
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": self.runs(), "meta": meta()}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+            with open(os.path.join(d, "apps.md")) as f:
+                apps = f.read()
+        body = text.split("## Applications", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| host | 64K | 1000 | 1300 | 1.300 | ≥ 1.2 |  |", body)
+        self.assertIn("| host | 1M | 1500 | failed | — | ≥ 1.2 | failed 2 of 2, "
+                      "said: failed to send read16 command |", body)
+        self.assertIn("| 2 | 40.0 | 10.0 | 4.000 | ≥ 2.0 | failed 1 of 2, "
+                      "1 rank(s) aborted in gloo's destructor |", body)
+        # apps.md: the run's header, the issue's targets and the section
+        self.assertIn("| iSER ÷ iSCSI/TCP, iscsi-perf 64K (host) | ≥ 1.2 | 1.300 | met |",
+                      apps)
+        self.assertIn("| gloo allreduce 4 MB, 2 processes: TCP ÷ ibverbs time | ≥ 2.0 | "
+                      "4.000 | met |", apps)
+        self.assertNotIn("## Same host", apps)
+
+    def test_not_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": {}, "meta": meta()}, d, [])
+            self.assertFalse(os.path.exists(os.path.join(d, "apps.md")))

@@ -32,10 +32,14 @@ against its udp_lat in the same run, perftest -e against the blocking UDP
 ping-pong and against polling), idle, profile, shared, rsocket (iperf3
 through librspreload over uroce against plain iperf3 TCP, rstream's
 64-byte round trip against its TCP mode, --repeats interleaved rounds on
-every path).
+every path), apps (applications against their own TCP transports, in
+namespaces of their own whatever --paths says: iSER against iSCSI/TCP to
+one tgtd, gloo's ibverbs transport against its TCP one;
+bench/uroce_bench/apps.py).
 
 A benchmark is not a test: nothing here asserts a timing; the report
-compares the measured ratios with the targets of issues 15, 6, 14 and 26 (targets.py).
+compares the measured ratios with the targets of issues 15, 6, 14, 22 and
+26 (targets.py).
 """
 
 import argparse
@@ -52,7 +56,7 @@ from .runners import Bench
 from .targets import targets
 
 CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
-         "shared", "rsocket")
+         "shared", "rsocket", "apps")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
 
@@ -100,6 +104,10 @@ def ensure_built(args):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode:
         log("tests/mpi/mpi_pingpong did not build: the Open MPI runs will fail")
+    r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "gloo_coll"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode:
+        log("tests/apps/gloo_coll did not build (libgloo-dev): the gloo runs are skipped")
 
 
 def main():

@@ -176,7 +176,8 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
-PRIMARY = ("gbps", "t_typical", "half_rtt_median", "lat_median_us", "half_rtt_us", "rtt_us")
+PRIMARY = ("gbps", "t_typical", "half_rtt_median", "lat_median_us", "half_rtt_us", "rtt_us",
+           "mb_s", "ms_per_iter")
 
 
 def median_result(samples):

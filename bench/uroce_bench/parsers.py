@@ -170,3 +170,25 @@ def mpi_pingpong(text):
         return None
     r0 = ranks["0"]
     return {"rounds": int(r0[1]), "size": int(r0[2]), "gbps": float(r0[4]) * 8 / 1e3}
+
+
+def apps_bench(text):
+    """bench/apps.sh: its "apps-bench: iser PLACE SIZE TRANSPORT rc=N
+    iops=N mbs=N" and "apps-bench: gloo RANKS BYTES TRANSPORT rc=N iters=N
+    s=T aborts=N" lines, each a dict (kind, the two numbers, transport and
+    its fields; s None when no rank printed a time); "... said: TEXT"
+    lines become the "said" of the result before them of the same run."""
+    out = []
+    for m in re.finditer(r"^apps-bench: (iser|gloo) (\S+) (\d+) (\S+) (.*)$", text, re.M):
+        kind, where, n, tr, rest = m.groups()
+        if rest.startswith("said: "):
+            for r in reversed(out):
+                if (r["kind"], r["where"], r["n"], r["transport"]) == (kind, where, int(n), tr):
+                    r["said"] = rest[6:].strip()
+                    break
+            continue
+        r = {"kind": kind, "where": where, "n": int(n), "transport": tr}
+        for k, v in re.findall(r"(\w+)=(\S+)", rest):
+            r[k] = None if v == "none" else (float(v) if "." in v else int(v))
+        out.append(r)
+    return out

@@ -4,6 +4,7 @@
 import os
 
 from .alternatives import ALT_FI_SIZE, ALT_MPI_SIZE, ALT_UCX_TESTS, alt_key
+from .apps import apps_section
 from .common import KIB, PRIMARY, SHARED_RUNS, fmt, get, ratio, shared_key, size_name
 from .targets import targets
 
@@ -307,6 +308,7 @@ def report(res, outdir, pngs, analysis_md=None):
     L = []
     w = L.append
     w("# uroce benchmark report\n")
+    head = len(L)
     w("Made by one command, from the repository root:\n")
     w(f"```\n{meta['command']}\n```\n")
     la0 = " ".join(f"{x:.2f}" for x in meta["loadavg_start"])
@@ -315,7 +317,8 @@ def report(res, outdir, pngs, analysis_md=None):
       f"{' (--quick)' if meta['quick'] else ''}; commit `{meta['commit']}`")
     w(f"- machine: {meta['nproc']} CPUs ({meta['cpu']}), kernel {meta['kernel']}; "
       f"perftest {meta['perftest']}, iperf3 {meta['iperf3']}"
-      + "".join(f", {k} {meta[k]}" for k in ("ucx-utils", "libfabric-bin", "openmpi-bin")
+      + "".join(f", {k} {meta[k]}" for k in ("ucx-utils", "libfabric-bin", "openmpi-bin",
+                                                 "tgt", "libiscsi-bin", "libgloo-dev")
                 if meta.get(k)))
     if meta.get("repeats"):
         w(f"- every figure a target reads: the median of {meta['repeats']} runs, the "
@@ -341,7 +344,8 @@ def report(res, outdir, pngs, analysis_md=None):
         w(f"Runs that failed ({len(meta['failures'])}; logs in `logs/`): " +
           ", ".join(f"`{t}` ({why})" for t, why in meta["failures"]) + "\n")
 
-    w("## Targets (issues 15, 6, 14 and 26)\n")
+    preamble = L[head:next(i for i, x in enumerate(L) if x.startswith("- **load average**")) + 1]
+    w("## Targets (issues 15, 6, 14, 22 and 26)\n")
     w("| issue | path | measure | target | measured | verdict | figures |")
     w("|---|---|---|---|---|---|---|")
     for row in targets(res):
@@ -355,6 +359,8 @@ def report(res, outdir, pngs, analysis_md=None):
     if any(p in meta["paths"] for p in ("local", "udp")):
         L += same_host_section(R, meta)
     L += alt_section(R, meta)
+    apps = apps_section(R)
+    L += apps
     if R.get("shared"):
         L += shared_section(R["shared"])
 
@@ -487,3 +493,12 @@ def report(res, outdir, pngs, analysis_md=None):
     w("")
     with open(os.path.join(outdir, "report.md"), "w") as f:
         f.write("\n".join(L) + "\n")
+    if apps:
+        # the applications alone, with their targets, for bench/report/apps.md
+        rows = [f"| {r.what} | {r.target} | {fmt(r.value, 3)} | {r.verdict} | {r.figures} |"
+                for r in targets(res) if r.issue == 22]
+        with open(os.path.join(outdir, "apps.md"), "w") as f:
+            f.write("\n".join(["# uroce benchmark report: applications\n"] + preamble +
+                              ["## Targets (issue 22)\n",
+                               "| measure | target | measured | verdict | figures |",
+                               "|---|---|---|---|---|"] + rows + [""] + apps) + "\n")

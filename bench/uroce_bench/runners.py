@@ -16,11 +16,12 @@ import time
 
 from . import parsers
 from .alternatives import Alternatives
+from .apps import Apps
 from .common import (KIB, MIB, ROOT, SHARED_RUNS, VETHS, Path, Run, cpu_total, log,
                      median_result,
                      shared_key, size_name)
 
-class Bench(Alternatives):
+class Bench(Alternatives, Apps):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick
@@ -672,7 +673,8 @@ class Bench(Alternatives):
         meta["quick"] = self.quick
         meta["repeats"] = self.repeats
         meta["cases"] = sorted(self.cases)
-        for pkg in ("perftest", "iperf3", "ucx-utils", "libfabric-bin", "openmpi-bin"):
+        for pkg in ("perftest", "iperf3", "ucx-utils", "libfabric-bin", "openmpi-bin", "tgt",
+                    "libiscsi-bin", "libgloo-dev"):
             meta[pkg] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg],
                                        capture_output=True, text=True).stdout
         t_start = time.monotonic()
@@ -733,6 +735,8 @@ class Bench(Alternatives):
                 log(f"{p.name}: UCX, libfabric, Open MPI over TCP and over uroce "
                     f"({r + 1}/{self.repeats})")
                 self.alt_round(p)
+            if self.want("apps"):
+                self.apps_round()
             if r == 0 and any(self.want(c) for c in ("bw", "qps", "lat")):
                 continue        # the sweeps were the first round
             for p in paths if self.want("repeat") else []:

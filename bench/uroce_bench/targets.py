@@ -14,7 +14,8 @@ the median of the run's interleaved repeats (runners.median_result)."""
 from collections import namedtuple
 
 from .alternatives import alt_key
-from .common import KIB, fmt, get, ratio, shared_key
+from .apps import APPS_GLOO_RANKS, APPS_ISER_PLACES, APPS_ISER_SIZES, gloo_key, iser_key
+from .common import KIB, fmt, get, ratio, shared_key, size_name
 
 S64K = 64 * KIB
 SAME_HOST = ("local", "udp")
@@ -117,6 +118,19 @@ TARGETS = (
            shared_ref("dedicated", "ib_write_bw", S64K, 1024, "gbps"), "in", (0.9, 1.1),
            "Gb/s", None),
 )
+
+# issue 22: applications against their own TCP transports (case apps)
+TARGETS += tuple(
+    Target(22, f"iSER ÷ iSCSI/TCP, iscsi-perf {size_name(s)} ({place})",
+           "≥ 1.2" if place == "host" else "≥ 1.0", (iser_key(place, s, "iser"), "mb_s"),
+           (iser_key(place, s, "tcp"), "mb_s"), "ge", 1.2 if place == "host" else 1.0,
+           "MB/s", None)
+    for place in APPS_ISER_PLACES for s in APPS_ISER_SIZES)
+TARGETS += tuple(
+    Target(22, f"gloo allreduce 4 MB, {n} processes: TCP ÷ ibverbs time", "≥ 2.0",
+           (gloo_key(n, "tcp"), "ms_per_iter"), (gloo_key(n, "ibverbs"), "ms_per_iter"),
+           "ge", 2.0, "ms", None)
+    for n in APPS_GLOO_RANKS)
 
 VERDICT = {
     "ge": lambda v, lim: v >= lim,

@@ -27,6 +27,33 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 	return w;
 }
 
+#define PATH_CHECK_NS	1000000ull	/* ring or UDP: asked once a ms */
+
+/*
+ * The most the window may open to: tx_window, and on the same-host path
+ * no more than the peer's ring holds.  Past a full ring packets are
+ * copied into the sender's overflow queue and copied again later
+ * (docs/local.md, "A full ring"); a window of the ring's size leaves
+ * them in the send queue instead (tgtd's RDMA WRITEs to libiscsi, 32
+ * commands of 64 KiB in flight: half of all packets went through the
+ * queue).  Not for READ segments (send_read), which must keep the
+ * packet offsets they were first sent at.
+ */
+static uint32_t flow_window(struct uroce_qp *qp)
+{
+	uint32_t w = tx_window(qp);
+	uint64_t now = uroce_now_ns();
+
+	if (!qp->req.path_ns || now - qp->req.path_ns > PATH_CHECK_NS) {
+		qp->req.path_ns = now;
+		qp->req.ring_slots = uroce_local_window(qp->dev, &qp->peer,
+							qp->attr.dest_qp_num);
+	}
+	if (qp->req.ring_slots && qp->req.ring_slots < w)
+		w = qp->req.ring_slots;
+	return w < UROCE_TX_WINDOW_MIN ? UROCE_TX_WINDOW_MIN : w;
+}
+
 /*
  * The window actually used (a congestion window): a timeout drops it to a
  * few packets, a gap halves it, and every packet acknowledged adds one,
@@ -34,7 +61,7 @@ static uint32_t tx_window(const struct uroce_qp *qp)
  */
 static uint32_t cur_window(struct uroce_qp *qp)
 {
-	uint32_t w = tx_window(qp);
+	uint32_t w = flow_window(qp);
 
 	if (!qp->req.cwnd || qp->req.cwnd > w)
 		qp->req.cwnd = w;
@@ -135,7 +162,7 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 
 void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 {
-	uint32_t w = tx_window(qp);
+	uint32_t w = flow_window(qp);
 
 	/* grow by what was acknowledged: doubles once per round trip (from
 	 * the window in use: cwnd 0, never set, means the whole window) */

@@ -1553,6 +1553,14 @@ bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return up;
 }
 
+/* the slots of the ring packets to dst (QPN qpn) go through now, or 0
+ * when they go by UDP: the receive buffer a same-host peer has for us */
+uint32_t uroce_local_window(struct uroce_dev *dev,
+			    const struct sockaddr_storage *dst, uint32_t qpn)
+{
+	return uroce_local_peer(dev, dst, qpn) ? LR_SLOTS : 0;
+}
+
 /* ---- setup ---- */
 
 static int listen_on(struct uroce_local *L, struct uroce_dev *dev,

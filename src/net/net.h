@@ -221,6 +221,10 @@ bool uroce_local_rings(const struct uroce_dev *dev);
 /* packets to dst for QPN qpn go through a ring (uroce qps) */
 bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		      uint32_t qpn);
+/* the slots of that ring, 0 when they go by UDP (the requester's window;
+ * takes tx_lock) */
+uint32_t uroce_local_window(struct uroce_dev *dev,
+			    const struct sockaddr_storage *dst, uint32_t qpn);
 
 /* net/udp.c */
 int uroce_net_open(struct uroce_dev *dev);

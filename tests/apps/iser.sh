@@ -180,39 +180,64 @@ tools() {
 # iscsi-test-cu: the suites below of its ALL family (LINUX repeats them),
 # one run per suite for each transport.  Left out, for what libiscsi
 # 1.19's iSER initiator itself cannot do whatever the RDMA device (its
-# lib/iser.c):
-#  - suites that log in a second session or log out and in again
-#    (reservations, resets, PreventAllow, Sanitize, StartStopUnit,
-#    ExtendedCopy, GetLBAStatus, MultipathIO, NoMedia, ReadOnly, ...):
-#    iscsi_logout_sync and iscsi_destroy_context never disconnect an
-#    iSER connection nor stop its CM thread, which then handles the
-#    target's DISCONNECTED and TIMEWAIT_EXIT with the freed context and
-#    crashes (SIGSEGV);
-#  - iSCSIcmdsn: expects a command to time out, and iSER's iscsi_service
-#    fails on a poll that timed out ("revents is not POLLIN");
-#  - iSCSIResiduals: transfer lengths unlike the CDB's (a READ of length
-#    0 is never sent, the others crash); iSCSITMF crashes in
-#    iscsi_task_mgmt_async; iSCSIdatasn forges Data-Out PDUs, which iSER
-#    does not have (and tgt fails it over TCP too);
+# lib/iser.c; each crash's backtrace is in libiscsi or in a thread of
+# its own):
+#  - ProutReserve, Reserve6: their tests that log in a second session or
+#    log out and in again crash in libiscsi's iSER CM thread:
+#    iscsi_destroy_context calls the transport's disconnect only when
+#    iscsi->fd is set, which iSER never sets, so the thread outlives
+#    the freed context and handles the target's DISCONNECTED with it
+#    (the suites that only log in again, PreventAllow, Sanitize,
+#    StartStopUnit, MultipathIO, ..., pass: the crash needs the event
+#    to arrive after the free);
+#  - ExtendedCopy: its first test writes and reads 1 MiB in one command,
+#    which iSER refuses (DATA_BUFFER_SIZE, 256 KiB), and the next
+#    crashes;
+#  - GetLBAStatus: after BeyondEol (which fails over TCP too) UnmapSingle
+#    frees a pointer from a reply whose length iSER took from the
+#    allocation length, not from what the target sent: SIGSEGV in free;
+#  - iSCSIcmdsn: expects a command to go unanswered, and iSER's
+#    iscsi_service fails on a poll that timed out ("revents is not
+#    POLLIN");
+#  - iSCSIResiduals (crashes in iscsi_scsi_command_async), iSCSITMF
+#    (crashes in iscsi_task_mgmt_async);
 #  - Read10.Async, Write10.Async: 1000 commands in flight, and iSER has
 #    256 send descriptors (a crash when they run out);
 #  - Inquiry.AllocLength, Inquiry.BlockLimits, ModeSense6.Residuals:
 #    iSER reports a READ's data length as the allocation length, not
-#    what the target sent, and no residual underflow.
+#    what the target sent, and no residual underflow;
+#  - WriteSame10.ZeroBlocks, WriteSame16.ZeroBlocks: a WRITE SAME of 0
+#    blocks at LBA 0 writes the whole LUN, which tgt does a block at a
+#    time; past 1 s (a busy machine) the sync call's poll times out, and
+#    iSER's iscsi_service fails on it as for iSCSIcmdsn.
 # The same teardown crash can end a run after its last test (the
 # session's CM thread outlives it): a run that crashed after printing
-# its summary counts by its results; one that crashed before fails.
-cu_suites="CompareAndWrite Inquiry Mandatory ModeSense6 OrWrite
-	Prefetch10 Prefetch16 Read6 Read10 Read12 Read16 ReadCapacity10
-	ReadCapacity16 ReportSupportedOpcodes TestUnitReady Unmap Verify10
-	Verify12 Verify16 Write10 Write12 Write16 WriteAtomic16 WriteSame10
-	WriteSame16 WriteVerify10 WriteVerify12 WriteVerify16"
-cu_known='^(Read10\.Async|Write10\.Async|Inquiry\.AllocLength|Inquiry\.BlockLimits|ModeSense6\.Residuals)$'
+# its summary counts by its results.  iscsi-test-cu logs in anew for
+# every test, and each context it destroys leaves that thread behind:
+# when it is scheduled late (a loaded machine), it reads the freed
+# context and dies of SIGSEGV in rdma_get_cm_event (gdb: a channel
+# pointer of 0x31) in whatever suite runs then.  So an iSER run killed
+# by SIGSEGV before its summary is run once more; crashing twice fails.
+# A process that died keeps its session in tgtd (nothing speaks for a
+# dead process: docs/rdmacm.md), so after such a crash tgtd is killed
+# instead of shut down (tgt 1.0.85 asserts when a target is deleted by
+# force with an iSER connection left); apps.iser checks the shutdown.
+cu_suites="CompareAndWrite Inquiry Mandatory ModeSense6 MultipathIO NoMedia
+	OrWrite Prefetch10 Prefetch16 PreventAllow PrinReadKeys
+	PrinReportCapabilities PrinServiceactionRange ProutClear ProutPreempt
+	ProutRegister Read6 Read10 Read12 Read16 ReadCapacity10 ReadCapacity16
+	ReadDefectData10 ReadDefectData12 ReadOnly ReceiveCopyResults
+	ReportSupportedOpcodes Sanitize StartStopUnit TestUnitReady Unmap
+	Verify10 Verify12 Verify16 Write10 Write12 Write16 WriteAtomic16
+	WriteSame10 WriteSame16 WriteVerify10 WriteVerify12 WriteVerify16
+	iSCSIdatasn"
+cu_known='^(Read10\.Async|Write10\.Async|Inquiry\.AllocLength|Inquiry\.BlockLimits|ModeSense6\.Residuals|WriteSame1[06]\.ZeroBlocks)$'
 
 # cu_run tcp|iser URL: each suite in a run of its own, the verbose output
 # of all in $work/cu-T.log
+cu_crashes=0
 cu_run() {
-	local t=$1 url=$2 s rc pat out
+	local t=$1 url=$2 s rc pat out try
 	local -a args
 	for s in $cu_suites; do
 		pat=ALL.$s
@@ -220,12 +245,21 @@ cu_run() {
 		case $s in Read10|Write10) pat="ALL.$s.[!A]*" ;; esac
 		args=(iscsi-test-cu -d -v -i "$INIT" -I "$INIT2" -t "$pat" "$url")
 		out=$work/cu-$t.$s.out
-		if [ "$t" = iser ]; then
-			(urun -t 60 "$ini" "${iopts[@]}" -- "${args[@]}")
-		else
-			timeout -k 5 60 ip netns exec "$(ns_of "$ini")" "${args[@]}"
-		fi >"$out" 2>&1
-		rc=$?
+		for try in 1 2; do
+			if [ "$t" = iser ]; then
+				(urun -t 60 "$ini" "${iopts[@]}" -- "${args[@]}")
+			else
+				timeout -k 5 60 ip netns exec "$(ns_of "$ini")" "${args[@]}"
+			fi >"$out" 2>&1
+			rc=$?
+			if [ "$t" != iser ] || [ $rc -ne 139 ] ||
+			   grep -q '^Run Summary:' "$out"; then
+				break
+			fi
+			cu_crashes=$((cu_crashes + 1))
+			((try == 1)) || break
+			echo "apps[$name]: $pat over iSER: SIGSEGV before its summary (libiscsi's CM thread): once more"
+		done
 		cat "$out" >>"$work/cu-$t.log"
 		# (it exits 1 when a test failed: the comparison judges those)
 		if [ $rc -gt 1 ] && ! grep -q '^Run Summary:' "$out"; then
@@ -259,7 +293,7 @@ test_cu() {
 	passed iser >"$work/pass-iser"
 	n_tcp=$(wc -l <"$work/pass-tcp")
 	n_iser=$(wc -l <"$work/pass-iser")
-	[ "$n_tcp" -ge 120 ] ||
+	[ "$n_tcp" -ge 150 ] ||
 		errs+=("only $n_tcp tests passed over TCP: the target is not set up as expected")
 	[ "$(ran tcp | wc -l)" -eq "$(ran iser | wc -l)" ] ||
 		errs+=("$(ran tcp | wc -l) tests ran over TCP, $(ran iser | wc -l) over iSER")
@@ -304,7 +338,9 @@ shutdown_tgtd() {
 	[ $rc -eq 0 ] || errs+=("tgtd: $(uroce_rc_text $rc)")
 	pids=() hard_pids=()
 }
-if alive "$tgtd_pid"; then
+if alive "$tgtd_pid" && ((cu_crashes)); then
+	echo "apps[$name]: $cu_crashes iSER run(s) died before logging out: tgtd killed, not shut down"
+elif alive "$tgtd_pid"; then
 	shutdown_tgtd
 else
 	errs+=("tgtd exited: $(tail -n 3 "$work/tgtd.log")")

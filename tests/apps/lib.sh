@@ -5,7 +5,8 @@
 # directory, and the words that start a program in a namespace through
 # `uroce run`, the way a user starts it.  Source this file from bash after
 # setting `name` (the test's name) and `net` (a /24 of its own, e.g.
-# 10.81.3); then
+# 10.81.3), and `apps_mtu` if the link between the two namespaces is to
+# have an MTU other than veth's 1500; then
 #
 #	apps_up			# namespaces, work dir, traps; skips if not root
 #	(urun [-t S] A [OPTS] -- PROG ARGS...)	# PROG in A's namespace
@@ -71,7 +72,7 @@ apps_up() {
 		uroce_die "mktemp failed"
 	trap apps_cleanup EXIT
 	trap 'exit 130' INT TERM
-	netns_up "apps[$name]"
+	netns_up "apps[$name]" ${apps_mtu:+"$apps_mtu"}
 	# `uroce run` must be able to give programs /dev/infiniband and
 	# /sys/class/infiniband (UCX, libfabric and others look there)
 	if ! in_ns A "$UROCE_TOOL" run -- test -c /dev/infiniband/uverbs0; then

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# DAPL over uroce: Debian's dapl2-utils `dtest` (libdaplofa, DAPL's
+# rdma_cm provider), server and client each through `uroce run`, on one
+# host.  Each side reads a dat.conf of its own (DAT_OVERRIDE) naming its
+# device's address, as a user names an interface's.  The server first
+# hands the client its address over a TCP socket (port 15828), then
+# listens through rdma_cm; the client connects,
+# exchanges its RMR messages, then runs RDMA WRITEs both ways, an RDMA
+# READ of the server's buffer (its contents checked), and a message
+# ping-pong, and says "DAPL Test Complete. PASSED" on both sides.
+#
+#   dapl.sh
+set -u
+
+name=dapl net=10.81.70
+command -v dtest >/dev/null ||
+	{ echo "SKIP: dtest is not installed (dapl2-utils)"; exit 77; }
+# shellcheck source=tests/apps/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+apps_up
+conf() {	# conf FILE ADDR: one provider, "uroce", on the device at ADDR
+	echo "uroce u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"$2 0\" \"\"" >"$1"
+}
+conf "$work/server.conf" 127.0.0.1
+conf "$work/client.conf" 127.0.0.2
+# -B 20: 20 iterations of each phase (its default, 1000, is minutes of
+# 4 MiB transfers on two busy cores)
+DAT_OVERRIDE=$work/server.conf \
+	urun -t 90 A --addr 127.0.0.1 -- dtest -s -P uroce -B 20 \
+	>"$work/server.log" 2>&1 &
+spid=$!
+pids+=("$spid")
+listening() { [ -n "$(in_ns A ss -Hltn 'sport = :15828')" ]; }
+wait_for 20 "$spid" listening || fail "dtest's server did not listen on 15828"
+(DAT_OVERRIDE=$work/client.conf urun -t 80 A --addr 127.0.0.2 -- \
+	dtest -h 127.0.0.1 -P uroce -B 20) >"$work/client.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || errs+=("client: $(uroce_rc_text $rc)")
+wait "$spid"
+rc=$?
+pids=()
+[ $rc -eq 0 ] || errs+=("server: $(uroce_rc_text $rc)")
+for side in client server; do
+	grep -q 'DAPL Test Complete. PASSED' "$work/$side.log" ||
+		errs+=("the $side did not say PASSED")
+done
+grep -q 'RCV RDMA read buffer contains: server RDMA read data' \
+	"$work/client.log" || errs+=("the client's RDMA READ did not bring the server's data")
+grep -E 'PingPong|RDMA write' "$work/client.log"
+apps_end
