@@ -10,6 +10,7 @@
  *
  * Locking: none of its own beyond the log's rate limiter; the counters
  * are relaxed atomics, the config is written once before it is read.
+ * The lock order of both libraries and uroce_assert_held: core/lock.h.
  * Includes nothing of ours but wire/.
  */
 #ifndef UROCE_CORE_H
@@ -118,6 +119,7 @@ enum uroce_pkt_class {
 };
 
 #include "core/config.h"
+#include "core/lock.h"
 
 /* core/stats.c: the counters' names, generated from the same list */
 extern const char *const uroce_counter_name[UROCE_CNT_NUM];

@@ -41,6 +41,7 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 {
+	uroce_assert_held(&dev->lock);
 	if (!dev->prog.armed_deadline_ns || deadline_ns < dev->prog.armed_deadline_ns)
 		set_timer(dev, deadline_ns);
 }

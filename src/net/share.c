@@ -608,6 +608,7 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	uint32_t k, s, r;
 	int err;
 
+	uroce_assert_held(&dev->lock);
 	if (!sh || dev->obj.nranges >= UROCE_QPN_RANGES)
 		return -ENOSPC;
 	err = lock_seg(sh);
@@ -788,6 +789,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	struct sockaddr_un un;
 	uint32_t qpn, s;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!sh || len < UROCE_BTH_LEN)
 		return false;
 	if (buf[0] == PROBE_OPCODE && len == PROBE_LEN) {
@@ -837,6 +839,7 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 	bool hello = false;
 	int i, n;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	do {
 		memset(msgs, 0, sizeof(msgs));
 		for (i = 0; i < FWD_BATCH; i++) {
