@@ -72,6 +72,14 @@ static inline void uroce_progress_poll_done(struct uroce_dev *dev)
 			      memory_order_relaxed);
 }
 
+/* the UDP socket, for a reader that holds neither rx_lock nor tx_lock
+ * (the progress thread's dispatch): net/udp.c stores it atomically when
+ * the device moves (uroce_net_rebind) */
+static inline int uroce_net_sock(const struct uroce_dev *dev)
+{
+	return __atomic_load_n(&dev->net.sock, __ATOMIC_RELAXED);
+}
+
 /* release the engine lock and send what was queued under it */
 static inline void uroce_dev_unlock(struct uroce_dev *dev)
 {

@@ -24,6 +24,7 @@ void uroce_cq_overrun_sweep(struct uroce_dev *dev)
 {
 	uint32_t i;
 
+	uroce_assert_held(&dev->lock);
 	dev->prog.cq_overrun_pending = false;
 	for (i = 0; i < dev->obj.nqps; i++) {
 		struct uroce_qp *qp = dev->obj.live[i];

@@ -17,7 +17,7 @@
  * (the engine lock).  Packets are gathered under it and sent after it is
  * released (uroce_dev_unlock); dev->tx.tx_lock is held while sending,
  * dev->tx.txq_lock guards the send queue.  dev->prog.rx_lock: one receiver
- * at a time.  Order: rx_lock, dev->lock, cq->lock.
+ * at a time.  The order they nest in: core/lock.h.
  */
 #ifndef UROCE_ENGINE_H
 #define UROCE_ENGINE_H
@@ -361,7 +361,8 @@ void uroce_qp_set_resp_res(struct uroce_qp *qp, struct uroce_resp_res *res,
 			   uint32_t nres);
 /* RESET: all requester/responder/completer state forgotten, rings empty */
 void uroce_qp_reset(struct uroce_qp *qp);
-/* free what the transport allocated for the QP (destroy, failed create) */
+/* free what the transport allocated for the QP (destroy, failed create;
+ * the one function here that needs no lock: the QP is unreachable) */
 void uroce_qp_transport_free(struct uroce_qp *qp);
 
 /* engine/cq_err.c: move the QPs of every overrun CQ to the error state

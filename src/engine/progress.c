@@ -41,6 +41,7 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 {
+	uroce_assert_held(&dev->lock);
 	if (!dev->prog.armed_deadline_ns || deadline_ns < dev->prog.armed_deadline_ns)
 		set_timer(dev, deadline_ns);
 }
@@ -355,9 +356,9 @@ static void *progress_main(void *arg)
 
 			if (local == 1)
 				continue;
-			if (fd == dev->net.sock)
+			if (fd == uroce_net_sock(dev))
 				uroce_local_sock_ready(dev);
-			if (fd == dev->net.sock || local == 2) {
+			if (fd == uroce_net_sock(dev) || local == 2) {
 				if (app_is_polling(dev))
 					continue;
 				receive_spin(dev);
@@ -430,7 +431,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	bool rings;
 	int n;
 
-	if (!dev->net_up || dev->net.sock < 0)
+	if (!dev->net_up || uroce_net_sock(dev) < 0)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
 	now = uroce_now_ns();
@@ -518,12 +519,12 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd)
 {
 	struct pollfd p[3] = {
 		{ .fd = fd, .events = POLLIN },
-		{ .fd = dev->net.sock, .events = POLLIN },
+		{ .fd = uroce_net_sock(dev), .events = POLLIN },
 		{ .fd = dev->prog.epfd, .events = POLLIN },
 	};
 	nfds_t np = 3;
 
-	if (!dev->net_up || dev->net.sock < 0 || !dev->prog.running)
+	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running)
 		np = 1;
 	for (;;) {
 		int n = poll(p, np, -1);
@@ -559,7 +560,7 @@ int uroce_progress_start(struct uroce_dev *dev)
 	if (dev->prog.epfd < 0 || dev->prog.sock_epfd < 0 ||
 	    dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
 		return -errno;
-	if (watch(dev->prog.sock_epfd, dev->net.sock) ||
+	if (watch(dev->prog.sock_epfd, uroce_net_sock(dev)) ||
 	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
 	    watch(dev->prog.epfd, dev->prog.timerfd) ||
 	    watch(dev->prog.epfd, dev->prog.wakefd))

@@ -10,6 +10,7 @@
 
 void uroce_qp_set_state(struct uroce_qp *qp, enum ibv_qp_state state)
 {
+	uroce_assert_held(&qp->dev->lock);
 	qp->attr.qp_state = state;
 	uqp_ibqp(qp)->state = state;
 }
@@ -19,6 +20,7 @@ void uroce_qp_flush_sq(struct uroce_qp *qp)
 	struct uroce_sq *sq = &qp->sq;
 	struct ibv_wc wc;
 
+	uroce_assert_held(&qp->dev->lock);
 	while (sq->tail != sq->head) {
 		struct uroce_send_wqe *wqe = &sq->wqe[sq->tail & (sq->size - 1)];
 
@@ -41,6 +43,7 @@ void uroce_qp_flush_rq(struct uroce_qp *qp)
 	struct uroce_rq *rq = &qp->rq;
 	struct ibv_wc wc;
 
+	uroce_assert_held(&qp->dev->lock);
 	while (rq->tail != rq->head) {
 		struct uroce_recv_wqe *wqe = &rq->wqe[rq->tail & (rq->size - 1)];
 
@@ -78,6 +81,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 {
 	bool was_err = qp->attr.qp_state == IBV_QPS_ERR;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (!was_err)
 		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
 	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
@@ -102,6 +106,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 
 void uroce_sq_flush_if_error(struct uroce_qp *qp)
 {
+	uroce_assert_held(&qp->dev->lock);
 	/* WRs posted to a QP in the error state complete at once, flushed */
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		uroce_qp_flush_sq(qp);
@@ -115,6 +120,7 @@ void uroce_sq_flush_if_error(struct uroce_qp *qp)
 /* RTR: the PSN the responder expects next */
 void uroce_qp_set_rq_psn(struct uroce_qp *qp, uint32_t psn)
 {
+	uroce_assert_held(&qp->dev->lock);
 	qp->resp.epsn = psn;
 }
 
@@ -124,6 +130,7 @@ void uroce_qp_set_rq_psn(struct uroce_qp *qp, uint32_t psn)
 void uroce_qp_set_resp_res(struct uroce_qp *qp, struct uroce_resp_res *res,
 			   uint32_t nres)
 {
+	uroce_assert_held(&qp->dev->lock);
 	free(qp->resp.res);
 	qp->resp.res = res;
 	qp->resp.nres = nres;
@@ -133,6 +140,7 @@ void uroce_qp_set_resp_res(struct uroce_qp *qp, struct uroce_resp_res *res,
 /* RTS: the first PSN the requester sends, the completer's start */
 void uroce_qp_set_sq_psn(struct uroce_qp *qp, uint32_t psn)
 {
+	uroce_assert_held(&qp->dev->lock);
 	qp->req.psn = psn;
 	qp->req.psn_max = psn;
 	qp->comp.psn = psn;
@@ -140,17 +148,20 @@ void uroce_qp_set_sq_psn(struct uroce_qp *qp, uint32_t psn)
 
 void uroce_qp_set_retry(struct uroce_qp *qp, uint8_t retry_cnt)
 {
+	uroce_assert_held(&qp->dev->lock);
 	qp->req.retry_left = retry_cnt;
 }
 
 void uroce_qp_set_rnr_retry(struct uroce_qp *qp, uint8_t rnr_retry)
 {
+	uroce_assert_held(&qp->dev->lock);
 	qp->req.rnr_retry_left = rnr_retry;
 }
 
 /* RESET: forget all transport state, back to what create_qp made */
 void uroce_qp_reset(struct uroce_qp *qp)
 {
+	uroce_assert_held(&qp->dev->lock);
 	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
 	uroce_req_release(qp);
 	memset(&qp->req, 0, sizeof(qp->req));
@@ -161,7 +172,8 @@ void uroce_qp_reset(struct uroce_qp *qp)
 	qp->rq.head = qp->rq.tail = 0;
 }
 
-/* what the transport allocated for the QP, at destroy (or a failed create) */
+/* what the transport allocated for the QP, at destroy (or a failed
+ * create); no lock: the QP is out of the table, nothing reaches it */
 void uroce_qp_transport_free(struct uroce_qp *qp)
 {
 	free(qp->resp.res);

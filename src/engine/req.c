@@ -164,6 +164,7 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 {
 	uint32_t w = flow_window(qp);
 
+	uroce_assert_held(&qp->dev->lock);
 	/* grow by what was acknowledged: doubles once per round trip (from
 	 * the window in use: cwnd 0, never set, means the whole window) */
 	uint32_t c = cur_window(qp);
@@ -182,6 +183,7 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 
 void uroce_req_loss(struct uroce_qp *qp)
 {
+	uroce_assert_held(&qp->dev->lock);
 	/* a packet was lost: halve, so a lossy path is not flooded with
 	 * whole-window resends (go-back-N resends all after the gap) */
 	qp->req.cwnd = cur_window(qp) / 2;
@@ -242,6 +244,7 @@ void uroce_req_arm(struct uroce_qp *qp)
 {
 	uint64_t t = timeout_ns(qp);
 
+	uroce_assert_held(&qp->dev->lock);
 	if (!t || qp->comp.psn == qp->req.psn_max) {
 		qp->req.deadline_ns = 0;
 		return;
@@ -380,6 +383,7 @@ void uroce_req_credit(struct uroce_qp *qp, uint32_t n)
 {
 	struct uroce_dev *dev = qp->dev;
 
+	uroce_assert_held(&qp->dev->lock);
 	dev->flow.inflight = dev->flow.inflight > n ? dev->flow.inflight - n : 0;
 	start_waiting(dev, qp);
 }
@@ -389,6 +393,7 @@ void uroce_req_release(struct uroce_qp *qp)
 	struct uroce_dev *dev = qp->dev;
 	uint32_t held;
 
+	uroce_assert_held(&qp->dev->lock);
 	unblock(qp);
 	uroce_comp_release(qp);
 	if (!uroce_qp_reliable(qp))
@@ -679,6 +684,7 @@ void uroce_req_run(struct uroce_qp *qp)
 	bool was_idle = qp->comp.psn == qp->req.psn_max;
 	unsigned int nsent = 0;
 
+	uroce_assert_held(&qp->dev->lock);
 	if ((qp->attr.qp_state != IBV_QPS_RTS &&
 	     qp->attr.qp_state != IBV_QPS_SQD) || qp->req.rnr_deadline_ns ||
 	    qp->req.pace_deadline_ns)
@@ -810,6 +816,7 @@ static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 
 void uroce_req_rewind(struct uroce_qp *qp)
 {
+	uroce_assert_held(&qp->dev->lock);
 	rewind_to(qp, qp->comp.psn);
 }
 
@@ -844,6 +851,7 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 {
 	struct uroce_dev *dev = qp->dev;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return;
 	if (qp->req.pace_deadline_ns && now >= qp->req.pace_deadline_ns) {

@@ -174,6 +174,7 @@ void uroce_resp_farewell(struct uroce_qp *qp)
 
 void uroce_ack_burst_begin(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->lock);
 	dev->ack.ack_defer = true;
 }
 
@@ -196,6 +197,7 @@ static void flush_held_acks(struct uroce_dev *dev)
 
 void uroce_ack_burst_end(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->lock);
 	dev->ack.ack_defer = false;
 	flush_held_acks(dev);
 }
@@ -225,6 +227,7 @@ void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 /* (lock held) the ACKs a burst left for the next post go now */
 void uroce_ack_release(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->lock);
 	if (atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
 		flush_held_acks(dev);
 }
@@ -244,6 +247,7 @@ void uroce_ack_release_unlocked(struct uroce_dev *dev)
  * the other QPs' held ACKs, one batch */
 void uroce_post_run(struct uroce_qp *qp)
 {
+	uroce_assert_held(&qp->dev->lock);
 	uroce_xmit_begin(qp->dev);
 	uroce_req_run(qp);
 	uroce_ack_release(qp->dev);

@@ -10,6 +10,7 @@ int uroce_sge_check(struct uroce_dev *dev, struct uroce_pd *pd,
 {
 	uint32_t i;
 
+	uroce_assert_held(&dev->lock);
 	for (i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;

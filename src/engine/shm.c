@@ -163,6 +163,7 @@ static void snapshot(struct uroce_dev *dev)
 	uint32_t n = 0, over = 0, i;
 	struct timespec ts;
 
+	uroce_assert_held(&dev->lock);
 	for (i = 0; i < dev->obj.nqps; i++) {
 		const struct uroce_qp *qp = dev->obj.live[i];
 		struct uroce_shm_qp *e;

@@ -117,6 +117,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 {
 	int sent = 0, r, k;
 
+	uroce_assert_held(&dev->tx.tx_lock);
 	while (sent < b->nruns) {
 		int n = dev->net.io->send_runs(dev, &b->run[sent], b->nruns - sent,
 					   b->iov);
@@ -169,6 +170,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 /* Send every sealed batch, oldest first; tx_lock held. */
 static void txq_send_all(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->tx.tx_lock);
 	for (;;) {
 		struct uroce_txbatch *b;
 
@@ -265,6 +267,7 @@ static void txb_seal(struct uroce_dev *dev)
 
 void uroce_xmit_begin(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->lock);
 	dev->tx.tx_depth++;
 }
 
@@ -275,12 +278,13 @@ void uroce_xmit_end(struct uroce_dev *dev)
 }
 
 /* Send one packet now, after everything queued before it; dev->lock held
- * (lock order: dev->lock, tx_lock, txq_lock). */
+ * (lock order: core/lock.h). */
 static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		    const struct iovec *iov, int n)
 {
 	int err;
 
+	uroce_assert_held(&dev->lock);
 	pthread_mutex_lock(&dev->tx.tx_lock);
 	txq_send_all(dev);
 	err = dev->net.io->send(dev, dst, iov, n);

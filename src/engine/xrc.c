@@ -21,6 +21,7 @@ int uroce_xrc_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	const struct uroce_opcode_info *info = &uroce_opcode[op];
 	uint32_t n = UROCE_BTH_LEN;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (!info->name || hdrlen < UROCE_BTH_LEN || hdrlen > UROCE_MAX_HDR_LEN)
 		return -EINVAL;
 	memcpy(buf, hdr, UROCE_BTH_LEN);
@@ -95,6 +96,7 @@ void uroce_xrc_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	bool req = pkt->mask & UROCE_M_REQ;
 
+	uroce_assert_held(&qp->dev->lock);
 	/* INI QPs only take responses, TGT QPs only requests */
 	if (req != (qp->type == IBV_QPT_XRC_RECV)) {
 		uroce_count(qp->dev, UROCE_CNT_DROP_BAD_HDR, 1);

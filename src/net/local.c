@@ -193,6 +193,7 @@ static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
 	struct lin *in;
 	int mfd, i;
 
+	uroce_assert_held(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++)
 		if (!atomic_load(&L->in[i]) && L->in_fd[i] < 0)
 			break;
@@ -315,6 +316,7 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	struct cmsghdr *c;
 	int fd, mfd, fds[2], room = -1;
 
+	uroce_assert_held(&L->acc_lock);
 	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -471,6 +473,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 	bool burst = false;
 	int i, total = 0, rings = 0;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L)
 		return 0;
 	/* our own queues, when nobody sends (never waiting for the lock:
@@ -574,6 +577,7 @@ bool uroce_local_sock_due(struct uroce_dev *dev)
 	struct uroce_local *L = loc(dev);
 	uint64_t now;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L || !L->rings || L->sock_busy ||
 	    atomic_exchange_explicit(&L->sock_ready, false,
 				     memory_order_relaxed))
@@ -589,6 +593,7 @@ void uroce_local_sock_read(struct uroce_dev *dev, int n)
 {
 	struct uroce_local *L = loc(dev);
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (L)
 		L->sock_busy = n > 0;
 }
@@ -606,6 +611,7 @@ bool uroce_local_recent(const struct uroce_dev *dev)
 {
 	const struct uroce_local *L = loc(dev);
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	return L && L->recent;
 }
 
@@ -613,6 +619,7 @@ bool uroce_local_rings(const struct uroce_dev *dev)
 {
 	const struct uroce_local *L = loc(dev);
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	return L && L->rings;
 }
 
@@ -1335,6 +1342,7 @@ static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
 {
 	int i;
 
+	uroce_assert_held(&dev->tx.tx_lock);
 	for (i = 0; i < LR_MAX_OUT; i++) {
 		struct lout *o = &L->out[i];
 		uint32_t head = o->head;
@@ -1429,6 +1437,7 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	struct lout *o;
 	int err;
 
+	uroce_assert_held(&dev->tx.tx_lock);
 	if (len > LR_DATA || !(o = peer_for(dev, dst, iov)))
 		return 0;
 	capture_icrc(dev, dst, iov, iovcnt, 0);
@@ -1514,6 +1523,7 @@ int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 {
 	int r;
 
+	uroce_assert_held(&dev->tx.tx_lock);
 	*udp_runs = nruns;
 	if (!loc(dev))
 		return 0;
@@ -1676,6 +1686,8 @@ void uroce_local_rebind(struct uroce_dev *dev)
 {
 	struct uroce_local *L = loc(dev);
 
+	uroce_assert_held(&dev->lock);
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L)
 		return;
 	pthread_mutex_lock(&dev->tx.tx_lock);

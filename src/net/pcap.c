@@ -266,6 +266,7 @@ static void stop_capture(const char *why)
 /* cap.lock held */
 static void flush_buf(void)
 {
+	uroce_assert_held(&cap.lock);
 	if (cap.fd >= 0 && cap.used && write_all(cap.fd, cap.buf, cap.used))
 		stop_capture(strerror(errno));
 	cap.used = 0;
@@ -312,6 +313,7 @@ static void rotate(void)
 	char old[PATH_MAX + 3];
 	int err;
 
+	uroce_assert_held(&cap.lock);
 	flush_buf();
 	if (cap.fd < 0)
 		return;

@@ -92,6 +92,23 @@ static struct uroce_share *current;
 
 /* ---- the registry ---- */
 
+/*
+ * A listen entry is changed under the registry lock and read without it
+ * by the receive path (gsi_owner): sid is stored last with release and
+ * loaded first with acquire, so a reader that sees a sid sees its slot.
+ */
+static void listen_set(struct uroce_share_listen *e, uint32_t slot,
+		       uint64_t sid)
+{
+	__atomic_store_n(&e->slot, slot, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->sid, sid, __ATOMIC_RELEASE);
+}
+
+static void listen_clear(struct uroce_share_listen *e)
+{
+	__atomic_store_n(&e->sid, 0, __ATOMIC_RELEASE);
+}
+
 static int lock_seg(struct uroce_share *sh)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
@@ -158,7 +175,7 @@ static void remove_member(struct uroce_share_seg *seg, uint32_t s)
 		}
 	for (k = 0; k < UROCE_SHARE_LISTENS; k++)
 		if (seg->listen[k].sid && seg->listen[k].slot == s)
-			seg->listen[k].sid = 0;
+			listen_clear(&seg->listen[k]);
 	seg->epoch++;
 }
 
@@ -591,6 +608,7 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	uint32_t k, s, r;
 	int err;
 
+	uroce_assert_held(&dev->lock);
 	if (!sh || dev->obj.nranges >= UROCE_QPN_RANGES)
 		return -ENOSPC;
 	err = lock_seg(sh);
@@ -655,7 +673,7 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 				err = on ? -EADDRINUSE : 0;
 				goto out;
 			}
-			e->sid = 0;
+			listen_clear(e);
 		}
 		if (!e->sid && !free_e)
 			free_e = e;
@@ -665,8 +683,7 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 			err = -ENOSPC;
 			goto out;
 		}
-		free_e->slot = sh->slot;
-		free_e->sid = sid;
+		listen_set(free_e, sh->slot, sid);
 	}
 	sh->seg->epoch++;
 out:
@@ -709,17 +726,19 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 		sid = get_be64(mad + MAD_DATA + 8);
 		for (k = 0; k < UROCE_SHARE_LISTENS; k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
-					    __ATOMIC_RELAXED) == sid) {
-				s = sh->seg->listen[k].slot;
+					    __ATOMIC_ACQUIRE) == sid) {
+				s = __atomic_load_n(&sh->seg->listen[k].slot,
+						    __ATOMIC_RELAXED);
 				break;
 			}
 		/* nobody listens: a member with a CM answers with the REJ
 		 * (every listener has one), if we have none */
-		for (k = 0; !s && !dev->obj.qp_tbl[GSI_QPN] &&
+		for (k = 0; !s && !uroce_qp_has_gsi(dev) &&
 		     k < UROCE_SHARE_LISTENS; k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
-					    __ATOMIC_RELAXED))
-				s = sh->seg->listen[k].slot;
+					    __ATOMIC_ACQUIRE))
+				s = __atomic_load_n(&sh->seg->listen[k].slot,
+						    __ATOMIC_RELAXED);
 		break;
 	case CM_SIDR_REP:
 		s = get_be32(mad + MAD_DATA) >> 24;
@@ -770,6 +789,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	struct sockaddr_un un;
 	uint32_t qpn, s;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!sh || len < UROCE_BTH_LEN)
 		return false;
 	if (buf[0] == PROBE_OPCODE && len == PROBE_LEN) {
@@ -819,6 +839,7 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 	bool hello = false;
 	int i, n;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	do {
 		memset(msgs, 0, sizeof(msgs));
 		for (i = 0; i < FWD_BATCH; i++) {

@@ -658,12 +658,17 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	ev.data.fd = fd;
 	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_DEL, old, NULL);
 	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_ADD, fd, &ev);
-	dev->net.sock = fd;
-	set_share(dev, sh);
-	uroce_share_watch(dev);
+	/* senders hold only tx_lock (engine/xmit.c) and read the socket,
+	 * GSO and the address; the progress thread's dispatch reads the
+	 * socket with no lock (uroce_net_sock) */
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	__atomic_store_n(&dev->net.sock, fd, __ATOMIC_RELAXED);
 	dev->net.gso = gso_setup(fd);
 	dev->net.family = ss.ss_family;
 	dev->net.local = ss;
+	pthread_mutex_unlock(&dev->tx.tx_lock);
+	set_share(dev, sh);
+	uroce_share_watch(dev);
 	uroce_gid_from_addr(&ss, &dev->net.gid);
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);

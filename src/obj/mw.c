@@ -49,6 +49,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw,
 	unsigned int access = info->mw_access_flags &
 			      (remote | IBV_ACCESS_ZERO_BASED);
 
+	uroce_assert_held(&qp->dev->lock);
 	new_key = (win->key & ~0xffu) | (new_key & 0xffu);
 	if (win->mw_type == 2 && win->pd != qp->pd)
 		return IBV_WC_MW_BIND_ERR;
@@ -92,6 +93,7 @@ enum ibv_wc_status uroce_invalidate(struct uroce_qp *qp, uint32_t key)
 {
 	struct uroce_mr *win = qp->dev->obj.mr_tbl[uroce_key_index(key)];
 
+	uroce_assert_held(&qp->dev->lock);
 	if (!win || win->key != key || win->mw_type != 2 || win->pd != qp->pd)
 		return IBV_WC_MW_BIND_ERR;
 	uroce_mw_unbind(win);

@@ -24,7 +24,14 @@ struct uroce_qp *uroce_qp_lookup(struct uroce_dev *dev, uint32_t qpn)
 	uint32_t i = uroce_qp_index(dev, qpn);
 	struct uroce_qp *qp = i < UROCE_MAX_QP ? dev->obj.qp_tbl[i] : NULL;
 
+	uroce_assert_held(&dev->lock);
 	return qp && uqp_ibqp(qp)->qp_num == qpn ? qp : NULL;
+}
+
+bool uroce_qp_has_gsi(struct uroce_dev *dev)
+{
+	return __atomic_load_n(&dev->obj.qp_tbl[UROCE_QP_GSI_SLOT],
+			       __ATOMIC_RELAXED) != NULL;
 }
 
 void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
@@ -32,7 +39,8 @@ void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 {
 	uint32_t idx = uroce_qp_index(dev, qpn);
 
-	dev->obj.qp_tbl[idx] = qp;
+	uroce_assert_held(&dev->lock);
+	__atomic_store_n(&dev->obj.qp_tbl[idx], qp, __ATOMIC_RELAXED);
 	range_of(dev, idx)->n++;
 	qp->live_idx = dev->obj.nqps;
 	dev->obj.live[dev->obj.nqps++] = qp;
@@ -44,7 +52,8 @@ void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp)
 	struct uroce_qp *last = dev->obj.live[--dev->obj.nqps];
 	uint32_t slot = uroce_qp_index(dev, uqp_ibqp(qp)->qp_num);
 
-	dev->obj.qp_tbl[slot] = NULL;
+	uroce_assert_held(&dev->lock);
+	__atomic_store_n(&dev->obj.qp_tbl[slot], NULL, __ATOMIC_RELAXED);
 	range_of(dev, slot)->n--;
 	/* 0 means never: a time that rounds to it is taken as 1 ms */
 	dev->obj.qp_freed[slot].qpn = uqp_ibqp(qp)->qp_num;

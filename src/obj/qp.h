@@ -321,6 +321,11 @@ uint32_t uroce_qp_index(const struct uroce_dev *dev, uint32_t qpn);
 void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 			uint32_t qpn);
 void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp);
+/* QP1 (the CM's, verbs/private.c) sits in this slot of the table */
+#define UROCE_QP_GSI_SLOT	1
+/* whether the device has a QP1: no lock needed (net/share.c asks with
+ * rx_lock only), so the table's slots are stored atomically */
+bool uroce_qp_has_gsi(struct uroce_dev *dev);
 
 /* obj/srq.c */
 /* the receive queue a QP takes receives from */

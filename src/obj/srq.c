@@ -8,6 +8,7 @@ struct uroce_srq *uroce_srq_lookup(struct uroce_dev *dev, uint32_t srqn)
 {
 	struct uroce_srq *srq;
 
+	uroce_assert_held(&dev->lock);
 	if (!dev->obj.srq_tbl)
 		return NULL;
 	srq = dev->obj.srq_tbl[srqn % UROCE_MAX_SRQ];

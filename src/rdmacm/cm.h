@@ -7,7 +7,8 @@
  * resources and the counters.  The CM thread (gsi.c) takes it per batch
  * of completions or timeouts; API calls take it for their bookkeeping and
  * never hold it while they block for an event.  Order: cm.lock, then
- * whatever libibverbs takes inside (it never calls back into us).
+ * whatever libibverbs takes inside (it never calls back into us); the
+ * whole table is core/lock.h.
  */
 #ifndef UROCE_RDMACM_CM_H
 #define UROCE_RDMACM_CM_H

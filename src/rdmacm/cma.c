@@ -60,6 +60,7 @@ static void chan_ready(struct cm_chan *ch)
 	struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
 	uint64_t v = 1;
 
+	uroce_assert_held(&cm.lock);
 	if (ch->head) {
 		if (write(ch->ch.fd, &v, sizeof(v)) < 0)
 			return;
@@ -430,6 +431,7 @@ static void unpin(struct cm_id *ci);
  */
 static bool tell_peer_gone(struct cm_id *ci)
 {
+	uroce_assert_held(&cm.lock);
 	switch (ci->state) {
 	case CM_REQ_SENT:
 		cm_send_rej(ci, CM_REJ_TIMEOUT, NULL, 0);
@@ -591,6 +593,7 @@ static int move_dev(const struct sockaddr *addr)
 	bool had_gsi = cm.gsi != NULL;
 	int err;
 
+	uroce_assert_held(&cm.lock);
 	normalize(addr, &ss);
 	set_port((struct sockaddr *)&ss, 0);
 	cm_gsi_stop();
@@ -722,6 +725,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr,
 	bool devless;
 	int err;
 
+	uroce_assert_held(&cm.lock);
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return EAFNOSUPPORT;
 	if (ci->bound || ci->state != CM_IDLE)
@@ -777,6 +781,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr,
  */
 static void unpin(struct cm_id *ci)
 {
+	uroce_assert_held(&cm.lock);
 	if (!ci->pinned)
 		return;
 	ci->pinned = false;
@@ -848,6 +853,7 @@ static int select_source(const struct sockaddr *dst)
 	struct sockaddr_storage src;
 	int err;
 
+	uroce_assert_held(&cm.lock);
 	if (cur->sa_family == dst->sa_family &&
 	    (!is_loopback(cur) || is_loopback(dst) || is_local(dst)))
 		return 0;
@@ -1145,6 +1151,7 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 	bool requester = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
 	bool responder = type == IBV_QPT_RC || type == IBV_QPT_XRC_RECV;
 
+	uroce_assert_held(&cm.lock);
 	memset(a, 0, sizeof(*a));
 	a->qp_state = want;
 	switch (want) {
@@ -1228,6 +1235,7 @@ int cm_qp_to_rtr_rts(struct cm_id *ci)
 	struct ibv_qp_attr a;
 	int mask, err;
 
+	uroce_assert_held(&cm.lock);
 	a.qp_state = IBV_QPS_RTR;
 	err = qp_attr_for(ci, &a, &mask);
 	if (!err)

@@ -111,6 +111,7 @@ static void drain_send(void)
 	struct ibv_wc wc[32];
 	int n, i;
 
+	uroce_assert_held(&cm.lock);
 	while ((n = ibv_poll_cq(send_cq, 32, wc)) > 0)
 		for (i = 0; i < n; i++)
 			if ((wc[i].wr_id & SEND_WRID) &&
@@ -125,6 +126,7 @@ static void drain_recv(void)
 	struct ibv_wc wc[32];
 	int n, i;
 
+	uroce_assert_held(&cm.lock);
 	while (cm.gsi && (n = ibv_poll_cq(cm.cq, 32, wc)) > 0) {
 		for (i = 0; i < n; i++) {
 			unsigned int slot = (unsigned int)wc[i].wr_id;
@@ -161,6 +163,7 @@ int cm_send_mad(const union ibv_gid *dgid, const uint8_t *mad)
 	unsigned int i;
 	int err;
 
+	uroce_assert_held(&cm.lock);
 	if (!cm.gsi)
 		return -ENODEV;
 	drain_send();
@@ -206,6 +209,7 @@ void cm_flush_sends(uint64_t timeout_ns)
 	uint64_t end = cm_now_ns() + timeout_ns;
 	unsigned int i;
 
+	uroce_assert_held(&cm.lock);
 	while (cm.gsi && cm_now_ns() < end) {
 		drain_send();
 		for (i = 0; i < NSEND && !cm.send_busy[i]; i++)
@@ -235,6 +239,7 @@ void cm_timer_arm(void)
 	uint64_t next = 0;
 	int i;
 
+	uroce_assert_held(&cm.lock);
 	while (cm.timers.n && !timer_live(&cm.timers.t[0]))
 		cm_heap_pop(&cm.timers);
 	if (cm.timers.n)
@@ -318,6 +323,7 @@ static void read_addr(void)
 {
 	struct ibv_port_attr pa;
 
+	uroce_assert_held(&cm.lock);
 	uroce_dev_get_addr(cm.ctx, &cm.addr);
 	cm_gid_from_sa((struct sockaddr *)&cm.addr, &cm.gid);
 	if (!ibv_query_port(cm.ctx, 1, &pa))
@@ -336,6 +342,7 @@ int cm_dev_up(void)
 	size_t bufsz = (size_t)NRECV * RECV_SLOT + (size_t)NSEND * CM_MAD_SIZE;
 	int n, err;
 
+	uroce_assert_held(&cm.lock);
 	if (cm.dev_up)
 		return 0;
 	list = ibv_get_device_list(&n);
@@ -419,6 +426,7 @@ int cm_gsi_start(void)
 	};
 	unsigned int i;
 
+	uroce_assert_held(&cm.lock);
 	if (cm.gsi)
 		return 0;
 	cm.gsi = uroce_gsi_create(cm.pd, send_cq, cm.cq, &cap);
@@ -437,6 +445,7 @@ void cm_gsi_stop(void)
 	struct ibv_wc wc[32];
 	unsigned int i;
 
+	uroce_assert_held(&cm.lock);
 	if (!cm.gsi)
 		return;
 	ibv_destroy_qp(cm.gsi);
@@ -454,5 +463,6 @@ int cm_ensure_gsi(void)
 {
 	int err = cm_dev_up();
 
+	uroce_assert_held(&cm.lock);
 	return err ? err : cm_gsi_start();
 }

@@ -153,6 +153,7 @@ static void mc_free(struct cm_id *ci, struct cm_mc **pp)
 {
 	struct cm_mc *mc = *pp;
 
+	uroce_assert_held(&cm.lock);
 	if (mc->attached && ci->id.qp)
 		ibv_detach_mcast(ci->id.qp, &mc->mgid, 0);
 	*pp = mc->next;
@@ -179,6 +180,7 @@ CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 
 void cm_mc_leave_all(struct cm_id *ci)
 {
+	uroce_assert_held(&cm.lock);
 	while (ci->mcs)
 		mc_free(ci, &ci->mcs);
 }
@@ -187,6 +189,7 @@ void cm_mc_detach_qp(struct cm_id *ci)
 {
 	struct cm_mc *mc;
 
+	uroce_assert_held(&cm.lock);
 	for (mc = ci->mcs; mc; mc = mc->next) {
 		if (mc->attached && ci->id.qp)
 			ibv_detach_mcast(ci->id.qp, &mc->mgid, 0);

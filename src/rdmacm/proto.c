@@ -89,6 +89,7 @@ static uint64_t new_tid(uint32_t local_id)
 /* Sends id's MAD (kept in id->mad) and arms its retransmission. */
 void cm_mad_start(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	/* a failed first send is retried like a lost one */
 	(void)cm_send_mad(&id->peer_gid, id->mad);
 	id->deadline_ns = cm_now_ns() + id->timeout_ns;
@@ -214,6 +215,7 @@ int cm_send_req(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = CM_REQ_PDATA,
 	};
 
+	uroce_assert_held(&cm.lock);
 	if (id->id.qp_type == IBV_QPT_XRC_SEND) {
 		/* IBA 12.6.5 / the kernel's cm_format_req: transport 3,
 		 * extended transport 1, and no responder side to describe */
@@ -256,6 +258,7 @@ int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = len,
 	};
 
+	uroce_assert_held(&cm.lock);
 	if (id->id.qp_type == IBV_QPT_XRC_RECV) {
 		/* an XRC TGT QP goes in the EECN field, with SRQ set and no
 		 * initiator side (the kernel's cm_format_rep) */
@@ -280,6 +283,7 @@ int cm_send_rtu(struct cm_id *id)
 		.remote_id = id->remote_id,
 	};
 
+	uroce_assert_held(&cm.lock);
 	return send_once(&id->peer_gid, &m);
 }
 
@@ -299,6 +303,7 @@ int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
 		.pdata_len = len,
 	};
 
+	uroce_assert_held(&cm.lock);
 	cm_mad_done(id);
 	return send_once(&id->peer_gid, &m);
 }
@@ -312,6 +317,7 @@ int cm_send_dreq(struct cm_id *id)
 		.qpn = id->remote_qpn,
 	};
 
+	uroce_assert_held(&cm.lock);
 	/* the connection's last ACKs before it (uroce_private.h) */
 	uroce_dev_send_acks(cm.ctx);
 	id->tid = new_tid(id->local_id);
@@ -331,6 +337,7 @@ int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len)
 		.pdata_len = CM_SIDR_REQ_PDATA,
 	};
 
+	uroce_assert_held(&cm.lock);
 	new_comm_id(id);
 	id->tid = new_tid(id->local_id);
 	m.local_id = id->local_id;
@@ -356,6 +363,7 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 		.pdata_len = len,
 	};
 
+	uroce_assert_held(&cm.lock);
 	/* kept (not armed) so that a repeated SIDR_REQ gets it again */
 	cm_mad_build(id->mad, &m);
 	cm_mad_done(id);
@@ -859,6 +867,7 @@ static void hold_sweep(uint64_t now)
 {
 	int i;
 
+	uroce_assert_held(&cm.lock);
 	for (i = 0; i < CM_HOLD_MAX; i++) {
 		struct cm_held *h = &cm.held[i];
 		uint8_t pdata[sizeof(h->pdata)];
@@ -890,6 +899,7 @@ static void hold_sweep(uint64_t now)
 
 void cm_hold_update(void)
 {
+	uroce_assert_held(&cm.lock);
 	hold_sweep(0);
 }
 
@@ -897,6 +907,7 @@ void cm_release_deferred(struct cm_id *lid)
 {
 	struct cm_id *id;
 
+	uroce_assert_held(&cm.lock);
 	while (lid->queued_reqs < (unsigned int)lid->backlog &&
 	       !cm_link_empty(&lid->deferred_q)) {
 		id = cm_link_entry(lid->deferred_q.next, struct cm_id,
@@ -1097,6 +1108,7 @@ void cm_handle_mad(const uint8_t *grh, const uint8_t *mad, size_t len)
 	union ibv_gid peer;
 	struct cm_msg m;
 
+	uroce_assert_held(&cm.lock);
 	if (cm_mad_parse(mad, len, &m) || peer_of(grh, &peer)) {
 		cm.cnt.drop_malformed++;
 		return;
@@ -1136,6 +1148,7 @@ void cm_handle_timeouts(uint64_t now)
 {
 	struct cm_id *id;
 
+	uroce_assert_held(&cm.lock);
 	while (cm.timers.n && cm.timers.t[0].deadline_ns <= now) {
 		id = cm_find_local(cm.timers.t[0].local_id);
 		cm_heap_pop(&cm.timers);

@@ -23,7 +23,8 @@
  * (rs->lock) over its state, rings and QP; a call that must wait lets one
  * thread sleep in poll() on the rsocket's descriptors without the lock
  * (rs->sleeper) and the others on rs->cond, woken when it comes back.
- * Order: rs->lock, then cm.lock (inside the rdma_* calls).
+ * Order: rs->lock, then cm.lock (inside the rdma_* calls); the whole
+ * table is core/lock.h.
  */
 #ifndef UROCE_RDMACM_RS_H
 #define UROCE_RDMACM_RS_H
@@ -38,6 +39,8 @@
 #include <netinet/in.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+
+#include "core/lock.h"
 
 /*
  * The wire (rdma-core's rsocket protocol, rsocket(7)).  Every message is

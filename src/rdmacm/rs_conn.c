@@ -80,6 +80,9 @@ static void drain_cm(struct rsocket *rs)
 
 void rs_free(struct rsocket *rs)
 {
+	/* out of the table, no other thread has rs: the lock only keeps the
+	 * rule of rs_data.c and rs_iomap.c (core/lock.h: then cm.lock) */
+	pthread_mutex_lock(&rs->lock);
 	/* the peers' address handles go before the PD */
 	rs_ds_free(rs);
 	if (rs->id) {
@@ -117,6 +120,7 @@ void rs_free(struct rsocket *rs)
 	free(rs->target_sgl);
 	free(rs->iomap);
 	free(rs->rmsg);
+	pthread_mutex_unlock(&rs->lock);
 	free(rs->sig);
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
@@ -500,7 +504,10 @@ struct rsocket *rs_accept(struct rsocket *lrs)
 	}
 	rs->id = id;
 	id->context = rs;
+	/* no other thread has rs yet: the lock only keeps rs_data.c's rule */
+	pthread_mutex_lock(&rs->lock);
 	err = -create_ep(rs);
+	pthread_mutex_unlock(&rs->lock);
 	if (!err)
 		err = -save_conn_data(rs, &peer, plen);
 	if (err)

@@ -40,6 +40,7 @@ int rs_post_recv(struct rsocket *rs)
 {
 	struct ibv_recv_wr wr = { .wr_id = RS_WR_RECV }, *bad;
 
+	uroce_assert_held(&rs->lock);
 	return -ibv_post_recv(rs->id->qp, &wr, &bad);
 }
 
@@ -147,6 +148,7 @@ void rs_update_credits(struct rsocket *rs)
 {
 	uint32_t half = rs->rbuf_size / 2;
 
+	uroce_assert_held(&rs->lock);
 	if (!(rs->state & RS_CONNECTED) || !ctrl_avail(rs))
 		return;
 	if (rs->rbuf_avail >= half ||
@@ -156,6 +158,7 @@ void rs_update_credits(struct rsocket *rs)
 
 void rs_set_error(struct rsocket *rs, int err)
 {
+	uroce_assert_held(&rs->lock);
 	if (!rs->err)
 		rs->err = err;
 	rs->state = (rs->state & ~RS_RDWR) | RS_ERROR;
@@ -234,6 +237,7 @@ int rs_process_cq(struct rsocket *rs)
 	struct ibv_wc wc[16];
 	int n, rcnt = 0, err = 0;
 
+	uroce_assert_held(&rs->lock);
 	if (rs->ds)
 		return rs_ds_process_cq(rs);
 	if (!rs->cq)
@@ -271,6 +275,7 @@ void rs_drain_cq_events(struct rsocket *rs)
 	struct ibv_cq *cq;
 	void *ctx;
 
+	uroce_assert_held(&rs->lock);
 	if (!rs->cc)
 		return;
 	while (!ibv_get_cq_event(rs->cc, &cq, &ctx)) {
@@ -285,6 +290,7 @@ void rs_drain_cq_events(struct rsocket *rs)
 /* Asks for a completion event; 1 when the CQ was armed just now. */
 int rs_arm(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	if (!rs->cq || rs->armed)
 		return 0;
 	ibv_req_notify_cq(rs->cq, 0);
@@ -294,11 +300,13 @@ int rs_arm(struct rsocket *rs)
 
 bool rs_have_rdata(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	return rs->rmsg_head != rs->rmsg_tail;
 }
 
 bool rs_can_send(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	return rs->sqe_avail > 0 && rs->sbuf_avail >= RS_SNDLOWAT &&
 	       rs->sseq_no != rs->sseq_comp &&
 	       rs->tsgl[rs->target_sge].length != 0;
@@ -306,6 +314,7 @@ bool rs_can_send(struct rsocket *rs)
 
 bool rs_can_send_or_closed(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	return !(rs->state & RS_WRITABLE) || rs_can_send(rs);
 }
 
@@ -344,6 +353,7 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	struct pollfd pfd[2];
 	int n;
 
+	uroce_assert_held(&rs->lock);
 	for (;;) {
 		rs_process_cm(rs);
 		rs_process_cq(rs);
@@ -384,17 +394,20 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
  */
 void rs_probe(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	if ((rs->state & RS_CONNECTED) && ctrl_avail(rs))
 		post_ctrl(rs, RS_CTRL_KEEPALIVE);
 }
 
 int rs_wait_connected(struct rsocket *rs, bool nonblock)
 {
+	uroce_assert_held(&rs->lock);
 	return rs_wait(rs, not_opening, nonblock);
 }
 
 int rs_closed_errno(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	if (rs->state & RS_ERROR)
 		return rs->err ? rs->err : ECONNRESET;
 	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED))
@@ -456,6 +469,7 @@ int rs_post_data(struct rsocket *rs, const struct iovec *iov, int *vi,
 	unsigned int flags = 0;
 	int nsge = 1;
 
+	uroce_assert_held(&rs->lock);
 	rs->sqe_avail--;
 	rs->sbuf_avail -= len;
 	if (rs_msg_op(msg) != RS_OP_DATA || rs->unsig_cnt + 1 >= RS_SIG_EVERY ||
@@ -517,6 +531,7 @@ int rs_wait_sendable(struct rsocket *rs, bool nonblock)
 {
 	int err;
 
+	uroce_assert_held(&rs->lock);
 	if (rs_can_send(rs))
 		return 0;
 	rs_process_cq(rs);
@@ -546,6 +561,7 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 	size_t voff = 0;
 	int vi = 0, err = 0;
 
+	uroce_assert_held(&rs->lock);
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	if (rs->state & RS_OPENING) {
@@ -632,6 +648,7 @@ ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 	size_t total = 0, got = 0, voff = 0;
 	int vi = 0, err = 0;
 
+	uroce_assert_held(&rs->lock);
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	if (rs->state & RS_OPENING) {
@@ -695,6 +712,7 @@ int rs_shutdown(struct rsocket *rs, int how)
 	uint32_t ctrl;
 	int err = 0;
 
+	uroce_assert_held(&rs->lock);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)))

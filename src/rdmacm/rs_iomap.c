@@ -36,6 +36,7 @@ int rs_scale_to_value(int value, int bits)
 
 void rs_iomap_free(struct rsocket *rs)
 {
+	uroce_assert_held(&rs->lock);
 	for (uint32_t i = 0; rs->maps && i < rs->remote_iomap.length; i++)
 		if (rs->maps[i].mr)
 			ibv_dereg_mr(rs->maps[i].mr);
@@ -54,6 +55,7 @@ off_t rs_iomap_add(struct rsocket *rs, void *buf, size_t len, int prot,
 	struct rs_iomr *m = NULL;
 	int access = IBV_ACCESS_LOCAL_WRITE;
 
+	uroce_assert_held(&rs->lock);
 	if (!rs->pd || (prot & ~PROT_WRITE))
 		return -EINVAL;
 	if (!buf || !len || len > UINT32_MAX || offset < -1)
@@ -106,6 +108,7 @@ off_t rs_iomap_add(struct rsocket *rs, void *buf, size_t len, int prot,
 
 int rs_iomap_remove(struct rsocket *rs, void *buf, size_t len)
 {
+	uroce_assert_held(&rs->lock);
 	for (uint32_t i = 0; rs->maps && i < rs->remote_iomap.length; i++) {
 		struct rs_iomr *m = &rs->maps[i];
 
@@ -132,6 +135,7 @@ int rs_iomap_send(struct rsocket *rs, bool nonblock)
 {
 	int err = 0;
 
+	uroce_assert_held(&rs->lock);
 	for (uint32_t i = 0; rs->maps && i < rs->remote_iomap.length; i++) {
 		struct rs_iomr *m = &rs->maps[i];
 		struct rs_iomap iom;
@@ -176,6 +180,7 @@ int rs_iomap_send(struct rsocket *rs, bool nonblock)
 /* an entry of our table was written: take our copy */
 void rs_iomap_arrived(struct rsocket *rs, uint32_t index, uint32_t len)
 {
+	uroce_assert_held(&rs->lock);
 	if (index < rs->iomap_size && len >= sizeof(struct rs_iomap))
 		rs->iomap[index] = rs->target_iomap[index];
 }
@@ -201,6 +206,7 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 	size_t sent = 0, voff = 0;
 	int vi = 0, err = 0;
 
+	uroce_assert_held(&rs->lock);
 	if (offset < 0)
 		return -EINVAL;
 	if (!(rs->state & RS_WRITABLE))

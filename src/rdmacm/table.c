@@ -160,6 +160,7 @@ void cm_heap_pop(struct cm_heap *hp)
 
 void cm_timer_add(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	/* out of memory: this MAD is not retransmitted; the peer's own
 	 * retries or the application's timeout end the handshake */
 	cm_heap_push(&cm.timers, id->deadline_ns, id->local_id);
@@ -169,6 +170,7 @@ struct cm_id *cm_find_local(uint32_t local_id)
 {
 	struct cm_hnode *n;
 
+	uroce_assert_held(&cm.lock);
 	if (!local_id)
 		return NULL;
 	n = cm_hash_first(&cm.by_local, local_id);
@@ -177,6 +179,7 @@ struct cm_id *cm_find_local(uint32_t local_id)
 
 void cm_set_local_id(struct cm_id *id, uint32_t local_id)
 {
+	uroce_assert_held(&cm.lock);
 	cm_hash_del(&cm.by_local, &id->local_node);
 	id->local_id = local_id;
 	if (local_id)
@@ -193,6 +196,7 @@ static uint64_t dup_key(uint32_t remote_id, const union ibv_gid *peer)
 
 void cm_index_passive(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	cm_hash_add(&cm.by_remote, &id->remote_node,
 		    dup_key(id->remote_id, &id->peer_gid));
 }
@@ -202,6 +206,7 @@ struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 {
 	struct cm_hnode *n;
 
+	uroce_assert_held(&cm.lock);
 	for (n = cm_hash_first(&cm.by_remote, dup_key(remote_id, peer)); n;
 	     n = cm_hash_next(n)) {
 		struct cm_id *id = container_of(n, struct cm_id, remote_node);
@@ -220,6 +225,7 @@ static uint64_t port_key(uint16_t ps, uint16_t port)
 
 void cm_index_port(struct cm_id *id, bool passive)
 {
+	uroce_assert_held(&cm.lock);
 	if (id->port_table)
 		cm_hash_del(id->port_table, &id->port_node);
 	id->port_table = passive ? &cm.child_ports : &cm.ports;
@@ -232,6 +238,7 @@ struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port)
 	struct cm_hnode *n = cm_hash_first(passive ? &cm.child_ports :
 					   &cm.ports, port_key(ps, port));
 
+	uroce_assert_held(&cm.lock);
 	return n ? container_of(n, struct cm_id, port_node) : NULL;
 }
 
@@ -239,11 +246,13 @@ struct cm_id *cm_port_next(struct cm_id *id)
 {
 	struct cm_hnode *n = cm_hash_next(&id->port_node);
 
+	uroce_assert_held(&cm.lock);
 	return n ? container_of(n, struct cm_id, port_node) : NULL;
 }
 
 void cm_id_link(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	cm_link_init(&id->children);
 	cm_link_init(&id->deferred_q);
 	cm_link_init(&id->child_node);
@@ -255,6 +264,7 @@ void cm_id_link(struct cm_id *id)
 
 void cm_id_unlink(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	cm_window_leave(id);
 	cm_link_del(&id->node);
 	cm_link_del(&id->child_node);

@@ -61,6 +61,7 @@ bool cm_window_wait(struct cm_id *id)
 {
 	struct cm_peer *p = peer_get(&id->peer_gid, true);
 
+	uroce_assert_held(&cm.lock);
 	/* without memory for the peer, no window: send at once */
 	if (!p)
 		return false;
@@ -78,6 +79,7 @@ void cm_window_leave(struct cm_id *id)
 {
 	struct cm_peer *p = id->win_peer;
 
+	uroce_assert_held(&cm.lock);
 	if (!p)
 		return;
 	id->win_peer = NULL;
@@ -104,6 +106,7 @@ void cm_window_leave(struct cm_id *id)
 
 void cm_mad_done(struct cm_id *id)
 {
+	uroce_assert_held(&cm.lock);
 	id->mad_pending = false;
 	cm_window_leave(id);
 }

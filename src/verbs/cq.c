@@ -147,6 +147,7 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 /* Queue a completion event for cq.  cq->lock held. */
 static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 {
+	uroce_assert_held(&cq->lock);
 	pthread_mutex_lock(&chan->lock);
 	if (cq->ev_pending++ == 0) {
 		cq->ev_next = NULL;

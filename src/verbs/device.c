@@ -80,6 +80,7 @@ static int dev_up(struct uroce_dev *dev)
 {
 	int ret = 0;
 
+	uroce_assert_held(&dev_up_lock);
 	if (dev->net_up)
 		goto out;
 	ret = uroce_net_open(dev);
@@ -150,6 +151,7 @@ out:
  */
 static void dev_down(struct uroce_dev *dev, const struct timespec *until)
 {
+	uroce_assert_held(&dev_up_lock);
 	if (!dev->net_up || up_pid != getpid())
 		return;		/* (a forked child has no progress thread) */
 	dev->net_up = false;

@@ -122,6 +122,7 @@ int uroce_mr_insert(struct uroce_dev *dev, struct uroce_mr *mr)
 {
 	uint32_t i, idx = 0;
 
+	uroce_assert_held(&dev->lock);
 	if (dev->obj.nmrs >= UROCE_MAX_MR)
 		return ENOMEM;
 	for (i = 0; i < UROCE_MAX_MR; i++) {

@@ -36,14 +36,17 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 	/* renumber it QP1: the number CM MADs are addressed to */
 	pthread_mutex_lock(&dev->lock);
 	old = ibqp->qp_num;
-	if (dev->obj.qp_tbl[UROCE_GSI_QPN]) {
+	if (dev->obj.qp_tbl[UROCE_QP_GSI_SLOT]) {
 		uroce_dev_unlock(dev);
 		ibv_destroy_qp(ibqp);
 		errno = EBUSY;
 		return NULL;
 	}
-	dev->obj.qp_tbl[uroce_qp_index(dev, old)] = NULL;
-	dev->obj.qp_tbl[UROCE_GSI_QPN] = to_uqp(ibqp);
+	/* stored atomically: uroce_qp_has_gsi reads without the lock */
+	__atomic_store_n(&dev->obj.qp_tbl[uroce_qp_index(dev, old)], NULL,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&dev->obj.qp_tbl[UROCE_QP_GSI_SLOT], to_uqp(ibqp),
+			 __ATOMIC_RELAXED);
 	ibqp->qp_num = UROCE_GSI_QPN;
 	ibqp->handle = UROCE_GSI_QPN;
 	uroce_dev_unlock(dev);

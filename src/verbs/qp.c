@@ -757,6 +757,7 @@ static void clean_cqs(struct uroce_qp *qp)
 {
 	uint32_t qpn = uqp_ibqp(qp)->qp_num;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (qp->scq)
 		uroce_cq_clean(qp->scq, qpn);
 	if (qp->rcq && qp->rcq != qp->scq)
@@ -912,6 +913,7 @@ struct uroce_send_wqe *uroce_sq_slot(struct uroce_qp *qp)
 {
 	struct uroce_sq *sq = &qp->sq;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (sq->head - sq->tail >= sq->max_wr)
 		return NULL;
 	return &sq->wqe[sq->head & (sq->size - 1)];
@@ -954,6 +956,7 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint64_t len = 0;
 	uint32_t i;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)
 		return EINVAL;
 	if (!opcode_ok(qp->type, wqe->opcode))

@@ -23,6 +23,7 @@ static int insert_srq(struct uroce_dev *dev, struct uroce_srq *srq)
 {
 	uint32_t i, n;
 
+	uroce_assert_held(&dev->lock);
 	if (!dev->obj.srq_tbl) {
 		dev->obj.srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->obj.srq_tbl));
 		if (!dev->obj.srq_tbl)

@@ -101,6 +101,7 @@ static int enter_all(struct uroce_qp *qp)
 	uint32_t i;
 	int err;
 
+	uroce_assert_held(&qp->dev->lock);
 	if (sq->head - sq->tail + st->n > sq->max_wr)
 		return ENOMEM;
 	for (i = 0; i < st->n; i++) {

@@ -44,6 +44,7 @@ static int get_dom(int fd, int oflags, struct uroce_xrcd_dom **out)
 	struct uroce_xrcd_dom *d = NULL;
 	struct stat st;
 
+	uroce_assert_held(&doms_lock);
 	if (fd != -1) {
 		if (fstat(fd, &st))
 			return EBADF;

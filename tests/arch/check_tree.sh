@@ -13,9 +13,14 @@
 #	copies ROOT's README.md and the folder and docs names into a scratch
 #	tree, which must pass; then plants a folder under src/, one under
 #	tests/ and a docs/*.md file, and the check must fail naming each.
+#   check_tree.sh sources ROOT
+#	every .c file under ROOT/src is named in a CMakeLists.txt of its
+#	folder or one above it (by its path from there): the sources are
+#	listed, not globbed, and a file no list names would not be built.
+#	The selftest plants an unlisted src/core/planted.c.
 #
-# Each omission is one line "PATH: not named in README.md's Source tree";
-# exit 1 if any.
+# Each omission is one line "PATH: not named in README.md's Source tree"
+# (or "PATH: in no CMakeLists.txt"); exit 1 if any.
 set -u
 
 # the lines of the code block under "## Source tree"
@@ -57,9 +62,39 @@ check_tree() {
 	return $bad
 }
 
-# expect_fail DIR NAME: the check fails on DIR and its output names NAME
+check_sources() {
+	root=$1
+	bad=0
+	for f in $(cd "$root" && find src -name '*.c' | sort); do
+		dir=${f%/*}
+		found=0
+		while :; do
+			rel=${f#"$dir"/}
+			if [ -f "$root/$dir/CMakeLists.txt" ] &&
+			   grep -qE "(^|[[:space:]/}])$rel([[:space:])]|\$)" \
+				"$root/$dir/CMakeLists.txt"; then
+				found=1
+				break
+			fi
+			case $dir in */*) dir=${dir%/*} ;; *) break ;; esac
+		done
+		# the top-level list names src/...
+		if [ $found -eq 0 ] &&
+		   grep -qE "(^|[[:space:]])$f([[:space:])]|\$)" "$root/CMakeLists.txt"; then
+			found=1
+		fi
+		if [ $found -eq 0 ]; then
+			echo "$f: in no CMakeLists.txt"
+			bad=1
+		fi
+	done
+	return $bad
+}
+
+# expect_fail DIR NAME [CHECK]: the check fails on DIR and its output
+# names NAME
 expect_fail() {
-	out=$(check_tree "$1")
+	out=$(${3:-check_tree} "$1")
 	if [ $? -eq 0 ]; then
 		echo "selftest: check passed with $2 planted"
 		return 1
@@ -111,12 +146,30 @@ selftest() {
 		>>"$tmp/README.md"
 	expect_fail "$tmp" "tests/prose/" || fail=1
 
+	# sources: a copy of the lists and of the .c files passes, a planted
+	# .c file in no list fails
+	(cd "$root" && find src -name '*.c' -o -name CMakeLists.txt) |
+	while read -r f; do
+		mkdir -p "$tmp/${f%/*}"
+		cp "$root/$f" "$tmp/$f"
+	done
+	cp "$root/CMakeLists.txt" "$tmp/"
+	if ! out=$(check_sources "$tmp"); then
+		echo "selftest: a copy of the source lists fails:"
+		printf '%s\n' "$out"
+		fail=1
+	fi
+	mkdir -p "$tmp/src/core"
+	: >"$tmp/src/core/planted.c"
+	expect_fail "$tmp" "src/core/planted.c" check_sources || fail=1
+
 	[ $fail -eq 0 ] && echo "selftest: every planted omission caught"
 	return $fail
 }
 
 case ${1:-} in
 tree)		check_tree "${2:?ROOT}" ;;
+sources)	check_sources "${2:?ROOT}" ;;
 selftest)	selftest "${2:?ROOT}" ;;
-*)		echo "usage: $0 tree|selftest ROOT" >&2; exit 2 ;;
+*)		echo "usage: $0 tree|sources|selftest ROOT" >&2; exit 2 ;;
 esac

@@ -578,6 +578,11 @@ int eng_main(int argc, char **argv, const struct eng_test *t, size_t n)
 {
 	size_t i;
 
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (i = 0; i < n; i++)
+			printf("%s\n", t[i].name);
+		return 0;
+	}
 	for (i = 0; argc == 2 && i < n; i++)
 		if (!strcmp(argv[1], t[i].name)) {
 			t[i].fn();

@@ -147,7 +147,9 @@ struct eng_test {
 	void (*fn)(void);
 };
 
-/* run the test argv[1] names; 0 if it passed (a failure exits 1) */
+/* run the test argv[1] names; 0 if it passed (a failure exits 1);
+ * "--list" prints the names, one a line (CMake's discover.cmake adds a
+ * ctest test for each, so a test is listed only in its table) */
 int eng_main(int argc, char **argv, const struct eng_test *t, size_t n);
 
 #define ENG_CHECK(cond, ...)						\

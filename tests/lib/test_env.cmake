@@ -47,4 +47,4 @@ set(UROCE_TEST_ENV
   "UROCE_LIBDIR=${UROCE_TEST_LIBDIR}"
   "UROCE_PRELOAD=${UROCE_TEST_PRELOAD}"
   "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
-  "TSAN_OPTIONS=halt_on_error=1")
+  "TSAN_OPTIONS=halt_on_error=1:suppressions=${PROJECT_SOURCE_DIR}/tests/lib/tsan.supp")
