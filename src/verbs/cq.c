@@ -595,9 +595,11 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 
-	/* the caller may sleep now: ACKs its poll held for a post go, and
-	 * the progress thread watches the socket */
-	uroce_ack_release_unlocked(cq->dev);
+	/* the caller may sleep now: the progress thread watches the
+	 * socket.  ACKs held for a post stay: the poll that follows an arm
+	 * and the post that answers it send them (with the reply, in one
+	 * wake-up of the peer), sleeping in ibv_get_cq_event does, and the
+	 * engine's timer bounds the rest (docs/datapath.md, "ACKs") */
 	uroce_progress_arm(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */
