@@ -186,10 +186,10 @@ void uroce_progress_sock_handback(struct uroce_dev *dev)
  * packet it only raced the waiter for it, a wake-up more a message on
  * a core the peer may need.  A waiter that returns to its application
  * does not tell the thread (that would be a wake-up a message again):
- * the thread looks within WAITER_NS and takes the packets back after a
- * whole WAITER_NS in which no waiter came, so a packet that came while
- * none sleeps waits at most 2 WAITER_NS (the application's own calls
- * take it sooner: a poll receives, a post releases).  When one waiter
+ * the thread looks again WAITER_NS after it last saw one and takes the
+ * packets back if none came meanwhile, so a packet that came while none
+ * sleeps waits at most WAITER_NS (the application's own calls take it
+ * sooner: its next wait or an empty poll receives).  When one waiter
  * slept through the whole WAITER_NS, the thread sleeps until woken
  * (UROCE_WATCH_IDLE: an idle process costs nothing), and the last
  * waiter to leave wakes it (the waiter counts itself out, then reads
@@ -213,17 +213,20 @@ static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
 			    int max, bool sleep, struct waiter_look *look,
 			    int *n)
 {
-	static const struct timespec waiter_wait = { 0, WAITER_NS }, none;
+	static const struct timespec none;
 	uint32_t gen = atomic_load(&dev->prog.wait_gen);
 	uint64_t now = uroce_now_ns();
+	struct timespec wait = { 0, 0 };
 
 	if (waiter_sleeps(dev) || gen != look->gen) {
 		look->gen = gen;
 		look->seen_ns = now;
-	} else if (now - look->seen_ns > WAITER_NS) {
+	} else if (now - look->seen_ns >= WAITER_NS) {
 		look->idle = false;
 		return false;
 	}
+	/* (until WAITER_NS after the waiter was last seen) */
+	wait.tv_nsec = (long)(look->seen_ns + WAITER_NS - now);
 	if (sleep && look->idle) {
 		atomic_store(&dev->prog.watch, UROCE_WATCH_IDLE);
 		if (waiter_sleeps(dev)) {
@@ -232,12 +235,13 @@ static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
 		}
 	}
 	atomic_store(&dev->prog.watch, UROCE_WATCH_WAITER);
-	*n = epoll_pwait2(dev->prog.epfd, ev, max,
-			  sleep ? &waiter_wait : &none, NULL);
+	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none,
+			  NULL);
 	if (*n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
 		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
 	look->idle = !*n && waiter_sleeps(dev) &&
-		     atomic_load(&dev->prog.wait_gen) == gen;
+		     atomic_load(&dev->prog.wait_gen) == gen &&
+		     uroce_now_ns() - look->seen_ns >= WAITER_NS;
 	return true;
 }
 
