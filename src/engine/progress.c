@@ -393,6 +393,11 @@ static void receive_spin(struct uroce_dev *dev)
 			last = 0;
 			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
 				break;
+			/* a datagram or a few and no ring: another read would
+			 * find the socket empty (a system call a ping-pong
+			 * message); epoll says when the next one comes */
+			if (!stream && !uroce_local_rings(dev))
+				break;
 			continue;
 		}
 		/* a packet now and then (a ping-pong, however fast) is not a
