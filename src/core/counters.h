@@ -114,6 +114,10 @@
 	X(RX_CNP_PKTS, "rx_cnp_pkts") \
 	X(RX_CNP_BYTES, "rx_cnp_bytes") \
 	X(RX_OTHER_PKTS, "rx_other_pkts") \
-	X(RX_OTHER_BYTES, "rx_other_bytes")
+	X(RX_OTHER_BYTES, "rx_other_bytes") \
+	/* engine/progress.c: who woke for packets (docs/events.md) */ \
+	X(PROG_WAKEUPS, "prog_wakeups")	/* the progress thread woke to packets */ \
+	X(WAIT_SLEEPS, "wait_sleeps")	/* a thread in ibv_get_cq_event slept */ \
+	X(WAIT_RX, "wait_rx")		/* ... woke to packets and took them */
 
 #endif /* UROCE_CORE_COUNTERS_H */

@@ -71,6 +71,7 @@ static void dev_init(void)
 	dev->net.sock = -1;
 	dev->prog.epfd = -1;
 	dev->prog.sock_epfd = -1;
+	dev->prog.app_epfd = -1;
 	dev->prog.timerfd = -1;
 	dev->prog.wakefd = -1;
 	dev->port.lid_fd = -1;

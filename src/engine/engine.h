@@ -116,6 +116,9 @@ struct uroce_ack_hold {
 enum uroce_watch {
 	UROCE_WATCH_SOCK,	/* the progress thread, woken by every packet */
 	UROCE_WATCH_APP,	/* an application thread polling its CQ */
+	UROCE_WATCH_WAITER,	/* one sleeping in uroce_progress_wait; the
+				 * thread looks again within WAITER_NS */
+	UROCE_WATCH_IDLE,	/* the same, the thread asleep until woken */
 };
 
 /* dev->prog, engine/progress.c */
@@ -129,10 +132,17 @@ struct uroce_progress {
 	_Atomic uint64_t handback_ns;	/* ... last handed the socket back */
 	_Atomic uint64_t arm_ns;	/* ... last armed a CQ to sleep */
 	_Atomic int watch;		/* enum uroce_watch: the thread's */
+	_Atomic int waiters;		/* threads asleep on the socket and
+					 * the bell in uroce_progress_wait */
+	_Atomic uint32_t wait_gen;	/* ... how many times one went */
+	_Atomic bool take_back;		/* the last waiter gave up: the
+					 * thread watches the packets now */
 	pthread_t thread;
 	int epfd;			/* what the thread waits on but the
-					 * socket */
-	int sock_epfd;			/* the socket and epfd */
+					 * packets: timers, wake-ups, ring
+					 * connections, shared address */
+	int app_epfd;			/* the rings' bell and epfd */
+	int sock_epfd;			/* the socket, the bell and epfd */
 	int timerfd;
 	int wakefd;			/* eventfd: wake the progress thread */
 	bool running;			/* thread started, not yet joined */
@@ -226,6 +236,11 @@ void uroce_progress_drain(struct uroce_dev *dev);
 /* the calling thread receives in uroce_progress_poll (an application's),
  * and the progress thread looks by soon (engine/progress.c) */
 bool uroce_progress_app_rx(struct uroce_dev *dev);
+/* the calling thread sleeps in uroce_progress_wait and received: its
+ * ACKs wait for its reply as an application poll's do */
+bool uroce_progress_waiter_rx(void);
+/* net/local.c: the rings' doorbell, watched with the socket */
+int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);

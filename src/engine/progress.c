@@ -155,44 +155,153 @@ static bool app_receives(struct uroce_dev *dev)
 					  memory_order_relaxed) > HANDBACK_NS;
 }
 
-void uroce_progress_sock_handback(struct uroce_dev *dev)
+static void wake_thread(struct uroce_dev *dev)
 {
 	uint64_t one = 1;
 
-	/* (the mark first, then the watch; the thread stores its watch,
-	 * then reads the mark: one of the two sees the other) */
-	atomic_store_explicit(&dev->prog.handback_ns, uroce_now_ns(),
-			      memory_order_relaxed);
-	atomic_store(&dev->prog.app_rx_ns, 0);
-	if (atomic_exchange(&dev->prog.watch, UROCE_WATCH_SOCK) ==
-	    UROCE_WATCH_APP && write(dev->prog.wakefd, &one, sizeof(one)) < 0)
+	/* (an eventfd write fails only on overflow: it is then readable) */
+	if (write(dev->prog.wakefd, &one, sizeof(one)) < 0)
 		uroce_log(UROCE_LOG_DEBUG, "progress wake-up: %s",
 			  strerror(errno));
 }
 
-/* epoll_wait on the set the watch above says: the socket left out while
- * the application receives */
+void uroce_progress_sock_handback(struct uroce_dev *dev)
+{
+	int app = UROCE_WATCH_APP;
+
+	/* (the mark first, then the watch; the thread stores its watch,
+	 * then reads the mark: one of the two sees the other.  A watch for
+	 * a waiter is the waiter's to end.) */
+	atomic_store_explicit(&dev->prog.handback_ns, uroce_now_ns(),
+			      memory_order_relaxed);
+	atomic_store(&dev->prog.app_rx_ns, 0);
+	if (atomic_compare_exchange_strong(&dev->prog.watch, &app,
+					   UROCE_WATCH_SOCK))
+		wake_thread(dev);
+}
+
+/*
+ * A thread asleep in uroce_progress_wait watches the socket and the
+ * rings' bell and receives itself when they wake it (docs/events.md).
+ * The progress thread then sleeps on epfd alone: woken by the same
+ * packet it only raced the waiter for it, a wake-up more a message on
+ * a core the peer may need.  A waiter that returns to its application
+ * does not tell the thread (that would be a wake-up a message again):
+ * the thread looks again WAITER_NS after it last saw one and takes the
+ * packets back if none came meanwhile, so a packet that came while none
+ * sleeps waits at most WAITER_NS (the application's own calls take it
+ * sooner: its next wait or an empty poll receives).  When one waiter
+ * slept through the whole WAITER_NS, the thread sleeps until woken
+ * (UROCE_WATCH_IDLE: an idle process costs nothing), and the last
+ * waiter to leave wakes it (the waiter counts itself out, then reads
+ * the watch; the thread stores the watch, then counts the waiters).
+ */
+#define WAITER_NS 200000
+
+struct waiter_look {
+	uint32_t gen;		/* wait_gen at the last look */
+	uint64_t seen_ns;	/* when a waiter was last seen */
+	bool idle;		/* a waiter slept through the last wait */
+};
+
+static bool waiter_sleeps(struct uroce_dev *dev)
+{
+	return atomic_load(&dev->prog.waiters) > 0;
+}
+
+/* false: no waiter lately, the caller watches the packets */
+static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
+			    int max, bool sleep, struct waiter_look *look,
+			    int *n)
+{
+	static const struct timespec none;
+	uint32_t gen = atomic_load(&dev->prog.wait_gen);
+	uint64_t now = uroce_now_ns();
+	struct timespec wait = { 0, 0 };
+
+	if (waiter_sleeps(dev) || gen != look->gen) {
+		look->gen = gen;
+		look->seen_ns = now;
+	} else if (now - look->seen_ns >= WAITER_NS) {
+		look->idle = false;
+		return false;
+	}
+	/* (until WAITER_NS after the waiter was last seen) */
+	wait.tv_nsec = (long)(look->seen_ns + WAITER_NS - now);
+	if (sleep && look->idle) {
+		atomic_store(&dev->prog.watch, UROCE_WATCH_IDLE);
+		if (waiter_sleeps(dev)) {
+			*n = epoll_wait(dev->prog.epfd, ev, max, -1);
+			return true;
+		}
+	}
+	atomic_store(&dev->prog.watch, UROCE_WATCH_WAITER);
+	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none,
+			  NULL);
+	if (*n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
+		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
+	look->idle = !*n && waiter_sleeps(dev) &&
+		     atomic_load(&dev->prog.wait_gen) == gen &&
+		     uroce_now_ns() - look->seen_ns >= WAITER_NS;
+	return true;
+}
+
+/* a waiter sleeps on the packets (uroce_progress_wait) */
+static void waiter_in(struct uroce_dev *dev)
+{
+	atomic_fetch_add(&dev->prog.waiters, 1);
+	atomic_fetch_add(&dev->prog.wait_gen, 1);
+	uroce_count(dev, UROCE_CNT_WAIT_SLEEPS, 1);
+}
+
+/* ... and wakes: the last one wakes a thread asleep for good */
+static void waiter_out(struct uroce_dev *dev)
+{
+	int idle = UROCE_WATCH_IDLE;
+
+	if (atomic_fetch_sub(&dev->prog.waiters, 1) == 1 &&
+	    atomic_compare_exchange_strong(&dev->prog.watch, &idle,
+					   UROCE_WATCH_WAITER))
+		wake_thread(dev);
+}
+
+/* epoll_wait on what to watch (above): a waiter's packets left to it,
+ * the socket left out while the application receives.  *sleep: false
+ * if a ring had packets.  Same-host senders ring only while someone
+ * said it sleeps; we say it before every sleep, a waiter's packets
+ * included: the thread may have cleared the mark (uroce_local_awake)
+ * after the waiter set it, and the waiter would sleep past them. */
 static int wait_events(struct uroce_dev *dev, struct epoll_event *ev,
-		       int max, bool sleep)
+		       int max, bool *sleep, struct waiter_look *look)
 {
 	static const struct timespec app_wait = { 0, APP_WAIT_NS }, none;
 	bool inner = false;
 	int n, k, i;
 
+	if (atomic_exchange(&dev->prog.take_back, false)) {
+		look->gen = atomic_load(&dev->prog.wait_gen);
+		look->seen_ns = 0;
+		look->idle = false;
+	}
+	*sleep = uroce_local_sleep(dev);
+	if (wait_for_waiter(dev, ev, max, *sleep, look, &n))
+		return n;
 	if (app_receives(dev)) {
 		atomic_store(&dev->prog.watch, UROCE_WATCH_APP);
 		if (app_receives(dev)) {
-			n = epoll_pwait2(dev->prog.epfd, ev, max,
-					 sleep ? &app_wait : &none, NULL);
+			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
+					 *sleep ? &app_wait : &none, NULL);
 			if (n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
-				n = epoll_wait(dev->prog.epfd, ev, max,
-					       sleep ? 1 : 0);
-			return n;
+				n = epoll_wait(dev->prog.app_epfd, ev, max,
+					       *sleep ? 1 : 0);
+			goto expand;
 		}
 	}
 	atomic_store(&dev->prog.watch, UROCE_WATCH_SOCK);
-	n = epoll_wait(dev->prog.sock_epfd, ev, max, sleep ? -1 : 0);
-	/* epfd is one entry of sock_epfd: its own events replace it */
+	n = epoll_wait(dev->prog.sock_epfd, ev, max, *sleep ? -1 : 0);
+expand:
+	/* epfd is one entry of sock_epfd and app_epfd: its own events
+	 * replace it */
 	for (i = k = 0; i < n; i++) {
 		if (ev[i].data.fd == dev->prog.epfd)
 			inner = true;
@@ -285,6 +394,11 @@ static void receive_spin(struct uroce_dev *dev)
 			last = 0;
 			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
 				break;
+			/* a datagram or a few and no ring: another read would
+			 * find the socket empty (a system call a ping-pong
+			 * message); epoll says when the next one comes */
+			if (!stream && !uroce_local_rings(dev))
+				break;
 			continue;
 		}
 		/* a packet now and then (a ping-pong, however fast) is not a
@@ -328,6 +442,7 @@ static void receive_spin(struct uroce_dev *dev)
 static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
+	struct waiter_look look = { 0, 0, false };
 	struct epoll_event ev[4];
 	uint64_t v;
 
@@ -335,33 +450,36 @@ static void *progress_main(void *arg)
 	spin_ns = uroce_config()->spin_ns;
 
 	while (!dev->prog.stopping) {
-		/* (same-host senders ring only while we sleep) */
-		bool sleep = uroce_local_sleep(dev);
-		int n = wait_events(dev, ev, 4, sleep);
+		bool sleep, rx;
+		int n = wait_events(dev, ev, 4, &sleep, &look);
 		int i;
 
-		uroce_local_awake(dev);
 		/* ACKs an application's poll left for a post: whatever woke
 		 * us, they have waited long enough */
-		uroce_ack_release_unlocked(dev);
+		if (n)
+			uroce_ack_release_unlocked(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			break;
-		if (!sleep && !n && !app_is_polling(dev))
-			receive_spin(dev);	/* a ring has packets */
+		/* a ring has packets */
+		rx = !sleep && !n && !app_is_polling(dev);
 		for (i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
-			int local = uroce_local_event(dev, fd);
+			int local;
 
+			/* a waiter's: it takes them (the bell left unread,
+			 * or the waiter might sleep past it) */
+			if ((fd == uroce_net_sock(dev) ||
+			     fd == uroce_local_bell(dev)) && waiter_sleeps(dev))
+				continue;
+			local = uroce_local_event(dev, fd);
 			if (local == 1)
 				continue;
 			if (fd == uroce_net_sock(dev))
 				uroce_local_sock_ready(dev);
 			if (fd == uroce_net_sock(dev) || local == 2) {
-				if (app_is_polling(dev))
-					continue;
-				receive_spin(dev);
+				rx |= !app_is_polling(dev);
 			} else if (fd == dev->prog.timerfd) {
 				if (read(dev->prog.timerfd, &v, sizeof(v)) < 0 &&
 				    errno != EAGAIN)
@@ -373,6 +491,12 @@ static void *progress_main(void *arg)
 			} else if (!uroce_share_poll(dev, fd)) {
 				uroce_mcast_poll(dev, fd);
 			}
+		}
+		if (rx) {
+			/* (senders need not ring while we look) */
+			uroce_local_awake(dev);
+			uroce_count(dev, UROCE_CNT_PROG_WAKEUPS, 1);
+			receive_spin(dev);
 		}
 		/* (every engine path sends what it queued; this is a net) */
 		uroce_tx_drain(dev);
@@ -412,8 +536,9 @@ static void app_poll_yield(int n, uint64_t now, bool rings)
 		sched_yield();
 }
 
-/* this thread is an application's, receiving in its own poll */
-static __thread bool app_rx;
+/* this thread is an application's, receiving in its own poll, or
+ * asleep in uroce_progress_wait (waiter_rx) */
+static __thread bool app_rx, waiter_rx;
 
 /*
  * ... and the progress thread leaves the socket to it, so it looks by
@@ -422,7 +547,13 @@ static __thread bool app_rx;
  */
 bool uroce_progress_app_rx(struct uroce_dev *dev)
 {
-	return app_rx && atomic_load(&dev->prog.watch) == UROCE_WATCH_APP;
+	return waiter_rx ||
+	       (app_rx && atomic_load(&dev->prog.watch) == UROCE_WATCH_APP);
+}
+
+bool uroce_progress_waiter_rx(void)
+{
+	return waiter_rx;
 }
 
 void uroce_progress_poll(struct uroce_dev *dev)
@@ -452,7 +583,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 
 void uroce_progress_drain(struct uroce_dev *dev)
 {
-	if (!dev->net_up || dev->net.sock < 0)
+	if (!dev->net_up || uroce_net_sock(dev) < 0)
 		return;
 	pthread_mutex_lock(&dev->prog.rx_lock);
 	uroce_net_poll(dev);
@@ -460,36 +591,39 @@ void uroce_progress_drain(struct uroce_dev *dev)
 }
 
 /*
- * A thread that sleeps in ibv_get_cq_event sleeps on what wakes the
- * progress thread too (the socket; epfd, which holds the rings'
- * doorbell), and when a packet wakes it first it receives itself: the
- * completion it waits for then costs it one wake-up, not the progress
- * thread's and then its own (DESIGN.md decision 5; docs/events.md).
- * The progress thread still sleeps on them as well and is the fallback:
- * woken by the same packet, it finds it taken, or waits for rx_lock.
- * What is not ours to receive (a timer, a wake-up, a connection; a
- * socket that uroce_net_poll skips this time; rx_lock taken by another
- * receiver) leaves this thread waiting on fd alone: the progress thread
- * does it.  No mark of an application polling is set: the thread is
- * asleep between packets, and ACKs are sent at once, not held.
+ * A thread that sleeps in ibv_get_cq_event sleeps on the device's
+ * packets too (the socket, the rings' bell), and receives itself when
+ * they wake it: the completion it waits for then costs one wake-up, its
+ * own (DESIGN.md decision 5; docs/events.md).  The progress thread
+ * leaves them to it meanwhile (wait_for_waiter) and does the rest
+ * (timers, wake-ups, connections).  The ACKs of what it takes wait for
+ * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
+ * the peer then gets the ACK and the reply in one wake-up.  -1: another
+ * thread receives (rx_lock).
  */
 static int wait_rx(struct uroce_dev *dev, bool sock, bool bell)
 {
 	int n;
 
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
-		return 0;
+		return -1;
 	if (sock)
 		uroce_local_sock_ready(dev);
-	/* (read, or epfd stays readable and wakes us again; the poll
+	/* (read, or the bell stays readable and wakes us again; the poll
 	 * below drains our queues behind full rings, as the progress
 	 * thread does when the doorbell says "room") */
 	if (bell)
 		uroce_local_bell_take(dev);
+	waiter_rx = true;
 	n = uroce_net_poll(dev);
+	waiter_rx = false;
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return n;
 }
+
+/* a waiter that woke to nothing so many times in a row waits on its
+ * channel alone (something it cannot take keeps a descriptor ready) */
+#define WAIT_EMPTY_MAX 8
 
 /*
  * poll(2) is never restarted after a signal handler, a read of the uverbs
@@ -520,24 +654,48 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd)
 	struct pollfd p[3] = {
 		{ .fd = fd, .events = POLLIN },
 		{ .fd = uroce_net_sock(dev), .events = POLLIN },
-		{ .fd = dev->prog.epfd, .events = POLLIN },
+		{ .fd = uroce_local_bell(dev), .events = POLLIN },
 	};
 	nfds_t np = 3;
+	int empty = 0;
 
 	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running)
 		np = 1;
+	/* what the last wait's receive held for a reply that did not come */
+	uroce_ack_release_unlocked(dev);
 	for (;;) {
-		int n = poll(p, np, -1);
+		int n, got;
 
+		p[1].revents = p[2].revents = 0;
+		if (np == 1) {
+			n = poll(p, 1, -1);
+		} else if (!uroce_local_sleep(dev)) {
+			n = 0;		/* a ring has packets: no bell comes */
+		} else {
+			waiter_in(dev);
+			n = poll(p, np, -1);
+			waiter_out(dev);
+		}
 		if (n < 0 && errno == EINTR && restart_after_signal())
 			continue;
 		if (n < 0)
 			return -1;
 		if (p[0].revents)
 			return 0;
-		if (wait_rx(dev, p[1].revents, p[2].revents) > 0)
+		if (np == 1)
+			continue;
+		got = wait_rx(dev, p[1].revents, p[2].revents);
+		if (got > 0) {
+			uroce_count(dev, UROCE_CNT_WAIT_RX, 1);
 			return 0;
-		np = 1;
+		}
+		if (got < 0 || ++empty >= WAIT_EMPTY_MAX) {
+			/* the progress thread (or whoever has rx_lock)
+			 * delivers, and rings the channel */
+			np = 1;
+			atomic_store(&dev->prog.take_back, true);
+			wake_thread(dev);
+		}
 	}
 }
 
@@ -548,20 +706,30 @@ static int watch(int epfd, int fd)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+int uroce_progress_watch_bell(struct uroce_dev *dev, int fd)
+{
+	if (watch(dev->prog.sock_epfd, fd) || watch(dev->prog.app_epfd, fd))
+		return -errno;
+	return 0;
+}
+
 int uroce_progress_start(struct uroce_dev *dev)
 {
 	int err;
 
 	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.app_epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.sock_epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
 				      TFD_NONBLOCK | TFD_CLOEXEC);
 	dev->prog.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (dev->prog.epfd < 0 || dev->prog.sock_epfd < 0 ||
+	if (dev->prog.epfd < 0 || dev->prog.app_epfd < 0 ||
+	    dev->prog.sock_epfd < 0 ||
 	    dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
 		return -errno;
 	if (watch(dev->prog.sock_epfd, uroce_net_sock(dev)) ||
 	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
+	    watch(dev->prog.app_epfd, dev->prog.epfd) ||
 	    watch(dev->prog.epfd, dev->prog.timerfd) ||
 	    watch(dev->prog.epfd, dev->prog.wakefd))
 		return -errno;
@@ -588,7 +756,8 @@ void uroce_rx_resume(struct uroce_dev *dev)
 /* close what uroce_progress_start opened (no thread runs on them) */
 static void close_fds(struct uroce_dev *dev)
 {
-	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.epfd,
+	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
+		       &dev->prog.epfd,
 		       &dev->prog.timerfd, &dev->prog.wakefd };
 	size_t i;
 
@@ -602,7 +771,6 @@ static void close_fds(struct uroce_dev *dev)
 
 int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 {
-	uint64_t one = 1;
 	int err;
 
 	if (!dev->prog.running) {
@@ -612,10 +780,7 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 		return 0;
 	}
 	atomic_store(&dev->prog.stopping, true);
-	/* (an eventfd write fails only on overflow: it is then readable) */
-	if (write(dev->prog.wakefd, &one, sizeof(one)) < 0)
-		uroce_log(UROCE_LOG_DEBUG, "progress wake-up: %s",
-			  strerror(errno));
+	wake_thread(dev);
 	err = until ? pthread_timedjoin_np(dev->prog.thread, NULL, until) :
 		      pthread_join(dev->prog.thread, NULL);
 	if (err) {

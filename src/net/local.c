@@ -556,7 +556,10 @@ int uroce_local_poll(struct uroce_dev *dev)
 		}
 		room_tell(dev, in);
 	}
-	if (burst)
+	/* (a thread asleep in ibv_get_cq_event: its ACKs go with its reply) */
+	if (burst && uroce_progress_waiter_rx())
+		uroce_rx_burst_end_for_post(dev);
+	else if (burst)
 		uroce_rx_burst_end(dev);
 	L->recent = total > 0;
 	L->rings = rings;
@@ -1672,12 +1675,10 @@ static void watch_listeners(struct uroce_dev *dev, struct uroce_local *L)
 void uroce_local_watch(struct uroce_dev *dev)
 {
 	struct uroce_local *L = loc(dev);
-	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (!L || dev->prog.epfd < 0)
 		return;
-	ev.data.fd = L->bell;
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, L->bell, &ev);
+	uroce_progress_watch_bell(dev, L->bell);
 	watch_listeners(dev, L);
 }
 

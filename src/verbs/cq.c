@@ -36,7 +36,13 @@ struct uroce_comp_channel {
 	int wfd;			/* its write end */
 	pthread_mutex_t lock;		/* the list below */
 	struct uroce_cq *head, *tail;	/* CQs with ev_pending > 0 */
+	bool bell_owed;			/* (lock) queued without the byte */
 };
+
+/* the channel this thread waits on in ibv_get_cq_event, receiving for
+ * the device meanwhile (chan_wait): an event it queues there itself is
+ * its to take next, and needs no doorbell byte sent and read back */
+static __thread struct uroce_comp_channel *waiting_on;
 
 struct uroce_async_node {
 	struct uroce_async_node *next;
@@ -156,7 +162,9 @@ static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 		else
 			chan->head = cq;
 		chan->tail = cq;
-		if (chan->head == cq)
+		if (chan->head == cq && waiting_on == chan)
+			chan->bell_owed = true;
+		else if (chan->head == cq)
 			bell_ring(chan->wfd);
 	}
 	pthread_mutex_unlock(&chan->lock);
@@ -179,14 +187,16 @@ static void chan_remove(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 		}
 		cq->ev_pending = 0;
 		cq->ev_next = NULL;
-		if (!chan->head)
+		if (!chan->head && !chan->bell_owed)
 			bell_clear(chan->ch.fd);
+		if (!chan->head)
+			chan->bell_owed = false;
 	}
 	pthread_mutex_unlock(&chan->lock);
 }
 
 /* Take the channel's next event; NULL if none is queued.  The doorbell
- * byte goes with the last one. */
+ * byte goes with the last one (or, owed, comes for the ones left). */
 static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 {
 	struct uroce_cq *ucq;
@@ -201,8 +211,11 @@ static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 			ucq->ev_next = NULL;
 		}
 		ucq->comp_events_reported++;
-		if (!chan->head)
+		if (!chan->head && !chan->bell_owed)
 			bell_clear(chan->ch.fd);
+		else if (chan->head && chan->bell_owed)
+			bell_ring(chan->wfd);
+		chan->bell_owed = false;
 	}
 	pthread_mutex_unlock(&chan->lock);
 	return ucq;
@@ -217,7 +230,7 @@ static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
  */
 static int chan_wait(struct uroce_comp_channel *chan)
 {
-	int fl = fcntl(chan->ch.fd, F_GETFL);
+	int fl = fcntl(chan->ch.fd, F_GETFL), err;
 
 	if (fl < 0)
 		return -1;
@@ -225,7 +238,18 @@ static int chan_wait(struct uroce_comp_channel *chan)
 		errno = EAGAIN;
 		return -1;
 	}
-	return uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd);
+	waiting_on = chan;
+	err = uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd);
+	waiting_on = NULL;
+	if (err) {
+		/* (not taken after all: the byte goes now) */
+		pthread_mutex_lock(&chan->lock);
+		if (chan->bell_owed && chan->head)
+			bell_ring(chan->wfd);
+		chan->bell_owed = false;
+		pthread_mutex_unlock(&chan->lock);
+	}
+	return err;
 }
 
 UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
@@ -596,9 +620,11 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 
-	/* the caller may sleep now: ACKs its poll held for a post go, and
-	 * the progress thread watches the socket */
-	uroce_ack_release_unlocked(cq->dev);
+	/* the caller may sleep now: the progress thread watches the
+	 * socket.  ACKs held for a post stay: the poll that follows an arm
+	 * and the post that answers it send them (with the reply, in one
+	 * wake-up of the peer), sleeping in ibv_get_cq_event does, and the
+	 * engine's timer bounds the rest (docs/datapath.md, "ACKs") */
 	uroce_progress_arm(cq->dev);
 	pthread_mutex_lock(&cq->lock);
 	/* a pending "next completion" arm is not narrowed to solicited */

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -324,8 +325,13 @@ void eng_setup(const struct eng_opts *o)
 	if (!E->ctx)
 		die("ibv_open_device");
 	E->pd = ibv_alloc_pd(E->ctx);
-	E->cq_a = ibv_create_cq(E->ctx, 4096, NULL, NULL, 0);
-	E->cq_b = ibv_create_cq(E->ctx, 4096, NULL, NULL, 0);
+	if (E->o.channel) {
+		E->ch = ibv_create_comp_channel(E->ctx);
+		if (!E->ch || fcntl(E->ch->fd, F_SETFL, O_NONBLOCK))
+			die("ibv_create_comp_channel");
+	}
+	E->cq_a = ibv_create_cq(E->ctx, 4096, NULL, E->ch, 0);
+	E->cq_b = ibv_create_cq(E->ctx, 4096, NULL, E->ch, 0);
 	if (!E->pd || !E->cq_a || !E->cq_b)
 		die("PD/CQ");
 	E->buf_a = mmap(NULL, ENG_BUF_SIZE, PROT_READ | PROT_WRITE,

@@ -64,6 +64,8 @@ struct eng_opts {
 					 * default -ENETUNREACH */
 	bool acks_for_post;		/* bursts end as an application's own
 					 * poll's do: ACKs wait for its post */
+	bool channel;			/* both CQs on one completion channel
+					 * (E->ch, its fd non-blocking) */
 };
 
 /* an address the wire has no route to */
@@ -75,6 +77,7 @@ struct eng {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq_a, *cq_b;
+	struct ibv_comp_channel *ch;	/* eng_opts.channel */
 	struct ibv_qp *a, *b;
 	struct ibv_mr *mr_a, *mr_b;
 	uint8_t *buf_a, *buf_b;

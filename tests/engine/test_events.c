@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Completion events against the order of arms, completions and polls
+ * (docs/events.md): an armed CQ raises one event for its next completion
+ * and is disarmed; a completion that came before the arm raises none, and
+ * the poll that follows the arm finds it (an event loop that arms, then
+ * polls, loses nothing); a completion pushed while the application arms
+ * (a receive burst of another thread between two of its completions)
+ * either sees the arm or is there for that poll.  The channel's fd is
+ * readable exactly while an event is queued.  Each is a named test
+ * (`test_events NAME`), run by ctest as engine.NAME.
+ *
+ * A sends to B; both CQs are on one channel.  No progress thread runs:
+ * every completion comes from eng_run's receive bursts.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct eng_opts chan_opts(void)
+{
+	struct eng_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.channel = true;
+	return o;
+}
+
+static bool fd_readable(void)
+{
+	struct pollfd p = { .fd = E->ch->fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* the next event's CQ, NULL if none is queued (the fd is non-blocking) */
+static struct ibv_cq *take_event(void)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (ibv_get_cq_event(E->ch, &cq, &ctx)) {
+		ENG_CHECK(errno == EAGAIN, "ibv_get_cq_event: errno %d", errno);
+		return NULL;
+	}
+	ibv_ack_cq_events(cq, 1);
+	return cq;
+}
+
+static void expect_no_event(const char *when)
+{
+	ENG_CHECK(!fd_readable(), "the channel is readable %s", when);
+	ENG_CHECK(!take_event(), "an event %s", when);
+}
+
+/* B's receive completions polled so far (into E->wc_b) */
+static unsigned int poll_b(void)
+{
+	while (eng_poll(E->cq_b, &E->wc_b[E->got_b]))
+		E->got_b++;
+	return E->got_b;
+}
+
+/* ---- armed before the completion: one event, then disarmed ---- */
+
+static void t_arm_then_completion(void)
+{
+	struct eng_opts o = chan_opts();
+
+	eng_setup(&o);
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_recv(E->b, 11, 64, 64);
+	ENG_CHECK(!ibv_req_notify_cq(E->cq_b, 0), "arm");
+	expect_no_event("after the arm alone");
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 8, 0, 0);
+	eng_settle(10 * MS);
+	/* the completion raised one event, its CQ's */
+	ENG_CHECK(fd_readable(), "no event for the armed CQ's completion");
+	ENG_CHECK(take_event() == E->cq_b, "the event is not B's CQ's");
+	expect_no_event("after the one event was taken");
+	/* disarmed: the next completion raises none */
+	eng_post_send(E->a, IBV_WR_SEND, 2, 0, 8, 0, 0);
+	eng_settle(10 * MS);
+	expect_no_event("for a completion after the CQ fired");
+	ENG_CHECK(poll_b() == 2, "B polled %u completions, not 2", E->got_b);
+	eng_expect_ok(&E->wc_b[0], 10);
+	eng_expect_ok(&E->wc_b[1], 11);
+}
+
+/* ---- the completion before the arm: no event; the poll finds it ---- */
+
+static void t_completion_then_arm(void)
+{
+	struct eng_opts o = chan_opts();
+
+	eng_setup(&o);
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_recv(E->b, 11, 64, 64);
+	/* an event loop polled the CQ empty, and the completion comes
+	 * before it arms */
+	ENG_CHECK(poll_b() == 0, "a completion before anything was sent");
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 8, 0, 0);
+	eng_settle(10 * MS);
+	expect_no_event("for a CQ that was not armed");
+	ENG_CHECK(!ibv_req_notify_cq(E->cq_b, 0), "arm");
+	/* the arm is for the next completion, not for one already there
+	 * (as the kernel's rxe; the poll after the arm is what finds it) */
+	expect_no_event("for a completion that came before the arm");
+	ENG_CHECK(poll_b() == 1, "the poll after the arm found %u completions",
+		  E->got_b);
+	eng_expect_ok(&E->wc_b[0], 10);
+	/* ... and the arm is still there for the next one */
+	eng_post_send(E->a, IBV_WR_SEND, 2, 0, 8, 0, 0);
+	eng_settle(10 * MS);
+	ENG_CHECK(take_event() == E->cq_b, "no event for the next completion");
+	expect_no_event("after it");
+}
+
+/* ---- the arm between two completions of one receive burst ---- */
+
+struct mid {
+	unsigned int pkts;		/* B's receives seen in the burst */
+	bool armed;
+};
+
+static void arm_after_first(struct eng *e)
+{
+	struct mid *m = e->priv;
+	struct ibv_wc wc;
+
+	/* another thread than the one in the burst: it polls B's CQ,
+	 * finds the first completion, arms, and would poll again */
+	if (m->armed || !eng_poll(e->cq_b, &wc))
+		return;
+	e->wc_b[e->got_b++] = wc;
+	ENG_CHECK(!ibv_req_notify_cq(e->cq_b, 0), "arm");
+	m->armed = true;
+}
+
+static void t_arm_mid_burst(void)
+{
+	struct eng_opts o = chan_opts();
+	struct mid m = { 0, false };
+
+	o.latency_ns = 10000;
+	eng_setup(&o);
+	E->priv = &m;
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_recv(E->b, 11, 64, 64);
+	eng_post_recv(E->b, 12, 128, 64);
+	/* two SENDs in one post: one burst at B */
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 8, 0, 0);
+	eng_post_send(E->a, IBV_WR_SEND, 2, 0, 8, 0, 0);
+	E->mid_burst = arm_after_first;
+	eng_settle(10 * MS);
+	E->mid_burst = NULL;
+	ENG_CHECK(m.armed, "the first completion was not there mid-burst");
+	/* the second completion saw the arm: one event, and the poll the
+	 * event loop makes after its arm finds it */
+	ENG_CHECK(take_event() == E->cq_b,
+		  "no event for the completion pushed after the arm");
+	expect_no_event("after the one event");
+	ENG_CHECK(poll_b() == 2, "B has %u completions, not 2", E->got_b);
+	eng_expect_ok(&E->wc_b[0], 10);
+	eng_expect_ok(&E->wc_b[1], 11);
+}
+
+/* ---- two CQs on one channel: each event once, in completion order,
+ * the fd readable until the last is taken ---- */
+
+static void t_two_cqs_one_channel(void)
+{
+	struct eng_opts o = chan_opts();
+
+	eng_setup(&o);
+	eng_post_recv(E->b, 10, 0, 64);
+	ENG_CHECK(!ibv_req_notify_cq(E->cq_a, 0) &&
+		  !ibv_req_notify_cq(E->cq_b, 0), "arm");
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 8, 0, 0);
+	eng_settle(10 * MS);
+	/* B's receive completes first, then the ACK completes A's SEND */
+	ENG_CHECK(fd_readable(), "no event");
+	ENG_CHECK(take_event() == E->cq_b, "the first event is not B's");
+	ENG_CHECK(fd_readable(), "the fd went quiet with A's event queued");
+	ENG_CHECK(take_event() == E->cq_a, "the second event is not A's");
+	expect_no_event("after both");
+	ENG_CHECK(eng_poll(E->cq_a, &E->wc_a[0]), "A's SEND did not complete");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(poll_b() == 1, "B has no completion");
+	eng_expect_ok(&E->wc_b[0], 10);
+}
+
+static const struct eng_test tests[] = {
+	{ "arm_then_completion", t_arm_then_completion },
+	{ "completion_then_arm", t_completion_then_arm },
+	{ "arm_mid_burst", t_arm_mid_burst },
+	{ "two_cqs_one_channel", t_two_cqs_one_channel },
+};
+
+int main(int argc, char **argv)
+{
+	return eng_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));
+}
