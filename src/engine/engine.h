@@ -65,6 +65,7 @@ struct uroce_pkt {
 	uint32_t paylen;		/* payload bytes, without pad */
 	struct sockaddr_storage src;	/* who sent it */
 	const struct sockaddr_storage *dst; /* to which of our addresses */
+	struct uroce_ipopt ip;		/* its IP header's TOS (dev->net.rx_ip) */
 };
 
 /* ---- device state owned by the engine (members of struct uroce_dev) ---- */
@@ -246,10 +247,11 @@ void uroce_timers_run(struct uroce_dev *dev);
  * whether that is loss or a failure). */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen);
-/* the same, to an explicit destination (UD) */
+/* the same, to an explicit destination and IP header fields (UD: the
+ * AH's) */
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
-		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
-		  int npayload, uint32_t paylen);
+		  struct uroce_ipopt ip, uint8_t *hdr, uint32_t hdrlen,
+		  const struct iovec *payload, int npayload, uint32_t paylen);
 /* hold the packets sent until the matching end, then queue them to be
  * sent in as few system calls as they allow (nests; dev->lock held) */
 void uroce_xmit_begin(struct uroce_dev *dev);

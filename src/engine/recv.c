@@ -137,6 +137,7 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 						     (pkt.payload - buf));
 	pkt.src = *src;
 	pkt.dst = dst;
+	pkt.ip = payload_at ? (struct uroce_ipopt){ 0 } : dev->net.rx_ip;
 	if (pkt.qpn == UROCE_MCAST_QPN || uroce_addr_is_mcast(dst)) {
 		uroce_mcast_rx(dev, &pkt);
 		return;

@@ -624,8 +624,8 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, 0, (uint32_t)wqe->length,
 			     iov, UROCE_MAX_SGE);
-	err = uroce_xmit_to(qp, &wqe->ud_dst, hdr, info->length, iov, niov,
-			    (uint32_t)wqe->length);
+	err = uroce_xmit_to(qp, &wqe->ud_dst, wqe->ud_ip, hdr, info->length,
+			    iov, niov, (uint32_t)wqe->length);
 	if (uroce_tx_fatal(err))
 		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);

@@ -70,6 +70,7 @@ struct uroce_send_wqe {
 	struct ibv_mw *bind_mw;		/* BIND_MW: the window, rkey = new key */
 	struct ibv_mw_bind_info bind_info;
 	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
+	struct uroce_ipopt ud_ip;	/* UD: the AH's TOS and TTL */
 	uint32_t ud_qpn, ud_qkey;
 	uint32_t xrc_srqn;		/* XRC INI: the SRQ it is sent to */
 	uint32_t num_sge;
@@ -271,6 +272,8 @@ struct uroce_qp {
 
 	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
 	struct sockaddr_storage peer;	/* from ah_attr.grh.dgid at RTR */
+	struct uroce_ipopt ip;		/* from ah_attr.grh at RTR: every
+					 * packet's TOS and TTL */
 	uint32_t mtu;			/* path MTU, bytes */
 
 	struct uroce_sq sq;

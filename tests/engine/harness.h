@@ -41,6 +41,7 @@ struct eng_pkt {
 	uint32_t reth_len;
 	bool has_reth;
 	uint32_t paylen;
+	uint8_t tos;			/* its IP header's TOS as sent */
 	bool dropped;			/* by the filter or the generator */
 	unsigned int nth;		/* its index in the trace */
 	unsigned int io_call;		/* which call of the packet IO sent
@@ -48,7 +49,8 @@ struct eng_pkt {
 };
 
 struct eng;
-/* return true to drop the packet */
+/* return true to drop the packet (a filter), or to mark it CE (a
+ * marker: asked only for ECN-capable packets) */
 typedef bool (*eng_filter_fn)(struct eng *e, const struct eng_pkt *p);
 
 struct eng_opts {
@@ -80,6 +82,7 @@ struct eng {
 	uint8_t *buf_a, *buf_b;
 	struct eng_opts o;
 	eng_filter_fn filter;
+	eng_filter_fn mark_ce;		/* an ECN-marking queue, or NULL */
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);
