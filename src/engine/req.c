@@ -560,6 +560,10 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return 0;
 	if (qp->type == IBV_QPT_UC && !pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
+	/* ECN congestion control's rate (engine/cc.c); a probe is not new */
+	if (qp->dev->cc.on && uroce_qp_reliable(qp) && !qp->req.probing &&
+	    !uroce_cc_pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
+		return 0;
 	op = pick_opcode(wqe, first, last);
 	if (qp->type == IBV_QPT_UC)
 		op |= 0x20;	/* UC opcodes mirror RC's SEND/WRITE ones */

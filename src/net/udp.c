@@ -532,6 +532,15 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 		return err;
 	}
 	uroce_mcast_tx_setup(fd, addr);
+	/* congestion control reads the ECN bits of what arrives (a control
+	 * message in the same recvmmsg) */
+	if (dev->cc.on) {
+		if (fam == AF_INET)
+			setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+		else
+			setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one,
+				   sizeof(one));
+	}
 	/* FORCE works for root; others get what net.core.*mem_max allows */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
@@ -727,18 +736,29 @@ void uroce_net_close(struct uroce_dev *dev)
 	dev->net.sock = -1;
 }
 
-/* The address a datagram came to, and the size of the datagrams UDP_GRO
- * put together in it (0: a single one). */
+/* The address a datagram came to, the size of the datagrams UDP_GRO put
+ * together in it (0: a single one; GRO merges only datagrams of one TOS)
+ * and, with IP_RECVTOS, its TOS. */
 static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
-		   struct sockaddr_storage *dst, int *gro_size)
+		   struct sockaddr_storage *dst, int *gro_size, uint8_t *tos)
 {
 	struct cmsghdr *c;
 
 	*dst = dev->net.local;
 	*gro_size = 0;
+	*tos = 0;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
 		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 			memcpy(gro_size, CMSG_DATA(c), sizeof(*gro_size));
+		} else if (c->cmsg_level == IPPROTO_IP &&
+			   c->cmsg_type == IP_TOS) {
+			*tos = *CMSG_DATA(c);
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_TCLASS) {
+			int tc;
+
+			memcpy(&tc, CMSG_DATA(c), sizeof(tc));
+			*tos = (uint8_t)tc;
 		} else if (c->cmsg_level == IPPROTO_IP &&
 			   c->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
@@ -815,7 +835,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
 		}
-		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro);
+		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro, &dev->net.rx_ip.tos);
 		seg = gro > 0 && (size_t)gro < len ? (size_t)gro : len;
 		if (seg < len)
 			uroce_count(dev, UROCE_CNT_RX_GRO_BATCHES, 1);
@@ -833,6 +853,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
+	dev->net.rx_ip.tos = 0;
 	/* an application's poll: its ACKs go behind its reply */
 	if (uroce_progress_app_rx(dev))
 		uroce_rx_burst_end_for_post(dev);

@@ -82,6 +82,7 @@ static int dev_up(struct uroce_dev *dev)
 
 	if (dev->net_up)
 		goto out;
+	uroce_cc_init(dev);
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
@@ -122,6 +123,7 @@ int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
 		ret = -EBUSY;
 		goto out;
 	}
+	uroce_cc_init(dev);
 	dev->net.io = io;
 	dev->net.family = addr->ss_family;
 	dev->net.local = *addr;

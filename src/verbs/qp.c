@@ -700,7 +700,7 @@ static void commit_path(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	if (mask & IBV_QP_AV) {
 		qp->attr.ah_attr = attr->ah_attr;
 		qp->peer = chg->peer;
-		qp->ip = uroce_ipopt_of(&attr->ah_attr, false);
+		qp->ip = uroce_ipopt_of(&attr->ah_attr, qp->dev->cc.on);
 	}
 	if (mask & IBV_QP_PATH_MTU) {
 		qp->attr.path_mtu = attr->path_mtu;

@@ -324,6 +324,8 @@ void eng_setup(const struct eng_opts *o)
 					    &local, E->o.rcvbuf))
 		die("uroce_dev_up_offline");
 	atomic_store(&E->dev->net.gso, E->o.gso);
+	E->dev->cc.on = E->o.cc;
+	E->dev->cc.cnp_gap_ns = 50000;
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
 		die("ibv_get_device_list");

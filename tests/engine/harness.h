@@ -64,6 +64,8 @@ struct eng_opts {
 					 * the engine batches as over UDP GSO */
 	int unreach_err;		/* what a send to ENG_UNREACH returns;
 					 * default -ENETUNREACH */
+	bool cc;			/* ECN congestion control on, as
+					 * UROCE_CC=dcqcn (CNPs 50 us apart) */
 	bool acks_for_post;		/* bursts end as an application's own
 					 * poll's do: ACKs wait for its post */
 };

@@ -13,7 +13,9 @@
 #     kernel's rdma_cm puts in the path's traffic class and the passive
 #     side takes from the REQ): DSCP 26 on every packet of either QP in
 #     both directions (QP1's CM MADs are not the ids' and are left out),
-#     TTL 64 (rdma_cm's hop limit).
+#     TTL 64 (rdma_cm's hop limit);
+#   - with UROCE_CC=dcqcn, ib_write_bw --tclass=104: DSCP 26 and ECT(0)
+#     (the ECN bits are the NIC's when congestion control is on).
 #
 #   tos_2ns.sh        (root; UROCE_LIBDIR: our library)
 set -uo pipefail
@@ -162,3 +164,10 @@ client ucma -- ucmatose -t 104 -C 200 -s
 stop_capture ucma
 check ucma 26 0 64
 
+# congestion control on: ECT(0) whatever the traffic class says
+port=$((port + 1))
+capture wbw_cc
+run "$port" UROCE_CC=dcqcn -- ib_write_bw -F --tclass=104 -n 2000 -p "$port"
+client wbw_cc UROCE_CC=dcqcn -- ib_write_bw -F --tclass=104 -n 2000 -p "$port"
+stop_capture wbw_cc
+check wbw_cc 26 2
