@@ -20,8 +20,8 @@
 /* DCQCN's parameters (the paper's names), for software time scales */
 #define CC_G_SHIFT	4		/* g = 1/16: alpha's gain */
 #define CC_ALPHA_ONE	1024u		/* alpha is in 1/1024 */
-#define CC_ALPHA_NS	55000ull	/* alpha decays once per 55 us w/o CNP */
-#define CC_INC_NS	300000ull	/* one rate increase per 300 us w/o CNP */
+#define CC_ALPHA_NS	500000ull	/* alpha decays once per 500 us w/o CNP */
+#define CC_INC_NS	1000000ull	/* one rate increase per 1 ms w/o CNP */
 #define CC_FAST_STAGES	5		/* F: fast recovery steps */
 #define CC_RAI		(40ull * 1000000 / 8)	/* additive increase, B/s */
 #define CC_RHAI		(400ull * 1000000 / 8)	/* hyper increase, B/s */

@@ -533,8 +533,8 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 	}
 	uroce_mcast_tx_setup(fd, addr);
 	/* congestion control reads the ECN bits of what arrives (a control
-	 * message in the same recvmmsg) */
-	if (dev->cc.on) {
+	 * message in the same recvmmsg), and a capture shows them */
+	if (dev->cc.on || uroce_config()->pcap) {
 		if (fam == AF_INET)
 			setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
 		else

@@ -8,7 +8,8 @@
 #
 #   - ib_write_bw --tclass=106 on both sides: DSCP 26, ECN ECT(0)
 #     (106 = 0x6a: DSCP 26 and ECN 10), TTL 255 (perftest's hop limit),
-#     every data packet and every ACK;
+#     every data packet and every ACK; and the client's UROCE_PCAP shows
+#     the same TOS on what it sent and what it received;
 #   - ucmatose -t 104 (rdma_set_option RDMA_OPTION_ID_TOS, which the
 #     kernel's rdma_cm puts in the path's traffic class and the passive
 #     side takes from the REQ): DSCP 26 on every packet of either QP in
@@ -152,9 +153,20 @@ client() {
 port=$((port + 1))
 capture wbw
 run "$port" -- ib_write_bw -F --tclass=106 -n 2000 -p "$port"
-client wbw -- ib_write_bw -F --tclass=106 -n 2000 -p "$port"
+client wbw UROCE_PCAP="$dir/client.pcap" -- \
+	ib_write_bw -F --tclass=106 -n 2000 -p "$port"
 stop_capture wbw
 check wbw 26 2 255
+# the client's own capture says the same, both ways
+tshark -r "$dir/client.pcap" -T fields -E separator=, -e udp.dstport \
+	-e ip.dsfield.dscp -e ip.dsfield.ecn -e ip.ttl -e infiniband.bth.destqp \
+	-e ip.src >"$dir/pcap.txt" 2>/dev/null || fail "tshark cannot read UROCE_PCAP"
+grep -q ",$addrA\$" "$dir/pcap.txt" && grep -q ",$addrB\$" "$dir/pcap.txt" ||
+	fail "UROCE_PCAP: not both directions"
+grep ",$addrB\$" "$dir/pcap.txt" >"$dir/pcap_tx.txt"
+grep ",$addrA\$" "$dir/pcap.txt" >"$dir/pcap_rx.txt"
+check pcap_tx 26 2 255
+check pcap_rx 26 2
 
 # rdma_cm: the id's TOS option
 capture ucma
