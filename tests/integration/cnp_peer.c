@@ -264,6 +264,7 @@ int main(int argc, char **argv)
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0] || !(ctx = ibv_open_device(list[0])))
 		die("ibv_open_device");
+	ibv_free_device_list(list);
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
 	mem = calloc(1, MSG_LEN);

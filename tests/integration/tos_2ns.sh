@@ -18,7 +18,8 @@
 #   - with UROCE_CC=dcqcn, ib_write_bw --tclass=104: DSCP 26 and ECT(0)
 #     (the ECN bits are the NIC's when congestion control is on).
 #
-#   tos_2ns.sh        (root; UROCE_LIBDIR: our library)
+#   tos_2ns.sh        (root; UROCE_LIBDIR: our library; KEEP=1 keeps the
+#                     captures and logs)
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
