@@ -147,12 +147,27 @@ struct uroce_shm_qp {
 	 * entries of an older library end before these (qp_entry_size) */
 	uint64_t srtt_ns;
 	uint64_t rttvar_ns;
+	/* ECN congestion control (docs/congestion.md); entries of an older
+	 * library end before these */
+	uint64_t cc_rate;		/* bytes/s the requester is paced at,
+					 * 0: not paced */
+	uint64_t cc_ce_seen;		/* packets that arrived marked CE */
+	uint64_t cc_cnp_sent;		/* CNPs it answered them with */
+	uint64_t cc_cnp_rx;		/* CNPs from its peer */
+	uint64_t cc_cuts;		/* rate cuts they made */
 };
 
 /* Whether QP entries of entry_size bytes carry the RTT estimate. */
 static inline int uroce_shm_qp_has_rtt(uint32_t entry_size)
 {
 	return entry_size >= offsetof(struct uroce_shm_qp, rttvar_ns) +
+			     sizeof(uint64_t);
+}
+
+/* Whether QP entries of entry_size bytes carry the ECN counters. */
+static inline int uroce_shm_qp_has_cc(uint32_t entry_size)
+{
+	return entry_size >= offsetof(struct uroce_shm_qp, cc_cuts) +
 			     sizeof(uint64_t);
 }
 

@@ -14,6 +14,7 @@
  *	dev->ack	ACKs held over a receive burst	engine/resp.c
  *	dev->prog	progress thread, timers		engine/progress.c
  *	dev->flow	in-flight budget, pacing	engine/req.c
+ *	dev->cc		ECN, congestion control		engine/cc.c
  *	dev->obj	QP/MR/SRQ/group tables		obj/, verbs/
  *
  * There is one device per process (uroce_dev_get); a device built by hand
@@ -54,6 +55,7 @@ struct uroce_dev {
 	struct uroce_progress prog;
 	struct uroce_objs obj;
 	struct uroce_flow flow;
+	struct uroce_cc_dev cc;
 	struct uroce_stats stats;
 };
 

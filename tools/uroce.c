@@ -232,7 +232,8 @@ static enum open_err seg_open(int pid, struct seg *s)
 	    (uint64_t)h->names_off + (uint64_t)h->ncounters * UROCE_SHM_NAME_LEN > s->size ||
 	    (uint64_t)h->cnt_off + (uint64_t)h->ncounters * 8 > s->size ||
 	    (uint64_t)h->qp_off + (uint64_t)h->qp_slots * h->qp_entry_size > s->size ||
-	    h->qp_entry_size < sizeof(struct uroce_shm_qp) || h->cnt_off % 8) {
+	    h->qp_entry_size < offsetof(struct uroce_shm_qp, srtt_ns) ||
+	    h->cnt_off % 8) {
 		snprintf(seg_err_detail, sizeof(seg_err_detail),
 			 "%s is inconsistent", path);
 		goto bad;
@@ -806,6 +807,24 @@ static void rtt_text(const struct seg *s, const struct uroce_shm_qp *q,
 			 q->rttvar_ns / 1e3);
 }
 
+/* the rate ECN congestion control paces the QP at, Mbit/s, "-" when not
+ * paced; and its CNPs sent/received ("-" from an older library) */
+static void cc_text(const struct seg *s, const struct uroce_shm_qp *q,
+		    char *rate, size_t rlen, char *cnp, size_t clen)
+{
+	if (!uroce_shm_qp_has_cc(s->h->qp_entry_size)) {
+		snprintf(rate, rlen, "-");
+		snprintf(cnp, clen, "-");
+		return;
+	}
+	if (q->cc_rate)
+		snprintf(rate, rlen, "%.1f", q->cc_rate * 8 / 1e6);
+	else
+		snprintf(rate, rlen, "-");
+	snprintf(cnp, clen, "%" PRIu64 "/%" PRIu64, q->cc_cnp_sent,
+		 q->cc_cnp_rx);
+}
+
 /* which packet IO a QP's packets take (include/uroce_shm.h) */
 static const char *path_text(uint8_t path)
 {
@@ -833,23 +852,26 @@ static void print_qps_text(const struct seg *s, bool fresh)
 	if (!n)
 		return;
 	printf("  %-8s %-5s %-4s %-8s %-18s %4s %-8s %-8s %-8s %13s %11s "
-	       "%10s %10s %7s %15s %s\n", "QPN", "STATE", "TYPE", "DEST", "PEER",
-	       "MTU", "SQ_PSN", "UNACKED", "EPSN", "SQ POST/UNS", "RQ POSTED",
-	       "TX_PKTS", "RX_PKTS", "RETRANS", "RTT_US/VAR", "PATH");
+	       "%10s %10s %7s %15s %10s %13s %s\n", "QPN", "STATE", "TYPE",
+	       "DEST", "PEER", "MTU", "SQ_PSN", "UNACKED", "EPSN",
+	       "SQ POST/UNS", "RQ POSTED", "TX_PKTS", "RX_PKTS", "RETRANS",
+	       "RTT_US/VAR", "RATE_MBPS", "CNP_TX/RX", "PATH");
 	for (i = 0; i < n && i < s->h->qp_slots; i++) {
 		const struct uroce_shm_qp *q = qp_entry(s, i);
 		char gid[INET6_ADDRSTRLEN], sq[32], rq[32], rtt[40];
+		char rate[32], cnp[48];
 
 		gid_text(q->peer_gid, gid, sizeof(gid));
 		snprintf(sq, sizeof(sq), "%u/%u", q->sq_posted, q->sq_unsent);
 		snprintf(rq, sizeof(rq), "%u", q->rq_posted);
 		rtt_text(s, q, rtt, sizeof(rtt));
+		cc_text(s, q, rate, sizeof(rate), cnp, sizeof(cnp));
 		printf("  0x%06x %-5s %-4s 0x%06x %-18s %4u 0x%06x 0x%06x "
 		       "0x%06x %13s %11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       " %15s %s\n", q->qpn, state_text(q->state),
+		       " %15s %10s %13s %s\n", q->qpn, state_text(q->state),
 		       type_text(q->type), q->dest_qpn, gid, q->mtu, q->sq_psn,
 		       q->unacked_psn, q->epsn, sq, rq, q->tx_pkts, q->rx_pkts,
-		       q->retransmits, rtt, path_text(q->path));
+		       q->retransmits, rtt, rate, cnp, path_text(q->path));
 	}
 	if (s->h->qp_overflow)
 		printf("  ... and %u more QPs that do not fit the table\n",
@@ -895,7 +917,17 @@ static void print_qps_json(const struct seg *s, bool fresh)
 		json_kv_u64("rnr_retry_left", q->rnr_retry_left, true);
 		json_kv_u64("tx_pkts", q->tx_pkts, true);
 		json_kv_u64("rx_pkts", q->rx_pkts, true);
-		if (uroce_shm_qp_has_rtt(s->h->qp_entry_size)) {
+		if (uroce_shm_qp_has_cc(s->h->qp_entry_size)) {
+			json_kv_u64("retransmits", q->retransmits, true);
+			json_kv_u64("srtt_ns", q->srtt_ns, true);
+			json_kv_u64("rttvar_ns", q->rttvar_ns, true);
+			/* bytes/s; 0: not paced */
+			json_kv_u64("cc_rate", q->cc_rate, true);
+			json_kv_u64("ce_seen", q->cc_ce_seen, true);
+			json_kv_u64("cnp_sent", q->cc_cnp_sent, true);
+			json_kv_u64("cnp_received", q->cc_cnp_rx, true);
+			json_kv_u64("rate_cuts", q->cc_cuts, false);
+		} else if (uroce_shm_qp_has_rtt(s->h->qp_entry_size)) {
 			json_kv_u64("retransmits", q->retransmits, true);
 			json_kv_u64("srtt_ns", q->srtt_ns, true);
 			json_kv_u64("rttvar_ns", q->rttvar_ns, false);

@@ -8,6 +8,7 @@
 
 #define DEFAULT_UNRELIABLE_MBPS	4000
 #define DEFAULT_SPIN_US		50
+#define DEFAULT_CNP_US		50
 
 static struct uroce_config config;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -35,6 +36,10 @@ static void config_read(void)
 	c->local = !v || strcmp(v, "0");
 	v = env("UROCE_UNRELIABLE_MBPS");
 	c->unreliable_mbps = v ? strtoull(v, NULL, 0) : DEFAULT_UNRELIABLE_MBPS;
+	v = env("UROCE_CC");
+	c->cc = v && (!strcmp(v, "dcqcn") || !strcmp(v, "1"));
+	v = env("UROCE_CNP_US");
+	c->cnp_us = v ? strtoull(v, NULL, 0) : DEFAULT_CNP_US;
 	v = env("UROCE_SPIN_US");
 	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 :
 			 DEFAULT_SPIN_US * 1000;

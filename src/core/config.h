@@ -25,6 +25,10 @@ struct uroce_config {
 					 * the same-host path) */
 	uint64_t unreliable_mbps;	/* UROCE_UNRELIABLE_MBPS: UC/UD pacing,
 					 * Mbit/s, 0 = off (default 4000) */
+	bool cc;			/* UROCE_CC=dcqcn: ECN congestion
+					 * control (engine/cc.c; default off) */
+	uint64_t cnp_us;		/* UROCE_CNP_US: the least time between
+					 * two CNPs of a QP (default 50) */
 	uint64_t spin_ns;		/* UROCE_SPIN_US: how long the progress
 					 * thread spins, ns (default 50 us) */
 	const char *fault;		/* UROCE_FAULT: net/udp.c's spec */

@@ -169,6 +169,44 @@ enum uroce_pkt_class {
 #include "core/config.h"
 #include "core/lock.h"
 
+/*
+ * What a datagram's IP header takes from the GRH (IBA annex A17.4.5.1, as
+ * rdma_rxe does): the traffic class as the IPv4 TOS / IPv6 traffic class
+ * (DSCP and ECN bits), the hop limit as TTL / hop limit.  0 leaves the
+ * socket's own (TOS 0, TTL 64), so the default costs nothing on the wire
+ * or in the system call (docs/congestion.md, "The IP header").
+ */
+struct uroce_ipopt {
+	uint8_t tos;
+	uint8_t ttl;
+};
+
+#define UROCE_ECN_MASK	0x03
+#define UROCE_ECN_ECT0	0x02
+#define UROCE_ECN_CE	0x03
+
+static inline bool uroce_ipopt_eq(struct uroce_ipopt a, struct uroce_ipopt b)
+{
+	return a.tos == b.tos && a.ttl == b.ttl;
+}
+
+/* An address's IP header fields: its GRH's traffic class and hop limit
+ * (none without a GRH); with ect (congestion control on) the ECN bits
+ * say ECT(0), as a RoCE NIC's do, whatever the traffic class had. */
+static inline struct uroce_ipopt uroce_ipopt_of(const struct ibv_ah_attr *ah,
+						bool ect)
+{
+	struct uroce_ipopt ip = { 0, 0 };
+
+	if (ah->is_global) {
+		ip.tos = ah->grh.traffic_class;
+		ip.ttl = ah->grh.hop_limit;
+	}
+	if (ect)
+		ip.tos = (uint8_t)((ip.tos & ~UROCE_ECN_MASK) | UROCE_ECN_ECT0);
+	return ip;
+}
+
 /* core/stats.c: the counters' names, generated from the same list */
 extern const char *const uroce_counter_name[UROCE_CNT_NUM];
 

@@ -80,6 +80,11 @@
 	X(LOCAL_ROOM_BELLS, "local_room_bells")	/* wake-ups we wrote to a sender waiting for room */ \
 	/* net/udp.c, net/local.c: ICRCs packet IO computed (uroce_net_icrc) */ \
 	X(ICRC_FILLS, "icrc_fills")	/* for the socket, a capture, a member */ \
+	/* engine/cc.c: ECN and congestion control (docs/congestion.md) */ \
+	X(RX_ECN_CE, "rx_ecn_ce")	/* packets that arrived marked CE */ \
+	X(CNP_LIMITED, "cnp_limited")	/* CE marks answered by no CNP: the QP sent one less than UROCE_CNP_US before */ \
+	X(CC_RATE_CUTS, "cc_rate_cuts")	/* CNPs that cut a QP's rate */ \
+	X(CC_RECOVERED, "cc_recovered")	/* cut QPs back to their rate before the first cut: unpaced */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \

@@ -6,8 +6,9 @@
  * (comp.c), receive demux (recv.c, mcast.c), transmit batching (xmit.c),
  * the progress thread and timers (progress.c), QP state changes and
  * flushing (qp_state.c), SGE walking (sge.c), XRC (xrc.c), port LIDs
- * (lid.c) and the stats segment (shm.c); their device state is
- * dev->tx, dev->ack, dev->prog, dev->flow and dev->port (src/dev.h).
+ * (lid.c), the stats segment (shm.c) and ECN congestion control (cc.c);
+ * their device state is dev->tx, dev->ack, dev->prog, dev->flow,
+ * dev->port and dev->cc (src/dev.h).
  *
  * Uses: core, wire, net (to send: dev->net.io) and the object tables
  * (obj/).  Reports upward only through uroce_cq_push and
@@ -65,6 +66,7 @@ struct uroce_pkt {
 	uint32_t paylen;		/* payload bytes, without pad */
 	struct sockaddr_storage src;	/* who sent it */
 	const struct sockaddr_storage *dst; /* to which of our addresses */
+	struct uroce_ipopt ip;		/* its IP header's TOS (dev->net.rx_ip) */
 };
 
 /* ---- device state owned by the engine (members of struct uroce_dev) ---- */
@@ -164,6 +166,23 @@ struct uroce_flow {
 	int64_t pace_tokens;		/* bytes */
 	uint64_t pace_last_ns;
 };
+
+/* dev->cc, engine/cc.c: ECN and DCQCN, set when the device comes up */
+struct uroce_cc_dev {
+	bool on;			/* UROCE_CC=dcqcn */
+	uint64_t cnp_gap_ns;		/* at most one CNP per QP per this */
+};
+
+/* engine/cc.c (docs/congestion.md, "ECN and CNPs"); dev->lock held */
+void uroce_cc_init(struct uroce_dev *dev);	/* from the configuration */
+/* a packet for qp arrived marked CE: a CNP to its sender, unless one
+ * went less than cnp_gap_ns ago */
+void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* a CNP for qp arrived: cut its rate (DCQCN) */
+void uroce_cc_cnp(struct uroce_qp *qp);
+/* may qp send a packet of bytes now?  false: qp->req.pace_deadline_ns
+ * is armed for when it may (only called with dev->cc.on) */
+bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes);
 
 /* engine/req.c: dev->lock held */
 void uroce_req_run(struct uroce_qp *qp);
@@ -265,10 +284,11 @@ void uroce_timers_run(struct uroce_dev *dev);
  * whether that is loss or a failure). */
 int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	       const struct iovec *payload, int npayload, uint32_t paylen);
-/* the same, to an explicit destination (UD) */
+/* the same, to an explicit destination and IP header fields (UD: the
+ * AH's) */
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
-		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
-		  int npayload, uint32_t paylen);
+		  struct uroce_ipopt ip, uint8_t *hdr, uint32_t hdrlen,
+		  const struct iovec *payload, int npayload, uint32_t paylen);
 /* hold the packets sent until the matching end, then queue them to be
  * sent in as few system calls as they allow (nests; dev->lock held) */
 void uroce_xmit_begin(struct uroce_dev *dev);

@@ -168,6 +168,7 @@ void uroce_qp_reset(struct uroce_qp *qp)
 	memset(&qp->comp, 0, sizeof(qp->comp));
 	uroce_qp_transport_free(qp);
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	memset(&qp->cc, 0, sizeof(qp->cc));
 	qp->sq.head = qp->sq.next = qp->sq.tail = 0;
 	qp->rq.head = qp->rq.tail = 0;
 }

@@ -137,6 +137,7 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 						     (pkt.payload - buf));
 	pkt.src = *src;
 	pkt.dst = dst;
+	pkt.ip = payload_at ? (struct uroce_ipopt){ 0 } : dev->net.rx_ip;
 	if (pkt.qpn == UROCE_MCAST_QPN || uroce_addr_is_mcast(dst)) {
 		uroce_mcast_rx(dev, &pkt);
 		return;
@@ -147,6 +148,12 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	qp = uroce_qp_lookup(dev, pkt.qpn);
 	if (!qp) {
 		uroce_count(dev, UROCE_CNT_DROP_UNKNOWN_QP, 1);
+		goto out;
+	}
+	/* a CNP (RoCE v2, A17.9): the peer saw our packets marked */
+	if ((pkt.mask & UROCE_M_CNP) && uroce_same_ip(&qp->peer, src) &&
+	    qp->attr.qp_state >= IBV_QPS_RTR) {
+		uroce_cc_cnp(qp);
 		goto out;
 	}
 	/* the opcode must be of the QP's transport (IBA 9.6.1.1) */
@@ -164,6 +171,9 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		goto out;
 	}
 	qp->cnt_rx_pkts++;
+	/* a queue on the way is filling: tell the sender (engine/cc.c) */
+	if ((pkt.ip.tos & UROCE_ECN_MASK) == UROCE_ECN_CE && dev->cc.on)
+		uroce_cc_ce(qp, &pkt);
 	/* IBA 11.6.3.1: the first packet on an RTR QP establishes it */
 	if (qp->attr.qp_state == IBV_QPS_RTR && !qp->comm_est &&
 	    qp->type != IBV_QPT_UD) {

@@ -592,6 +592,10 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return 0;
 	if (qp->type == IBV_QPT_UC && !pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
+	/* ECN congestion control's rate (engine/cc.c); a probe is not new */
+	if (qp->dev->cc.on && uroce_qp_reliable(qp) && !qp->req.probing &&
+	    !uroce_cc_pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
+		return 0;
 	op = pick_opcode(wqe, first, last);
 	if (qp->type == IBV_QPT_UC)
 		op |= 0x20;	/* UC opcodes mirror RC's SEND/WRITE ones */
@@ -656,8 +660,8 @@ static int send_ud(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		immdt_set_raw(hdr + info->offset[UROCE_HDR_IMMDT], wqe->imm);
 	niov = uroce_sge_iov(wqe->sge, wqe->num_sge, 0, (uint32_t)wqe->length,
 			     iov, UROCE_MAX_SGE);
-	err = uroce_xmit_to(qp, &wqe->ud_dst, hdr, info->length, iov, niov,
-			    (uint32_t)wqe->length);
+	err = uroce_xmit_to(qp, &wqe->ud_dst, wqe->ud_ip, hdr, info->length,
+			    iov, niov, (uint32_t)wqe->length);
 	if (uroce_tx_fatal(err))
 		return err;
 	qp->req.psn = uroce_psn_add(qp->req.psn, 1);

@@ -468,7 +468,7 @@ static void build_grh(struct uroce_qp *qp, struct uroce_pkt *pkt, uint8_t *grh)
 
 	memset(grh, 0, 40);
 	uroce_ip_hdr(pkt->src.ss_family == AF_INET ? grh + 20 : grh,
-		     &pkt->src, pkt->dst, udp_len);
+		     &pkt->src, pkt->dst, udp_len, pkt->ip);
 }
 
 /* UD receive (IBA 9.8.5): Q_Key check, GRH area, no ACK, no RNR. */

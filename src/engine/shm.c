@@ -209,6 +209,11 @@ static void snapshot(struct uroce_dev *dev)
 		e->retransmits = qp->cnt_retrans;
 		e->srtt_ns = qp->req.srtt_ns;
 		e->rttvar_ns = qp->req.rttvar_ns;
+		e->cc_rate = qp->cc.rate;
+		e->cc_ce_seen = qp->cc.ce_seen;
+		e->cc_cnp_sent = qp->cc.cnp_sent;
+		e->cc_cnp_rx = qp->cc.cnp_rx;
+		e->cc_cuts = qp->cc.cuts;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	shm->snap_time_ns = (uint64_t)ts.tv_sec * 1000000000ull +

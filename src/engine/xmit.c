@@ -98,7 +98,7 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 		int p = run->pkt0 + k;
 		const struct iovec *iov = &b->iov[b->pkt_iov[p]];
 		int n = b->pkt_iov[p + 1] - b->pkt_iov[p];
-		int err = dev->net.io->send(dev, &run->dst, iov, n);
+		int err = dev->net.io->send(dev, &run->dst, run->ip, iov, n);
 		const struct uroce_txtag *t = &b->tag[p];
 
 		if (!uroce_tx_fatal(err)) {
@@ -154,7 +154,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			for (k = 0; k < run->npkts; k++) {
 				int p = run->pkt0 + k;
 
-				uroce_tap_tx(dev, &run->dst,
+				uroce_tap_tx(dev, &run->dst, run->ip,
 					     &b->iov[b->pkt_iov[p]],
 					     b->pkt_iov[p + 1] - b->pkt_iov[p],
 					     (uint16_t)k);
@@ -280,14 +280,14 @@ void uroce_xmit_end(struct uroce_dev *dev)
 /* Send one packet now, after everything queued before it; dev->lock held
  * (lock order: core/lock.h). */
 static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int n)
+		    struct uroce_ipopt ip, const struct iovec *iov, int n)
 {
 	int err;
 
 	uroce_assert_held(&dev->lock);
 	pthread_mutex_lock(&dev->tx.tx_lock);
 	txq_send_all(dev);
-	err = dev->net.io->send(dev, dst, iov, n);
+	err = dev->net.io->send(dev, dst, ip, iov, n);
 	pthread_mutex_unlock(&dev->tx.tx_lock);
 	return err;
 }
@@ -298,7 +298,8 @@ static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
  */
 static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 				       const struct sockaddr_storage *dst,
-				       uint32_t len, int npayload)
+				       struct uroce_ipopt ip, uint32_t len,
+				       int npayload)
 {
 	struct uroce_txrun *run = b->nruns ? &b->run[b->nruns - 1] : NULL;
 
@@ -307,12 +308,14 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 		return NULL;
 	if (run && !run->closed && len <= run->seg &&
 	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
+	    uroce_ipopt_eq(run->ip, ip) &&
 	    !memcmp(&run->dst, dst, uroce_sa_len(dst)))
 		return run;
 	if (b->nruns == UROCE_TXB_MAX_RUNS)
 		return NULL;
 	run = &b->run[b->nruns++];
 	memcpy(&run->dst, dst, uroce_sa_len(dst));
+	run->ip = ip;
 	run->seg = (uint16_t)len;
 	run->npkts = 0;
 	run->pkt0 = (uint16_t)b->npkts;
@@ -338,13 +341,13 @@ int uroce_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	if (uroce_qp_is_xrc(qp))
 		return uroce_xrc_xmit(qp, hdr, hdrlen, payload, npayload,
 				      paylen);
-	return uroce_xmit_to(qp, &qp->peer, hdr, hdrlen, payload, npayload,
-			     paylen);
+	return uroce_xmit_to(qp, &qp->peer, qp->ip, hdr, hdrlen, payload,
+			     npayload, paylen);
 }
 
 int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
-		  uint8_t *hdr, uint32_t hdrlen, const struct iovec *payload,
-		  int npayload, uint32_t paylen)
+		  struct uroce_ipopt ip, uint8_t *hdr, uint32_t hdrlen,
+		  const struct iovec *payload, int npayload, uint32_t paylen)
 {
 	struct uroce_dev *dev = qp->dev;
 	struct uroce_txbatch *b = dev->tx.txb;
@@ -352,7 +355,7 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	struct iovec one[XMIT_MAX_IOV], *iov = one;
 	uint8_t one_hdr[UROCE_MAX_HDR_LEN], one_tail[UROCE_ICRC_LEN];
 	uint8_t *h = one_hdr, *tail = one_tail;
-	struct uroce_icrc_ip ip;
+	struct uroce_icrc_ip icrc_ip;
 	uint32_t pad = (4 - (paylen & 3)) & 3;
 	uint32_t len = hdrlen + paylen + pad + UROCE_ICRC_LEN;
 	int n = 0, i, err = 0;
@@ -361,13 +364,13 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		return -EINVAL;
 	if (dev->tx.tx_depth && !dev->net.fault.on && dev->net.io->send_runs &&
 	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
-		if (b && !(run = txb_run_for(b, dst, len, npayload)))
+		if (b && !(run = txb_run_for(b, dst, ip, len, npayload)))
 			txb_seal(dev);		/* full: queue it, start another */
 		if (!dev->tx.txb && (dev->tx.txb = txb_get(dev)))
 			dev->tx.txb->seq = ++dev->tx.open_seq;
 		b = dev->tx.txb;
 		if (b && !run)
-			run = txb_run_for(b, dst, len, npayload);
+			run = txb_run_for(b, dst, ip, len, npayload);
 	}
 	if (run) {
 		iov = &b->iov[b->niov];
@@ -385,13 +388,13 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		iov[n++].iov_len = pad;
 	}
 	if (!dev->net.io->fills_icrc) {
-		uroce_icrc_ip_from(&dev->net.local, dst, &ip);
+		uroce_icrc_ip_from(&dev->net.local, dst, &icrc_ip);
 		/* an unconnected socket with IP_PMTUDISC_DO sends DF, and
 		 * IPv4 ID 0 for a datagram of its own, k for the k-th of a
 		 * GSO send */
-		ip.ip_id = run ? run->npkts : 0;
-		ip.df = dev->net.family == AF_INET;
-		uroce_icrc_store(tail, uroce_icrc_compute(&ip, iov, n));
+		icrc_ip.ip_id = run ? run->npkts : 0;
+		icrc_ip.df = dev->net.family == AF_INET;
+		uroce_icrc_store(tail, uroce_icrc_compute(&icrc_ip, iov, n));
 	}
 	iov[n].iov_base = tail;
 	iov[n++].iov_len = UROCE_ICRC_LEN;
@@ -410,7 +413,7 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		b->tag[b->npkts].wqe = qp->sq.next;
 		b->pkt_iov[++b->npkts] = (uint16_t)b->niov;
 	} else {
-		err = send_now(dev, dst, iov, n);
+		err = send_now(dev, dst, ip, iov, n);
 	}
 	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
 	uroce_count(dev, UROCE_CNT_TX_BYTES, len);

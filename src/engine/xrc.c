@@ -39,7 +39,8 @@ int uroce_xrc_xmit(struct uroce_qp *qp, uint8_t *hdr, uint32_t hdrlen,
 	}
 	memcpy(buf + n, hdr + UROCE_BTH_LEN, hdrlen - UROCE_BTH_LEN);
 	n += hdrlen - UROCE_BTH_LEN;
-	return uroce_xmit_to(qp, &qp->peer, buf, n, payload, npayload, paylen);
+	return uroce_xmit_to(qp, &qp->peer, qp->ip, buf, n, payload, npayload,
+			     paylen);
 }
 
 /*

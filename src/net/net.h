@@ -26,9 +26,10 @@
 struct uroce_dev;
 struct uroce_txrun;
 struct uroce_pkt_io {
-	/* Send one RoCE datagram (BTH..ICRC) to dst.  Returns 0 or -errno. */
+	/* Send one RoCE datagram (BTH..ICRC) to dst with IP header fields
+	 * ip.  Returns 0 or -errno. */
 	int (*send)(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int iovcnt);
+		    struct uroce_ipopt ip, const struct iovec *iov, int iovcnt);
 	/* Send runs of datagrams in one go (sendmmsg): run r is iov
 	 * [iov0, iov0 + niov) and, if it has several datagrams, they are of
 	 * seg bytes each (the last may be shorter), back to back (UDP GSO);
@@ -45,6 +46,7 @@ struct uroce_pkt_io {
 
 struct uroce_txrun {
 	struct sockaddr_storage dst;
+	struct uroce_ipopt ip;		/* every datagram of the run's */
 	uint16_t seg;			/* the first datagram's size */
 	uint16_t npkts;
 	uint16_t pkt0;			/* its first packet in the batch */
@@ -70,6 +72,10 @@ struct uroce_net {
 					 * NULL when the socket is alone */
 	struct uroce_local *local_path;	/* net/local.c: the same-host
 					 * path, NULL with UROCE_LOCAL=0 */
+	/* the IP header fields of the datagram being delivered (rx_lock:
+	 * set by uroce_net_poll around uroce_recv; zero for ring packets
+	 * and anything else without an IP header) */
+	struct uroce_ipopt rx_ip;
 
 	/* fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
@@ -82,6 +88,7 @@ struct uroce_net {
 		uint8_t *held;			/* a delayed datagram */
 		size_t held_len;
 		struct sockaddr_storage held_dst;
+		struct uroce_ipopt held_ip;
 	} fault;
 };
 
@@ -122,7 +129,8 @@ static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
  * with Ethernet/IP/UDP headers to a pcap file. */
 void uroce_pcap_open(struct uroce_dev *dev);	/* from uroce_net_open */
 void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		  const struct iovec *iov, int iovcnt, uint16_t ip_id);
+		  struct uroce_ipopt ip, const struct iovec *iov, int iovcnt,
+		  uint16_t ip_id);
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
 		  const struct sockaddr_storage *dst, uint16_t ip_id);
@@ -135,11 +143,13 @@ void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
 		    const struct sockaddr_storage *dst, const struct iovec *iov,
 		    int n, uint16_t ip_id);
 
-/* the IPv4 (20 bytes, DF, ID 0, TTL 64, checksum) or IPv6 (40 bytes)
- * header of a UDP datagram of udp_len bytes from src to dst, as the
- * kernel sends ours; returns its length (pcap frames, UD GRHs) */
+/* the IPv4 (20 bytes, DF, ID 0, checksum) or IPv6 (40 bytes) header of
+ * a UDP datagram of udp_len bytes from src to dst with TOS and TTL from
+ * ipo (0: the kernel's 0 and 64), as the kernel sends ours; returns its
+ * length (pcap frames, UD GRHs) */
 size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
-		    const struct sockaddr_storage *dst, uint16_t udp_len);
+		    const struct sockaddr_storage *dst, uint16_t udp_len,
+		    struct uroce_ipopt ipo);
 
 
 /* net/mcast.c: the sockets that receive multicast groups */

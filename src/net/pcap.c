@@ -165,8 +165,10 @@ static void fake_mac(uint8_t *mac, const struct sockaddr_storage *ss)
 }
 
 size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
-		    const struct sockaddr_storage *dst, uint16_t udp_len)
+		    const struct sockaddr_storage *dst, uint16_t udp_len,
+		    struct uroce_ipopt ipo)
 {
+	uint8_t ttl = ipo.ttl ? ipo.ttl : 64;
 	const uint8_t *sa, *da;
 	bool odd = false;
 	size_t alen;
@@ -176,10 +178,11 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 	if (src->ss_family == AF_INET) {
 		memset(ip, 0, IP4_LEN);
 		ip[0] = 0x45;
+		ip[1] = ipo.tos;
 		wr16(ip + 2, (uint16_t)(IP4_LEN + udp_len));
 		wr16(ip + 4, 0);		/* identification */
 		wr16(ip + 6, 0x4000);		/* DF */
-		ip[8] = 64;
+		ip[8] = ttl;
 		ip[9] = IPPROTO_UDP;
 		memcpy(ip + 12, sa, 4);
 		memcpy(ip + 16, da, 4);
@@ -187,10 +190,10 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 		return IP4_LEN;
 	}
 	memset(ip, 0, IP6_LEN);
-	wr32(ip, 0x60000000);
+	wr32(ip, 0x60000000u | (uint32_t)ipo.tos << 20);
 	wr16(ip + 4, udp_len);
 	ip[6] = IPPROTO_UDP;
-	ip[7] = 64;
+	ip[7] = ttl;
 	memcpy(ip + 8, sa, 16);
 	memcpy(ip + 24, da, 16);
 	return IP6_LEN;
@@ -202,7 +205,8 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
  */
 static size_t build_frame_hdr(uint8_t *h, const struct sockaddr_storage *src,
 			      const struct sockaddr_storage *dst,
-			      const struct iovec *iov, int n, size_t roce_len)
+			      struct uroce_ipopt ipo, const struct iovec *iov,
+			      int n, size_t roce_len)
 {
 	uint16_t udp_len = (uint16_t)(UDP_HDR_LEN + roce_len);
 	const uint8_t *sa, *da;
@@ -218,7 +222,7 @@ static size_t build_frame_hdr(uint8_t *h, const struct sockaddr_storage *src,
 	sa = addr_bytes(src, &alen);
 	da = addr_bytes(dst, &alen);
 	wr16(h + 12, src->ss_family == AF_INET ? 0x0800 : 0x86dd);
-	iplen = uroce_ip_hdr(ip, src, dst, udp_len);
+	iplen = uroce_ip_hdr(ip, src, dst, udp_len, ipo);
 	udp = ip + iplen;
 	wr16(udp, port_of(src));
 	wr16(udp + 2, port_of(dst));
@@ -334,7 +338,7 @@ static void rotate(void)
 }
 
 static void capture(const struct sockaddr_storage *src,
-		    const struct sockaddr_storage *dst,
+		    const struct sockaddr_storage *dst, struct uroce_ipopt ipo,
 		    const struct iovec *iov, int n, size_t roce_len,
 		    uint16_t ip_id)
 {
@@ -347,7 +351,7 @@ static void capture(const struct sockaddr_storage *src,
 	if (src->ss_family != dst->ss_family)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	hlen = build_frame_hdr(rec + 16, src, dst, iov, n, roce_len);
+	hlen = build_frame_hdr(rec + 16, src, dst, ipo, iov, n, roce_len);
 	if (ip_id && src->ss_family == AF_INET) {
 		/* the k-th datagram of a GSO send: ID k, checksum redone */
 		uint8_t *ip = rec + 16 + ETH_LEN;
@@ -477,7 +481,8 @@ const char *uroce_pcap_path(void)
 /* ---- the hooks ---- */
 
 void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		  const struct iovec *iov, int iovcnt, uint16_t ip_id)
+		  struct uroce_ipopt ip, const struct iovec *iov, int iovcnt,
+		  uint16_t ip_id)
 {
 	size_t len = 0;
 	int i;
@@ -489,7 +494,7 @@ void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	count_class(dev, UROCE_CNT_TX_SEND_PKTS,
 		    *(const uint8_t *)iov[0].iov_base, len);
 	if (atomic_load_explicit(&cap.on, memory_order_relaxed))
-		capture(&dev->net.local, dst, iov, iovcnt, len, ip_id);
+		capture(&dev->net.local, dst, ip, iov, iovcnt, len, ip_id);
 }
 
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
@@ -502,5 +507,5 @@ void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		return;
 	count_class(dev, UROCE_CNT_RX_SEND_PKTS, buf[0], len);
 	if (atomic_load_explicit(&cap.on, memory_order_relaxed))
-		capture(src, dst, &iov, 1, len, ip_id);
+		capture(src, dst, dev->net.rx_ip, &iov, 1, len, ip_id);
 }

@@ -189,26 +189,70 @@ void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
 	uroce_count(dev, UROCE_CNT_ICRC_FILLS, 1);
 }
 
-static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int iovcnt)
+/*
+ * The control messages that give one sendmsg's datagrams the GRH's TOS
+ * and TTL (IP_TOS/IP_TTL, IPV6_TCLASS/IPV6_HOPLIMIT), after what is at
+ * buf already (len bytes); returns the new length.  Per message rather
+ * than a setsockopt: the QPs of one sendmmsg may each have their own,
+ * and nothing is added for the default (0).
+ */
+#define IP_CTL_SPACE	(2 * CMSG_SPACE(sizeof(int)))
+
+static size_t ip_cmsgs(struct msghdr *m, size_t len, int family,
+		       struct uroce_ipopt ip)
 {
+	const int lvl = family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
+	const int type[2] = {
+		family == AF_INET ? IP_TOS : IPV6_TCLASS,
+		family == AF_INET ? IP_TTL : IPV6_HOPLIMIT,
+	};
+	const uint8_t val[2] = { ip.tos, ip.ttl };
+	struct cmsghdr *c;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		int v = val[i];
+
+		if (!v)
+			continue;
+		c = (struct cmsghdr *)((uint8_t *)m->msg_control + len);
+		c->cmsg_level = lvl;
+		c->cmsg_type = type[i];
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &v, sizeof(v));
+		len += CMSG_SPACE(sizeof(int));
+	}
+	return len;
+}
+
+static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		    struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
+{
+	union {
+		char buf[IP_CTL_SPACE];
+		struct cmsghdr align;
+	} ctl;
 	struct msghdr msg = {
 		.msg_name = (void *)dst,
 		.msg_namelen = uroce_sa_len(dst),
 		.msg_iov = (struct iovec *)iov,
 		.msg_iovlen = (size_t)iovcnt,
+		.msg_control = ctl.buf,
 	};
 
 	int local = uroce_local_send(dev, dst, iov, iovcnt);
 
 	if (local > 0)				/* went through a ring */
-		uroce_tap_tx(dev, dst, iov, iovcnt, 0);
+		uroce_tap_tx(dev, dst, ip, iov, iovcnt, 0);
 	if (local)
 		return local < 0 ? local : 0;
 	uroce_net_icrc(dev, &dev->net.local, dst, iov, iovcnt, 0);
+	msg.msg_controllen = ip_cmsgs(&msg, 0, dst->ss_family, ip);
+	if (!msg.msg_controllen)
+		msg.msg_control = NULL;
 	for (;;) {
 		if (sendmsg(dev->net.sock, &msg, 0) >= 0) {
-			uroce_tap_tx(dev, dst, iov, iovcnt, 0);
+			uroce_tap_tx(dev, dst, ip, iov, iovcnt, 0);
 			return 0;
 		}
 		if (errno == EINTR)
@@ -220,7 +264,8 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 }
 
 static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		      const struct iovec *iov, int iovcnt)
+		      struct uroce_ipopt ip, const struct iovec *iov,
+		      int iovcnt)
 {
 	struct uroce_fault *f = &dev->net.fault;
 	bool had_held = f->held_len != 0;
@@ -236,35 +281,36 @@ static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 
 		for (i = 0; i < iovcnt; i++) {
 			if (off + iov[i].iov_len > DGRAM_MAX)
-				return raw_send(dev, dst, iov, iovcnt);
+				return raw_send(dev, dst, ip, iov, iovcnt);
 			memcpy(f->held + off, iov[i].iov_base, iov[i].iov_len);
 			off += iov[i].iov_len;
 		}
 		f->held_len = off;
 		f->held_dst = *dst;
+		f->held_ip = ip;
 		uroce_count(dev, UROCE_CNT_FAULT_DELAYS, 1);
 		return 0;
 	}
-	err = raw_send(dev, dst, iov, iovcnt);
+	err = raw_send(dev, dst, ip, iov, iovcnt);
 	if (chance(f, f->dup)) {
 		uroce_count(dev, UROCE_CNT_FAULT_DUPS, 1);
-		raw_send(dev, dst, iov, iovcnt);
+		raw_send(dev, dst, ip, iov, iovcnt);
 	}
 	if (had_held) {
 		struct iovec h = { .iov_base = f->held, .iov_len = f->held_len };
 
 		f->held_len = 0;
-		raw_send(dev, &f->held_dst, &h, 1);
+		raw_send(dev, &f->held_dst, f->held_ip, &h, 1);
 	}
 	return err;
 }
 
 static int udp_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		    const struct iovec *iov, int iovcnt)
+		    struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
 {
 	if (dev->net.fault.on)
-		return fault_send(dev, dst, iov, iovcnt);
-	return raw_send(dev, dst, iov, iovcnt);
+		return fault_send(dev, dst, ip, iov, iovcnt);
+	return raw_send(dev, dst, ip, iov, iovcnt);
 }
 
 /* The ICRC of each datagram of a GSO run: the k-th leaves as IP ID k. */
@@ -285,7 +331,7 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 			 int nruns, const struct iovec *iov)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		char buf[CMSG_SPACE(sizeof(uint16_t)) + IP_CTL_SPACE];
 		struct cmsghdr align;
 	} ctl[UROCE_TXB_MAX_RUNS];
 	struct mmsghdr msg[UROCE_TXB_MAX_RUNS];
@@ -305,17 +351,20 @@ static int udp_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 		m->msg_namelen = uroce_sa_len(&run[r].dst);
 		m->msg_iov = (struct iovec *)&iov[run[r].iov0];
 		m->msg_iovlen = (size_t)run[r].niov;
+		m->msg_control = ctl[r].buf;
 		if (run[r].npkts > 1) {
-			struct cmsghdr *c;
+			struct cmsghdr *c = (struct cmsghdr *)ctl[r].buf;
 
-			m->msg_control = ctl[r].buf;
-			m->msg_controllen = sizeof(ctl[r].buf);
-			c = CMSG_FIRSTHDR(m);
 			c->cmsg_level = SOL_UDP;
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			memcpy(CMSG_DATA(c), &run[r].seg, sizeof(uint16_t));
+			m->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
 		}
+		m->msg_controllen = ip_cmsgs(m, m->msg_controllen,
+					     run[r].dst.ss_family, run[r].ip);
+		if (!m->msg_controllen)
+			m->msg_control = NULL;
 	}
 	do
 		n = sendmmsg(dev->net.sock, msg, (unsigned int)nruns, 0);
@@ -483,6 +532,15 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 		return err;
 	}
 	uroce_mcast_tx_setup(fd, addr);
+	/* congestion control reads the ECN bits of what arrives (a control
+	 * message in the same recvmmsg), and a capture shows them */
+	if (dev->cc.on || uroce_config()->pcap) {
+		if (fam == AF_INET)
+			setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+		else
+			setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one,
+				   sizeof(one));
+	}
 	/* FORCE works for root; others get what net.core.*mem_max allows */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
@@ -692,18 +750,29 @@ void uroce_net_close(struct uroce_dev *dev)
 	dev->net.sock = -1;
 }
 
-/* The address a datagram came to, and the size of the datagrams UDP_GRO
- * put together in it (0: a single one). */
+/* The address a datagram came to, the size of the datagrams UDP_GRO put
+ * together in it (0: a single one; GRO merges only datagrams of one TOS)
+ * and, with IP_RECVTOS, its TOS. */
 static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
-		   struct sockaddr_storage *dst, int *gro_size)
+		   struct sockaddr_storage *dst, int *gro_size, uint8_t *tos)
 {
 	struct cmsghdr *c;
 
 	*dst = dev->net.local;
 	*gro_size = 0;
+	*tos = 0;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
 		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 			memcpy(gro_size, CMSG_DATA(c), sizeof(*gro_size));
+		} else if (c->cmsg_level == IPPROTO_IP &&
+			   c->cmsg_type == IP_TOS) {
+			*tos = *CMSG_DATA(c);
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_TCLASS) {
+			int tc;
+
+			memcpy(&tc, CMSG_DATA(c), sizeof(tc));
+			*tos = (uint8_t)tc;
 		} else if (c->cmsg_level == IPPROTO_IP &&
 			   c->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
@@ -780,7 +849,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
 		}
-		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro);
+		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro, &dev->net.rx_ip.tos);
 		seg = gro > 0 && (size_t)gro < len ? (size_t)gro : len;
 		if (seg < len)
 			uroce_count(dev, UROCE_CNT_RX_GRO_BATCHES, 1);
@@ -798,6 +867,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			pkts++;
 		}
 	}
+	dev->net.rx_ip.tos = 0;
 	/* an application's poll: its ACKs go behind its reply */
 	if (uroce_progress_app_rx(dev))
 		uroce_rx_burst_end_for_post(dev);

@@ -70,6 +70,7 @@ struct uroce_send_wqe {
 	struct ibv_mw *bind_mw;		/* BIND_MW: the window, rkey = new key */
 	struct ibv_mw_bind_info bind_info;
 	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
+	struct uroce_ipopt ud_ip;	/* UD: the AH's TOS and TTL */
 	uint32_t ud_qpn, ud_qkey;
 	uint32_t xrc_srqn;		/* XRC INI: the SRQ it is sent to */
 	uint32_t num_sge;
@@ -197,6 +198,23 @@ struct uroce_req_state {
 	bool probing;			/* the packet now sent is a probe */
 };
 
+/* engine/cc.c: ECN and the DCQCN rate (docs/congestion.md) */
+struct uroce_cc_state {
+	uint64_t rate;			/* bytes/s the QP may send, 0 = unpaced */
+	uint64_t target;		/* DCQCN's target rate */
+	uint64_t free_rate;		/* the fastest it was measured at:
+					 * back to unpaced there */
+	uint32_t alpha;			/* DCQCN's alpha, of 1024 */
+	uint32_t stage;			/* rate increases since the last cut */
+	uint64_t alpha_ns, inc_ns;	/* when alpha / the rate last moved */
+	int64_t tokens;			/* bytes the pacer lets go now */
+	uint64_t tok_ns;
+	uint64_t sent_rate;		/* bytes/s sent, measured */
+	uint64_t win_ns, win_bytes;	/* the measuring window */
+	uint64_t cnp_sent_ns;		/* notification point: the last CNP */
+	uint64_t ce_seen, cnp_sent, cnp_rx, cuts;	/* for uroce qps */
+};
+
 struct uroce_comp_state {
 	uint32_t psn;			/* oldest unacknowledged PSN */
 	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
@@ -273,6 +291,8 @@ struct uroce_qp {
 
 	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
 	struct sockaddr_storage peer;	/* from ah_attr.grh.dgid at RTR */
+	struct uroce_ipopt ip;		/* from ah_attr.grh at RTR: every
+					 * packet's TOS and TTL */
 	uint32_t mtu;			/* path MTU, bytes */
 
 	struct uroce_sq sq;
@@ -280,6 +300,7 @@ struct uroce_qp {
 	struct uroce_req_state req;
 	struct uroce_comp_state comp;
 	struct uroce_resp_state resp;
+	struct uroce_cc_state cc;
 
 	uint64_t cnt_tx_pkts, cnt_rx_pkts, cnt_retrans;
 

@@ -47,6 +47,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 		return NULL;
 	}
 	ah->attr = *attr;
+	ah->ip = uroce_ipopt_of(attr, dev->cc.on);
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
 	atomic_fetch_add(&to_upd(pd)->refs, 1);

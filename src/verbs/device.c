@@ -83,6 +83,7 @@ static int dev_up(struct uroce_dev *dev)
 	uroce_assert_held(&dev_up_lock);
 	if (dev->net_up)
 		goto out;
+	uroce_cc_init(dev);
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
@@ -123,6 +124,7 @@ int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
 		ret = -EBUSY;
 		goto out;
 	}
+	uroce_cc_init(dev);
 	dev->net.io = io;
 	dev->net.family = addr->ss_family;
 	dev->net.local = *addr;

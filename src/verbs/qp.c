@@ -700,6 +700,7 @@ static void commit_path(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	if (mask & IBV_QP_AV) {
 		qp->attr.ah_attr = attr->ah_attr;
 		qp->peer = chg->peer;
+		qp->ip = uroce_ipopt_of(&attr->ah_attr, qp->dev->cc.on);
 	}
 	if (mask & IBV_QP_PATH_MTU) {
 		qp->attr.path_mtu = attr->path_mtu;
@@ -1076,6 +1077,7 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 		if (!wr->wr.ud.ah)
 			return EINVAL;
 		wqe->ud_dst = to_uah(wr->wr.ud.ah)->dst;
+		wqe->ud_ip = to_uah(wr->wr.ud.ah)->ip;
 		wqe->ud_qpn = wr->wr.ud.remote_qpn & UROCE_QPN_MASK;
 		/* IBA 10.2.5: a Q_Key with the high bit set means the QP's */
 		wqe->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ?

@@ -310,6 +310,7 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
 		return;
 	}
 	wqe->ud_dst = to_uah(ah)->dst;
+	wqe->ud_ip = to_uah(ah)->ip;
 	wqe->ud_qpn = qpn & UROCE_QPN_MASK;
 	/* a high bit set means the QP's Q_Key: enter_wqe reads it */
 	wqe->ud_qkey = qkey;

@@ -18,6 +18,7 @@ struct eng *E;
 /* ---- the wire: a heap of packets ordered by (delivery time, order sent) */
 struct wpkt {
 	uint64_t at, seq;
+	uint8_t tos;			/* its IP header's */
 	size_t len;
 	uint8_t data[];
 };
@@ -120,7 +121,8 @@ static void trace_print(const struct eng_pkt *p)
 	fprintf(stderr, "\n");
 }
 
-static void wire_put(const uint8_t *data, size_t len, uint64_t at)
+static void wire_put(const uint8_t *data, size_t len, uint64_t at,
+		     uint8_t tos)
 {
 	struct wpkt *w = malloc(sizeof(*w) + len);
 
@@ -129,13 +131,14 @@ static void wire_put(const uint8_t *data, size_t len, uint64_t at)
 	w->at = at;
 	w->seq = wseq++;
 	w->len = len;
+	w->tos = tos;
 	memcpy(w->data, data, len);
 	heap_push(w);
 }
 
 /* The fake packet IO: every datagram the engine sends comes here. */
 static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		     const struct iovec *iov, int iovcnt)
+		     struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
 {
 	uint8_t buf[8192];
 	size_t len = 0;
@@ -156,6 +159,7 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	p = &E->trace[E->ntrace];
 	describe(buf, len, p);
 	p->sent_ns = E->now;
+	p->tos = ip.tos;
 	p->nth = E->ntrace++;
 	p->io_call = io_calls;
 	at = E->now + E->o.latency_ns;
@@ -166,9 +170,12 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		return 0;
 	if (E->o.reorder_ppm && rnd_ppm() < E->o.reorder_ppm)
 		at += E->o.latency_ns / 2 + 1;	/* overtaken by later ones */
-	wire_put(buf, len, at);
+	/* a congested queue on the way marks ECN-capable packets CE */
+	if (E->mark_ce && (ip.tos & UROCE_ECN_MASK) && E->mark_ce(E, p))
+		ip.tos |= UROCE_ECN_CE;
+	wire_put(buf, len, at, ip.tos);
 	if (E->o.dup_ppm && rnd_ppm() < E->o.dup_ppm)
-		wire_put(buf, len, at + 1);
+		wire_put(buf, len, at + 1, ip.tos);
 	return 0;
 }
 
@@ -184,12 +191,13 @@ static bool is_unreach(const struct sockaddr_storage *dst)
 /* The fake socket: no route to ENG_UNREACH, the wire for the rest. */
 static int wire_send_to(struct uroce_dev *dev,
 			const struct sockaddr_storage *dst,
-			const struct iovec *iov, int iovcnt)
+			struct uroce_ipopt ip, const struct iovec *iov,
+			int iovcnt)
 {
 	if (is_unreach(dst))
 		return E->o.unreach_err;
 	io_calls++;
-	return wire_send(dev, dst, iov, iovcnt);
+	return wire_send(dev, dst, ip, iov, iovcnt);
 }
 
 /* Runs as sendmmsg with UDP GSO takes them: the datagrams of a run are
@@ -222,7 +230,7 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 					   len - off : run[r].seg,
 			};
 
-			wire_send(dev, &run[r].dst, &one, 1);
+			wire_send(dev, &run[r].dst, run[r].ip, &one, 1);
 		}
 	}
 	return nruns;
@@ -317,6 +325,8 @@ void eng_setup(const struct eng_opts *o)
 					    &local, E->o.rcvbuf))
 		die("uroce_dev_up_offline");
 	atomic_store(&E->dev->net.gso, E->o.gso);
+	E->dev->cc.on = E->o.cc;
+	E->dev->cc.cnp_gap_ns = 50000;
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
 		die("ibv_get_device_list");
@@ -376,7 +386,9 @@ static void deliver_burst(void)
 	while (nheap && heap[0]->at == at && n++ < BURST_MAX) {
 		struct wpkt *w = heap_pop();
 
+		dev->net.rx_ip.tos = w->tos;
 		uroce_recv(dev, w->data, w->len, &local, &local, 0);
+		dev->net.rx_ip.tos = 0;
 		free(w);
 		if (E->mid_burst)
 			E->mid_burst(E);

@@ -41,6 +41,7 @@ struct eng_pkt {
 	uint32_t reth_len;
 	bool has_reth;
 	uint32_t paylen;
+	uint8_t tos;			/* its IP header's TOS as sent */
 	bool dropped;			/* by the filter or the generator */
 	unsigned int nth;		/* its index in the trace */
 	unsigned int io_call;		/* which call of the packet IO sent
@@ -48,7 +49,8 @@ struct eng_pkt {
 };
 
 struct eng;
-/* return true to drop the packet */
+/* return true to drop the packet (a filter), or to mark it CE (a
+ * marker: asked only for ECN-capable packets) */
 typedef bool (*eng_filter_fn)(struct eng *e, const struct eng_pkt *p);
 
 struct eng_opts {
@@ -62,6 +64,8 @@ struct eng_opts {
 					 * the engine batches as over UDP GSO */
 	int unreach_err;		/* what a send to ENG_UNREACH returns;
 					 * default -ENETUNREACH */
+	bool cc;			/* ECN congestion control on, as
+					 * UROCE_CC=dcqcn (CNPs 50 us apart) */
 	bool acks_for_post;		/* bursts end as an application's own
 					 * poll's do: ACKs wait for its post */
 	bool channel;			/* both CQs on one completion channel
@@ -83,6 +87,7 @@ struct eng {
 	uint8_t *buf_a, *buf_b;
 	struct eng_opts o;
 	eng_filter_fn filter;
+	eng_filter_fn mark_ce;		/* an ECN-marking queue, or NULL */
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);

@@ -7,7 +7,8 @@
  *
  *   nfq_impair --queue N [--delay-ms D] [--jitter-ms J] [--reorder-jitter]
  *              [--reorder P]
- *              [--corrupt P] [--seed S] [--ready FILE] [--stats FILE]
+ *              [--corrupt P] [--ce-mbps R [--ce-kbytes K]]
+ *              [--seed S] [--ready FILE] [--stats FILE]
  *
  * Delay: each packet leaves D ms (+/- J ms, uniform) after it arrived,
  * but never before a packet that arrived earlier, as on a real link;
@@ -20,6 +21,14 @@
  * A flip the receiver's ICRC check cannot see (masked header bits, or one
  * of the 2^-15 syndromes the IPv4 ID/DF solving absorbs) is re-drawn, so
  * that every corrupted packet must be caught by uroce's ICRC check.
+ *
+ * ECN marking (--ce-mbps): a switch queue that marks instead of dropping,
+ * as none of this kernel's qdiscs can: a phantom queue (HULL, NSDI 2012)
+ * fills with every packet's length and drains at R Mbit/s; an
+ * ECN-capable packet (ECT(0) or ECT(1)) that finds more than K KiB in it
+ * (default 32) leaves marked CE, with its IP header checksum redone.  It
+ * delays nothing: the marks are the only signal, as on a switch with a
+ * low marking threshold.
  *
  * --ready FILE is written once the queue is bound; SIGTERM or SIGINT
  * writes the counters to --stats FILE ("name=value ..."), accepts every
@@ -62,6 +71,9 @@ struct held {
 static struct {
 	struct nfq_q_handle *qh;
 	double delay_ms, jitter_ms, reorder, corrupt;
+	double ce_bps, ce_k;		/* phantom queue: drain rate, bytes */
+	double pq_bytes;
+	uint64_t pq_ns;
 	bool jitter_reorders;
 	uint64_t last_due;
 	uint64_t rng;
@@ -70,7 +82,7 @@ static struct {
 	uint8_t buf[PKT_MAX];
 	/* counters */
 	uint64_t packets, delayed, reordered, corrupted, redrawn, overflow,
-		 not_roce, enobufs;
+		 not_roce, enobufs, ect, marked;
 } g;
 
 static volatile sig_atomic_t stop;
@@ -199,6 +211,39 @@ static bool corrupt(uint8_t *p, size_t len)
 	return tries < 64;
 }
 
+/*
+ * The phantom queue: p (an IPv4 packet) joins it; if it is ECN-capable and
+ * the queue is above the threshold, mark it CE.  Returns whether p changed.
+ */
+static bool ce_mark(uint8_t *p, size_t len, uint64_t now)
+{
+	uint32_t sum = 0;
+	size_t ihl, i;
+
+	if (g.pq_ns)
+		g.pq_bytes -= (double)(now - g.pq_ns) * g.ce_bps / 8e9;
+	g.pq_ns = now;
+	if (g.pq_bytes < 0)
+		g.pq_bytes = 0;
+	g.pq_bytes += (double)len;
+	if (len < 20 || (p[0] >> 4) != 4 || !(p[1] & 3))
+		return false;
+	g.ect++;
+	if ((p[1] & 3) == 3 || g.pq_bytes <= g.ce_k)
+		return false;
+	p[1] |= 3;
+	ihl = (size_t)(p[0] & 0xf) * 4;
+	p[10] = p[11] = 0;
+	for (i = 0; i + 1 < ihl && i + 1 < len; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	p[10] = (uint8_t)(~sum >> 8);
+	p[11] = (uint8_t)~sum;
+	g.marked++;
+	return true;
+}
+
 static int on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg,
 		     struct nfq_data *nfa, void *data)
 {
@@ -216,6 +261,15 @@ static int on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg,
 	g.packets++;
 	len = nfq_get_payload(nfa, &payload);
 
+	if (g.ce_bps > 0 && len > 0 && (size_t)len <= sizeof(g.buf)) {
+		memcpy(g.buf, payload, (size_t)len);
+		if (ce_mark(g.buf, (size_t)len, now)) {
+			nfq_set_verdict(qh, id, NF_ACCEPT, (uint32_t)len,
+					g.buf);
+			passed_one();
+			return 0;
+		}
+	}
 	if (g.corrupt > 0 && len > 0 && (size_t)len <= sizeof(g.buf) &&
 	    rnd01() < g.corrupt) {
 		memcpy(g.buf, payload, (size_t)len);
@@ -272,6 +326,7 @@ static void usage(void)
 		"usage: nfq_impair --queue N [--delay-ms D] [--jitter-ms J]\n"
 		"                  [--reorder-jitter]\n"
 		"                  [--reorder P] [--corrupt P] [--seed S]\n"
+		"                  [--ce-mbps R [--ce-kbytes K]]\n"
 		"                  [--ready FILE] [--stats FILE]\n");
 }
 
@@ -285,6 +340,8 @@ int main(int argc, char **argv)
 		{ "corrupt", required_argument, NULL, 'c' },
 		{ "reorder-jitter", no_argument, NULL, 'J' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "ce-mbps", required_argument, NULL, 'm' },
+		{ "ce-kbytes", required_argument, NULL, 'k' },
 		{ "ready", required_argument, NULL, 'R' },
 		{ "stats", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
@@ -298,6 +355,7 @@ int main(int argc, char **argv)
 	uint32_t flags;
 
 	g.rng = 1;
+	g.ce_k = 32 * 1024;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': queue = atoi(optarg); break;
@@ -307,6 +365,8 @@ int main(int argc, char **argv)
 		case 'c': g.corrupt = atof(optarg); break;
 		case 'J': g.jitter_reorders = true; break;
 		case 's': g.rng = strtoull(optarg, NULL, 0) | 1; break;
+		case 'm': g.ce_bps = atof(optarg) * 1e6; break;
+		case 'k': g.ce_k = atof(optarg) * 1024; break;
 		case 'R': ready = optarg; break;
 		case 'S': stats = optarg; break;
 		default: usage(); return 2;
@@ -383,9 +443,10 @@ int main(int argc, char **argv)
 	snprintf(text, sizeof(text),
 		 "packets=%" PRIu64 " delayed=%" PRIu64 " reordered=%" PRIu64
 		 " corrupted=%" PRIu64 " redrawn=%" PRIu64 " overflow=%" PRIu64
-		 " not_roce=%" PRIu64 " enobufs=%" PRIu64 "\n",
+		 " not_roce=%" PRIu64 " enobufs=%" PRIu64 " ect=%" PRIu64
+		 " marked=%" PRIu64 "\n",
 		 g.packets, g.delayed, g.reordered, g.corrupted, g.redrawn,
-		 g.overflow, g.not_roce, g.enobufs);
+		 g.overflow, g.not_roce, g.enobufs, g.ect, g.marked);
 	fputs(text, stderr);
 	if (stats && write_file(stats, text))
 		perror("nfq_impair: --stats");

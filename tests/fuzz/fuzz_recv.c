@@ -69,7 +69,7 @@ static void set_addr(struct sockaddr_storage *ss, const char *a)
 
 /* Every answer must be a well-formed RoCE packet of a known opcode. */
 static int fake_send(struct uroce_dev *d, const struct sockaddr_storage *dst,
-		     const struct iovec *iov, int iovcnt)
+		     struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
 {
 	uint8_t first[UROCE_BTH_LEN];
 	size_t len = 0, got = 0;
@@ -77,6 +77,7 @@ static int fake_send(struct uroce_dev *d, const struct sockaddr_storage *dst,
 
 	(void)d;
 	(void)dst;
+	(void)ip;
 	for (i = 0; i < iovcnt; i++) {
 		size_t n = iov[i].iov_len;
 

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Congestion control on ECN, in the DCQCN manner (Zhu et al., SIGCOMM
+ * 2015; RoCE v2's CNP: IBA annex A17.9): the notification point answers a
+ * packet that arrived marked CE with a CNP to the QP that sent it, at most
+ * one per QP every UROCE_CNP_US; the reaction point cuts the QP's sending
+ * rate on each CNP and recovers it over time when none come.  Off unless
+ * UROCE_CC=dcqcn (docs/congestion.md, "ECN and CNPs").
+ *
+ * All of it runs under dev->lock: the receive demux calls uroce_cc_ce and
+ * uroce_cc_cnp, the requester uroce_cc_pace_ok before each data packet.
+ * The rate updates that DCQCN drives by timers (alpha's decay, the rate
+ * increase) are applied lazily, for the periods that passed, whenever the
+ * QP next asks or is cut, so there is no timer of its own.
+ */
+#include <string.h>
+
+#include "dev.h"
+
+/* DCQCN's parameters (the paper's names), for software time scales */
+#define CC_G_SHIFT	4		/* g = 1/16: alpha's gain */
+#define CC_ALPHA_ONE	1024u		/* alpha is in 1/1024 */
+#define CC_ALPHA_NS	500000ull	/* alpha decays once per 500 us w/o CNP */
+#define CC_INC_NS	1000000ull	/* one rate increase per 1 ms w/o CNP */
+#define CC_FAST_STAGES	5		/* F: fast recovery steps */
+#define CC_RAI		(40ull * 1000000 / 8)	/* additive increase, B/s */
+#define CC_RHAI		(400ull * 1000000 / 8)	/* hyper increase, B/s */
+#define CC_MIN_RATE	(10ull * 1000000 / 8)	/* 10 Mbit/s floor */
+#define CC_RATE_WIN_NS	100000ull	/* the send rate is measured over */
+#define CC_BURST_NS	50000ull	/* a paced QP may burst this long */
+#define CC_BURST_MIN	(64u * 1024)	/* ... but at least one GSO send */
+#define CC_WAKE_BYTES	(16u * 1024)	/* a paced QP wakes to send this */
+
+void uroce_cc_init(struct uroce_dev *dev)
+{
+	const struct uroce_config *c = uroce_config();
+
+	dev->cc.on = c->cc;
+	dev->cc.cnp_gap_ns = c->cnp_us * 1000ull;
+}
+
+/*
+ * Notification point.  A CE mark says the queue this packet went through
+ * is filling: tell the sender, which is the QP's peer (RC, UC, XRC) or the
+ * packet's source QP (UD).  The CNP's format (A17.9.2; what ConnectX
+ * sends): BTH with opcode 0x81, the default P_Key, BECN set, the sender's
+ * QPN, PSN 0, then 16 reserved bytes.  rdma_rxe has no such opcode and
+ * drops it; NICs with DCQCN slow down.
+ */
+void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	const struct uroce_opcode_info *info = &uroce_opcode[UROCE_OP_CNP];
+	struct uroce_dev *dev = qp->dev;
+	uint8_t hdr[UROCE_BTH_LEN + UROCE_CNP_RSVD_LEN];
+	uint64_t now = uroce_now_ns();
+	uint32_t dqpn = qp->attr.dest_qp_num;
+	const struct sockaddr_storage *dst = &qp->peer;
+
+	uroce_count(dev, UROCE_CNT_RX_ECN_CE, 1);
+	qp->cc.ce_seen++;
+	if (qp->cc.cnp_sent_ns && now - qp->cc.cnp_sent_ns < dev->cc.cnp_gap_ns) {
+		uroce_count(dev, UROCE_CNT_CNP_LIMITED, 1);
+		return;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		if (!(pkt->mask & UROCE_M_DETH))
+			return;
+		dqpn = deth_sqp(pkt->bth + pkt->info->offset[UROCE_HDR_DETH]);
+		dst = &pkt->src;
+	}
+	qp->cc.cnp_sent_ns = now;
+	qp->cc.cnp_sent++;
+	memset(hdr, 0, sizeof(hdr));
+	bth_init(hdr, UROCE_OP_CNP, false, 0, UROCE_DEFAULT_PKEY, dqpn, false, 0);
+	hdr[1] = 0;			/* no MigReq: A17.9.2 reserves it */
+	hdr[4] = 0x40;			/* BECN */
+	uroce_xmit_to(qp, dst, qp->ip, hdr, info->length, NULL, 0, 0);
+}
+
+/* alpha *= (1 - g) per period passed since t, t moved on */
+static void alpha_decay(struct uroce_cc_state *cc, uint64_t now)
+{
+	while (now - cc->alpha_ns >= CC_ALPHA_NS && cc->alpha) {
+		cc->alpha -= cc->alpha >> CC_G_SHIFT ? cc->alpha >> CC_G_SHIFT : 1;
+		cc->alpha_ns += CC_ALPHA_NS;
+	}
+	if (!cc->alpha)
+		cc->alpha_ns = now;
+}
+
+/*
+ * DCQCN's rate increase, once per CC_INC_NS without a CNP: F fast
+ * recovery steps halve the distance to the target rate (the rate before
+ * the last cut), then the target grows additively, then hyper-additively.
+ * A QP back above the rate it had before the first cut is no longer
+ * paced at all.
+ */
+static void rate_increase(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_cc_state *cc = &qp->cc;
+
+	while (cc->rate && now - cc->inc_ns >= CC_INC_NS) {
+		cc->inc_ns += CC_INC_NS;
+		cc->stage++;
+		if (cc->stage > 2 * CC_FAST_STAGES)
+			cc->target += (cc->stage - 2 * CC_FAST_STAGES) * CC_RHAI;
+		else if (cc->stage > CC_FAST_STAGES)
+			cc->target += CC_RAI;
+		cc->rate = (cc->rate + cc->target) / 2;
+		if (cc->rate >= cc->free_rate) {
+			cc->rate = 0;	/* recovered: unpaced again */
+			uroce_count(qp->dev, UROCE_CNT_CC_RECOVERED, 1);
+		}
+	}
+}
+
+/* The rate the QP sent at recently (bytes over CC_RATE_WIN_NS windows). */
+static void rate_measure(struct uroce_cc_state *cc, uint64_t now,
+			 uint32_t bytes)
+{
+	uint64_t dt = now - cc->win_ns;
+
+	if (!cc->win_ns) {
+		cc->win_ns = now;
+		cc->win_bytes = bytes;
+		return;
+	}
+	cc->win_bytes += bytes;
+	if (dt < CC_RATE_WIN_NS)
+		return;
+	cc->sent_rate = dt ? cc->win_bytes * 1000000000ull / dt : 0;
+	cc->win_ns = now;
+	cc->win_bytes = 0;
+}
+
+/*
+ * Reaction point: a CNP for qp.  A cut of an unpaced QP starts from the
+ * fastest rate it was measured at.  DCQCN: target = rate, rate *= 1 -
+ * alpha / 2, alpha = (1 - g) alpha + g.
+ */
+void uroce_cc_cnp(struct uroce_qp *qp)
+{
+	struct uroce_cc_state *cc = &qp->cc;
+	uint64_t now = uroce_now_ns();
+
+	qp->cc.cnp_rx++;
+	if (!qp->dev->cc.on || !uroce_qp_reliable(qp))
+		return;
+	alpha_decay(cc, now);
+	if (cc->rate)
+		rate_increase(qp, now);
+	if (!cc->rate) {
+		/* unpaced: it may send at the fastest it was seen to send,
+		 * the last full window or the one under way (DCQCN starts
+		 * from the line rate, which a socket does not know) */
+		uint64_t dt = now - cc->win_ns, est = cc->sent_rate;
+
+		if (cc->win_ns && dt >= CC_RATE_WIN_NS / 10 &&
+		    cc->win_bytes * 1000000000ull / dt > est)
+			est = cc->win_bytes * 1000000000ull / dt;
+		if (est > cc->free_rate)
+			cc->free_rate = est;
+		if (cc->free_rate < CC_MIN_RATE)
+			cc->free_rate = CC_MIN_RATE;
+		cc->rate = cc->free_rate;
+		if (!cc->cuts)
+			cc->alpha = CC_ALPHA_ONE;
+		cc->tokens = 0;
+		cc->tok_ns = now;
+	}
+	cc->target = cc->rate;
+	cc->rate -= cc->rate * cc->alpha / (2 * CC_ALPHA_ONE);
+	if (cc->rate < CC_MIN_RATE)
+		cc->rate = CC_MIN_RATE;
+	cc->alpha += (CC_ALPHA_ONE - cc->alpha) >> CC_G_SHIFT;
+	cc->alpha_ns = now;
+	cc->inc_ns = now;
+	cc->stage = 0;
+	cc->cuts++;
+	uroce_count(qp->dev, UROCE_CNT_CC_RATE_CUTS, 1);
+}
+
+bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
+{
+	struct uroce_cc_state *cc = &qp->cc;
+	uint64_t now = uroce_now_ns(), burst, add;
+
+	if (cc->rate) {
+		alpha_decay(cc, now);
+		rate_increase(qp, now);
+	}
+	if (!cc->rate) {
+		rate_measure(cc, now, bytes);
+		return true;
+	}
+	burst = cc->rate * CC_BURST_NS / 1000000000ull;
+	if (burst < CC_BURST_MIN)
+		burst = CC_BURST_MIN;
+	add = (now - cc->tok_ns) * cc->rate / 1000000000ull;
+	if (add) {			/* (the rest of a byte waits) */
+		cc->tokens += (int64_t)add;
+		cc->tok_ns = now;
+	}
+	if (cc->tokens > (int64_t)burst)
+		cc->tokens = (int64_t)burst;
+	if (cc->tokens > 0) {
+		cc->tokens -= bytes;
+		rate_measure(cc, now, bytes);
+		return true;
+	}
+	/* the QP waits until a few packets' worth is back, so that a wake-up
+	 * (uroce_req_timeout) sends a GSO train, not one packet */
+	qp->req.pace_deadline_ns = now + 1 +
+		((uint64_t)(-cc->tokens) + CC_WAKE_BYTES) * 1000000000ull /
+		cc->rate;
+	uroce_timer_arm(qp->dev, qp->req.pace_deadline_ns);
+	return false;
+}
