@@ -181,8 +181,8 @@ class Run:
                                   preexec_fn=core_dumps)
         self.pid = self.p.pid
         self.soak = soak
-        soak.pids.append(self.pid)
-        self.killed = False
+        soak.runs.append(self)
+        self.killed = self.sigkilled = False
 
     def wait(self, timeout):
         try:
@@ -201,6 +201,7 @@ class Run:
                 self.f.write(f"---- soak: timed out; uroce {cmd} {self.pid}:\n"
                              f"{r.stdout}{r.stderr}")
             self.f.flush()
+        self.sigkilled = True
         self.p.kill()
         self.p.wait()
 
@@ -315,6 +316,7 @@ class Worker(threading.Thread):
             # client is done, and must still be there then
             src = srv.p.poll()
             if src is None:
+                srv.sigkilled = True
                 srv.p.kill()
                 srv.p.wait()
                 srv.f.close()
@@ -390,6 +392,7 @@ class Worker(threading.Thread):
                 return None
             victim, partner = cur[which], cur[1 - which]
             victim.killed = partner.killed = True
+        victim.sigkilled = True
         try:
             os.kill(victim.pid, signal.SIGKILL)
         except OSError:
@@ -447,7 +450,7 @@ class Soak:
         self.port_base = -900
         self.samples = []
         self.kills = []
-        self.pids = []
+        self.runs = []
 
     def next_ports(self, n):
         self.port_base += n
@@ -581,6 +584,9 @@ class Soak:
             self.faults = self.net.fault_counts()
         finally:
             self.net.delete()
+        # the registry of a group whose last member we SIGKILLed is
+        # collected by the next group's start or by `uroce devices`
+        sh(self.tool, "devices", check=False)
         self.shm1 = self.shm_files()
         return self.verdict()
 
@@ -594,11 +600,17 @@ class Soak:
             ser = [(t, p) for t, p in ser if p["pid"] == pid]
             base = next(((t, p) for t, p in ser if t >= warm), ser[len(ser) // 2])
             last = ser[-1]
+            # descriptors come and go (same-host rings to peers that come
+            # and go): growth is a later quarter's high above the earlier
+            mid = [p["own_fds"] for t, p in ser if base[0] <= t <= ser[-1][0] / 2 + base[0] / 2]
+            tail = [p["own_fds"] for t, p in ser[-max(1, len(ser) // 4):]]
             out[key] = {"pid": pid, "t_base": base[0], "t_last": last[0],
                         "rss_base_kib": base[1]["rss_kib"], "rss_last_kib": last[1]["rss_kib"],
                         "rss_max_kib": max(p["rss_kib"] for _, p in ser),
                         "fds_base": base[1]["own_fds"], "fds_last": last[1]["own_fds"],
                         "fds_max": max(p["own_fds"] for _, p in ser),
+                        "fds_high_early": max(mid or [base[1]["own_fds"]]),
+                        "fds_high_late": max(tail),
                         "threads_max": max(p["threads"] for _, p in ser)}
         return out
 
@@ -611,18 +623,22 @@ class Soak:
         for k, v in g.items():
             if v["rss_last_kib"] - v["rss_base_kib"] > RSS_SLACK_KIB:
                 problems.append(f"{k}: RSS grew {v['rss_base_kib']} -> {v['rss_last_kib']} KiB")
-            if v["fds_last"] - v["fds_base"] > FD_SLACK:
-                problems.append(f"{k}: fds grew {v['fds_base']} -> {v['fds_last']}")
+            if v["fds_high_late"] - v["fds_high_early"] > FD_SLACK:
+                problems.append(f"{k}: fds grew: at most {v['fds_high_early']} after the "
+                                f"warm-up, {v['fds_high_late']} in the last quarter")
         for key in ("rc-udp.cli", "rc-local.cli"):
             if key not in g:
                 problems.append(f"{key}: never sampled (the long run did not last)")
-        mine = {f"uroce.{p}" for p in self.pids}
+        # a process we SIGKILLed leaves its stats segment to the next
+        # process's sweep; a pid may be someone else's by now
+        mine = {f"uroce.{r.pid}" for r in self.runs if not r.sigkilled
+                and not os.path.exists(f"/proc/{r.pid}")}
         addrs = tuple("." + a for a in list(self.net.lossy.values()) + list(self.net.clean.values()))
         left = sorted(f for f in set(self.shm1) - set(self.shm0)
                       if f in mine or f.endswith(addrs))
         if left:
             problems.append(f"/dev/shm segments left behind: {' '.join(left)}")
-        if len(self.kills) < int((self.args.minutes * 60 - 20) / self.args.kill_every):
+        if len(self.kills) < max(1, int((self.args.minutes * 60 - 20) / self.args.kill_every) - 1):
             problems.append(f"only {len(self.kills)} kills")
         for w in self.workers:
             if w.ok == 0 and not (w.long and w.name.startswith("shared")):
@@ -711,11 +727,13 @@ def report(res, md):
                  f"{w['killed']} | {len(w['errors'])} | {w['bytes_verified']} |")
     L += ["", "Long-lived processes (RSS and fds after the warm-up and at the end; fds "
           "less the pidfds a member of a shared address holds for each other member):", "",
-          "| process | RSS after warm-up, KiB | RSS at end | RSS max | fds after warm-up | fds at end | threads |",
-          "|---|---|---|---|---|---|---|"]
+          "| process | RSS after warm-up, KiB | RSS at end | RSS max | fds after warm-up | fds at end | "
+          "fds high, warm-up to half-time | fds high, last quarter | threads |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for k, v in res["growth"].items():
         L.append(f"| {k} | {v['rss_base_kib']} (t={v['t_base']:.0f} s) | {v['rss_last_kib']} | "
-                 f"{v['rss_max_kib']} | {v['fds_base']} | {v['fds_last']} | {v['threads_max']} |")
+                 f"{v['rss_max_kib']} | {v['fds_base']} | {v['fds_last']} | {v['fds_high_early']} | "
+                 f"{v['fds_high_late']} | {v['threads_max']} |")
     L += ["", f"`/dev/shm/uroce*` segments before: {res['shm_before']}, after: {res['shm_after']}.",
           "", "Over time (every process in the two namespaces; counters are those of the "
           "processes alive at the sample):", "",
