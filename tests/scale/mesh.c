@@ -13,6 +13,8 @@
  * member checks the echo.  Each side names itself (ID.GEN) in the
  * connection's private data, so that a failed connection can be laid at
  * the door of the peer that was killed: "fail" lines name the peer, and
+ * an echo later than ECHO_NS counts as a failure (a peer killed after it
+ * acked the ping leaves nothing in flight to time out), and
  * run_mesh.sh accepts a failure only on a connection to a process it
  * killed.  An A member whose connection failed reconnects to that port
  * every 200 ms until the replacement listens.
@@ -45,6 +47,7 @@
 #define CQ_DEPTH	(4 * MAX_CONN)
 #define PING_NS		1000000000ull
 #define RETRY_NS	200000000ull
+#define ECHO_NS		5000000000ull	/* a ping's echo later than this: lost */
 #define STALE_S		10
 
 enum st { ST_FREE, ST_CONNECTING, ST_UP, ST_CLOSING, ST_WAIT };
@@ -62,7 +65,7 @@ struct conn {
 	uint8_t buf[2][MSG];	/* [0] send, [1] receive */
 	uint64_t seq;
 	bool outstanding;
-	uint64_t up_ns, progress_ns, next_ns;
+	uint64_t up_ns, progress_ns, next_ns, sent_ns;
 };
 
 static struct {
@@ -490,11 +493,19 @@ static void pings(uint64_t now)
 			start_connect(j);
 			continue;
 		}
+		/* a peer killed after it acked our ping never echoes, and
+		 * with nothing in flight the QP never learns it is gone */
+		if (c->st == ST_UP && c->outstanding &&
+		    now - c->sent_ns > ECHO_NS) {
+			fail(c, "no echo");
+			continue;
+		}
 		if (c->st != ST_UP || c->outstanding || now < c->next_ns)
 			continue;
 		c->seq++;
 		fill(c->buf[0], &me_, &c->peer, c->seq);
 		c->outstanding = true;
+		c->sent_ns = now;
 		c->next_ns = now + PING_NS;
 		if (post_send(c))
 			fail(c, "post_send");
