@@ -55,6 +55,7 @@
 
 #define FWD_PKT		1
 #define FWD_HELLO	2	/* a member joined: watch it */
+#define FWD_LEFT	3	/* a member closed its socket: new program */
 #define FWD_BATCH	8
 #define FWD_BUF		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 
@@ -196,7 +197,8 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
 }
 
 /*
- * The group's program, for the order the registry holds. Locked.
+ * The group's program, for the order the registry holds, with slot
+ * `without` (0: none) left out as if it had no socket. Locked.
  *   probe:  return the index the probe names
  *   else:   A = destination QPN bits 23..16 (the owner slot); the index
  *           of that slot's socket, or of its owner's for a further QPN
@@ -206,7 +208,8 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
  */
-static int attach_prog(struct uroce_share_seg *seg, int sock)
+static int attach_prog(struct uroce_share_seg *seg, int sock,
+		       uint32_t without)
 {
 	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
 	struct sock_fprog prog = { .filter = f };
@@ -220,13 +223,16 @@ static int attach_prog(struct uroce_share_seg *seg, int sock)
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5);
 	for (i = 0; i < seg->nmembers; i++) {
+		if (seg->order[i] == without)
+			continue;
 		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
 						      seg->order[i], 0, 1);
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, i);
 	}
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
 		o = seg->slot[s].owner;
-		if (!o || !seg->slot[s].pid || o >= UROCE_SHARE_SLOTS ||
+		if (!o || o == without || !seg->slot[s].pid ||
+		    o >= UROCE_SHARE_SLOTS ||
 		    seg->slot[o].index >= seg->nmembers)
 			continue;
 		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
@@ -459,7 +465,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
 		m->next_qpn = UROCE_QPN_FIRST;
 	sh->seg->epoch++;
-	err = attach_prog(sh->seg, sock);
+	err = attach_prog(sh->seg, sock, 0);
 	if (err) {
 		remove_member(sh->seg, sh->slot);
 		goto unlock;
@@ -507,8 +513,25 @@ free:
 
 /* Leave the group: the program is set for the group without us before
  * our socket goes, which the kernel fills with its last one. */
+/*
+ * At exit: the group's socket goes now, not when the process is gone,
+ * while the progress thread may still use the descriptor: it becomes a
+ * socket that receives nothing and sends nowhere.
+ */
+static void drop_sock(int sock)
+{
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	dup3(fd, sock, O_CLOEXEC);
+	close(fd);
+}
+
 static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
+	uint32_t i;
+
 	if (sh->left || lock_seg(sh)) {
 		if (do_close)
 			close(sock);
@@ -517,10 +540,23 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	/* once: at exit, and when the device goes down (a second time the
 	 * slot may already be someone else's) */
 	sh->left = true;
+	/*
+	 * Until our socket is closed the kernel's order is the one the
+	 * registry holds now: the program for it without us, so that no
+	 * other member's datagram goes to a socket nobody reads any more.
+	 * (A program for the order after the close would send the member
+	 * the kernel then moves into our place to us until the close.)
+	 * After it that member is found by hash and forwarded to, until
+	 * the survivors, told FWD_LEFT, attach the new order's program.
+	 */
+	attach_prog(sh->seg, sock, sh->slot);
 	remove_member(sh->seg, sh->slot);
-	attach_prog(sh->seg, sock);
 	if (do_close)
 		close(sock);
+	else
+		drop_sock(sock);
+	for (i = 0; i < sh->seg->nmembers; i++)
+		send_ctl(sh, sh->seg->order[i], FWD_LEFT);
 	/* the last one out removes the file (open_seg checks for that) */
 	if (!sh->seg->nmembers && !reap(sh->seg, 0))
 		unlink(sh->path);
@@ -529,7 +565,7 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 
 /* At exit the group is left at once, rather than when a survivor's
  * pidfd says so; the progress thread may still run, so nothing is freed
- * and the socket stays open until the process is gone. */
+ * and the descriptor stays valid until the process is gone. */
 __attribute__((destructor)) static void share_leave_at_exit(void)
 {
 	if (current)
@@ -640,7 +676,7 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	dev->obj.range_of_slot[s] = (uint8_t)r;
 	dev->obj.nranges = r + 1;
 	seg->epoch++;
-	attach_prog(seg, dev->net.sock);
+	attach_prog(seg, dev->net.sock, 0);
 	unlock_seg(sh);
 	return 0;
 }
@@ -772,7 +808,7 @@ static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
 		seg->slot[sh->slot].index = i;
 		seg->slot[other].index = mine;
 		seg->epoch++;
-		attach_prog(seg, dev->net.sock);
+		attach_prog(seg, dev->net.sock, 0);
 		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
 	}
 	unlock_seg(sh);
@@ -836,7 +872,7 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 {
 	struct mmsghdr msgs[FWD_BATCH];
 	struct iovec iov[FWD_BATCH];
-	bool hello = false;
+	bool hello = false, left = false;
 	int i, n;
 
 	uroce_assert_held(&dev->prog.rx_lock);
@@ -860,6 +896,10 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 				hello = true;
 				continue;
 			}
+			if (h.kind == FWD_LEFT) {
+				left = true;
+				continue;
+			}
 			if (h.kind != FWD_PKT ||
 			    (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
 				continue;
@@ -876,6 +916,10 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 		rescan(sh);
 		pthread_mutex_unlock(&sh->mu);
 	}
+	if (left && !lock_seg(sh)) {
+		attach_prog(sh->seg, dev->net.sock, 0);
+		unlock_seg(sh);
+	}
 }
 
 /* A member died: take it out, fix the program, and probe. */
@@ -883,10 +927,11 @@ static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 {
 	if (lock_seg(sh))
 		return;
-	/* (it may have left at exit already: probe all the same, its
-	 * socket went only now) */
-	if (reap(sh->seg, sh->slot))
-		attach_prog(sh->seg, dev->net.sock);
+	/* (it may have left at exit already, with a program for the order
+	 * before its socket went: the new order's program and probes all
+	 * the same, its socket went only now) */
+	reap(sh->seg, sh->slot);
+	attach_prog(sh->seg, dev->net.sock, 0);
 	send_probes(sh, dev->net.sock, &dev->net.local);
 	rescan(sh);
 	unlock_seg(sh);

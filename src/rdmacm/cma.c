@@ -77,9 +77,15 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return ch ? &ch->ch : NULL;
 }
 
+/* destroyed channels whose memory is kept a while; cm.lock */
+#define DEAD_CHANS	64
+static struct cm_chan *dead_chans[DEAD_CHANS];
+static unsigned int dead_next;
+
 CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cm_chan *ch = to_chan(channel);
+	struct cm_chan *old;
 
 	if (!channel)
 		return;
@@ -103,8 +109,22 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		(void)n;
 		return;
 	}
+	/*
+	 * No thread waits on it now, but one may be about to: rping's
+	 * event thread, between its ack and its next rdma_get_cm_event,
+	 * while its main thread destroys the channel and exits.  The fd
+	 * goes now; the memory only after DEAD_CHANS later destroys, so
+	 * that such a call finds it dead and blocks, as on a closed ucma
+	 * fd, rather than reading freed memory.
+	 */
+	ch->dead = true;
+	close(ch->ch.fd);
+	ch->ch.fd = -1;
+	old = dead_chans[dead_next];
+	dead_chans[dead_next] = ch;
+	dead_next = (dead_next + 1) % DEAD_CHANS;
 	pthread_mutex_unlock(&cm.lock);
-	chan_free(ch);
+	free(old);
 }
 
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,

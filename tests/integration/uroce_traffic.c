@@ -148,6 +148,7 @@ struct opts {
 	unsigned int natomic;
 	unsigned int ncas;
 	unsigned int timeout_s;
+	unsigned int duration_s;	/* >0: passes until this many seconds */
 	int retry_cnt;
 	int ack_timeout;
 	int rnr_retry;
@@ -2443,7 +2444,7 @@ static int serve(struct ctx *c)
 static int drive(struct ctx *c)
 {
 	const struct opts *o = c->o;
-	uint64_t round = 0, base;
+	uint64_t round = 0, base, t0 = now_ns();
 	unsigned int it, s;
 
 	switch (o->mode) {
@@ -2468,6 +2469,15 @@ static int drive(struct ctx *c)
 					return -1;
 			}
 		}
+		if (!o->duration_s)
+			continue;
+		/* a long run says how far it got after each pass */
+		printf("uroce_traffic: pass %u bytes_moved=%" PRIu64
+		       " bytes_verified=%" PRIu64 " completions=%" PRIu64 "\n",
+		       it + 1, c->bytes_moved, c->bytes_verified,
+		       c->completions);
+		if (now_ns() - t0 >= o->duration_s * 1000000000ull)
+			break;
 	}
 	if ((o->ops & OPS_ATOMIC) && (n_fadd(c) || n_cas(c)))
 		return atomic_phase(c);
@@ -2659,6 +2669,8 @@ static void usage(FILE *f)
 "  -A, --atomics N       fetch-adds per QP per side (default 256)\n"
 "  -C, --cas N           CAS chain steps per QP per side (default 64)\n"
 "  -t, --timeout S       fail after S s without progress (default 60)\n"
+"      --duration S      repeat the passes for S seconds (at most -n of\n"
+"                        them), a progress line after each\n"
 "      --max-sge N       SGEs per WR, 1..4 (default 4)\n"
 "      --no-inline       never post inline\n"
 "      --retry-cnt N     (default 7)   --ack-timeout N (default 14)\n"
@@ -2682,6 +2694,7 @@ enum {
 	OPT_ACCESS,
 	OPT_RNR,
 	OPT_EXPECT,
+	OPT_DURATION,
 };
 
 static const struct option long_opts[] = {
@@ -2708,6 +2721,7 @@ static const struct option long_opts[] = {
 	{ "access-test", no_argument, NULL, OPT_ACCESS },
 	{ "rnr-test", required_argument, NULL, OPT_RNR },
 	{ "expect-status", required_argument, NULL, OPT_EXPECT },
+	{ "duration", required_argument, NULL, OPT_DURATION },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -2731,7 +2745,6 @@ static int parse_args(struct opts *o, int argc, char **argv)
 
 	memset(o, 0, sizeof(*o));
 	o->nqp = 4;
-	o->iters = 1;
 	o->mtu = 1024;
 	o->ops = OPS_ALL;
 	o->seed = 1;
@@ -2796,6 +2809,11 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			if (opt_uint("cas steps", optarg, 0, 1u << 20, &v))
 				return -1;
 			o->ncas = (unsigned int)v;
+			break;
+		case OPT_DURATION:
+			if (opt_uint("duration", optarg, 1, 1u << 30, &v))
+				return -1;
+			o->duration_s = (unsigned int)v;
 			break;
 		case 't':
 			if (opt_uint("timeout", optarg, 1, 86400, &v))
@@ -2865,6 +2883,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		usage(stderr);
 		return -1;
 	}
+	if (!o->iters)
+		o->iters = o->duration_s ? 1u << 30 : 1;
 	if (o->server && parse_sizes(o, o->sizes_spec))
 		return -1;
 	if (o->server && o->mode != MODE_TRAFFIC && o->mode != MODE_EXPECT)
