@@ -37,17 +37,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MSG		64
-#define RQ_DEPTH	64
-#define MAX_SAMPLES	(1u << 20)
-#define MAX_PROCS	64
+#define MSG	    64
+#define RQ_DEPTH    64
+#define MAX_SAMPLES (1u << 20)
+#define MAX_PROCS   64
 
-struct ends {				/* what a process tells the parent */
+struct ends { /* what a process tells the parent */
 	union ibv_gid gid;
 	uint32_t out_qpn, in_qpn;
 };
 
-struct peers {				/* what the parent tells it */
+struct peers { /* what the parent tells it */
 	union ibv_gid next_gid, prev_gid;
 	uint32_t next_in_qpn, prev_out_qpn;
 };
@@ -89,8 +89,9 @@ static void connect_rc(struct ibv_qp *qp, uint32_t dqpn,
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
 		die("INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
@@ -103,9 +104,11 @@ static void connect_rc(struct ibv_qp *qp, uint32_t dqpn,
 	a.ah_attr.port_num = 1;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.grh.dgid = *dgid;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
 		die("RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -114,9 +117,10 @@ static void connect_rc(struct ibv_qp *qp, uint32_t dqpn,
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			  IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
 		die("RTS");
 }
 
@@ -138,7 +142,8 @@ static struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq_ex *cq)
 static void post_recv(struct ibv_qp *qp, struct ibv_mr *mr, uint64_t id)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr + MSG,
-			       .length = MSG, .lkey = mr->lkey };
+			       .length = MSG,
+			       .lkey = mr->lkey };
 	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 };
 	struct ibv_recv_wr *bad;
 
@@ -183,7 +188,8 @@ static void child(int fd, double seconds, uint64_t compute_ns)
 	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 	cq = pd ? ibv_create_cq_ex(ctx, &ca) : NULL;
 	mr = cq ? ibv_reg_mr(pd, calloc(1, 2 * MSG), 2 * MSG,
-			     IBV_ACCESS_LOCAL_WRITE) : NULL;
+			     IBV_ACCESS_LOCAL_WRITE) :
+		  NULL;
 	out = mr ? make_qp(pd, cq) : NULL;
 	in = out ? make_qp(pd, cq) : NULL;
 	if (!in || ibv_query_gid(ctx, 1, 0, &me.gid))
@@ -196,17 +202,20 @@ static void child(int fd, double seconds, uint64_t compute_ns)
 	connect_rc(in, p.prev_out_qpn, &p.prev_gid);
 	for (int i = 0; i < RQ_DEPTH; i++)
 		post_recv(in, mr, 0);
-	xfer(fd, &go, 1, true);		/* ready */
-	xfer(fd, &go, 1, false);	/* go */
+	xfer(fd, &go, 1, true);	 /* ready */
+	xfer(fd, &go, 1, false); /* go */
 
 	uint64_t end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(seconds * 1e9);
 	bool sending = true;
 
 	for (;;) {
 		struct ibv_sge sge = { .addr = (uintptr_t)mr->addr,
-				       .length = MSG, .lkey = mr->lkey };
-		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge,
-					  .num_sge = 1, .opcode = IBV_WR_SEND,
+				       .length = MSG,
+				       .lkey = mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 1,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
 					  .send_flags = IBV_SEND_SIGNALED };
 		struct ibv_send_wr *bad;
 		struct ibv_poll_cq_attr pa = { 0 };
@@ -250,8 +259,10 @@ static void child(int fd, double seconds, uint64_t compute_ns)
 					continue;
 				}
 				if (n < MAX_SAMPLES)
-					lat[n++] = ibv_wc_read_completion_wallclock_ns(cq) -
-						   posted;
+					lat[n++] =
+						ibv_wc_read_completion_wallclock_ns(
+							cq) -
+						posted;
 				done = true;
 			} while (!ibv_next_poll(cq));
 			ibv_end_poll(cq);
@@ -282,7 +293,8 @@ int main(int argc, char **argv)
 	char c = 0;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s NPROCS SECONDS COMPUTE_US\n", argv[0]);
+		fprintf(stderr, "usage: %s NPROCS SECONDS COMPUTE_US\n",
+			argv[0]);
 		return 2;
 	}
 	nprocs = atoi(argv[1]);
@@ -311,8 +323,10 @@ int main(int argc, char **argv)
 		const struct ends *nx = &e[(i + 1) % nprocs];
 		const struct ends *pv = &e[(i + nprocs - 1) % nprocs];
 		struct peers p = {
-			.next_gid = nx->gid, .prev_gid = pv->gid,
-			.next_in_qpn = nx->in_qpn, .prev_out_qpn = pv->out_qpn,
+			.next_gid = nx->gid,
+			.prev_gid = pv->gid,
+			.next_in_qpn = nx->in_qpn,
+			.prev_out_qpn = pv->out_qpn,
 		};
 
 		xfer(fds[i], &p, sizeof(p), true);
@@ -340,8 +354,8 @@ int main(int argc, char **argv)
 	qsort(all, total, sizeof(*all), cmp);
 #define PCT(q) (all[(size_t)((q) * (double)(total - 1))] / 1000.0)
 	printf("ack_delay procs=%d compute_us=%llu sends=%zu p50_us=%.1f "
-	       "p90_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f\n", nprocs,
-	       (unsigned long long)(compute_ns / 1000), total, PCT(0.5),
+	       "p90_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f\n",
+	       nprocs, (unsigned long long)(compute_ns / 1000), total, PCT(0.5),
 	       PCT(0.9), PCT(0.99), PCT(0.999), all[total - 1] / 1000.0);
 	return 0;
 }

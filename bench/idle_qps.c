@@ -76,40 +76,61 @@ int main(int argc, char **argv)
 	struct ibv_qp **qp = calloc(nqps, sizeof(*qp));
 	for (int i = 0; i < nqps; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-			.cap = { .max_send_wr = depth, .max_recv_wr = depth,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.send_cq = cq,
+			.recv_cq = cq,
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = depth,
+				 .max_recv_wr = depth,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1 },
 		};
 		qp[i] = ibv_create_qp(pd, &ia);
 		if (!qp[i])
 			die("ibv_create_qp");
 		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			.qp_state = IBV_QPS_INIT,
+			.pkey_index = 0,
+			.port_num = 1,
+			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+					   IBV_ACCESS_REMOTE_READ,
 		};
-		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		if (ibv_modify_qp(qp[i], &a,
+				  IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 			die("modify to INIT");
 	}
 	for (int i = 0; i < nqps; i++) {
 		int peer = (i ^ 1) < nqps ? (i ^ 1) : i;
 		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_RTR, .path_mtu = pattr.active_mtu,
-			.dest_qp_num = qp[peer]->qp_num, .rq_psn = 0,
-			.max_dest_rd_atomic = 1, .min_rnr_timer = 12,
-			.ah_attr = { .is_global = 1, .port_num = 1,
-				     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 64 } },
+			.qp_state = IBV_QPS_RTR,
+			.path_mtu = pattr.active_mtu,
+			.dest_qp_num = qp[peer]->qp_num,
+			.rq_psn = 0,
+			.max_dest_rd_atomic = 1,
+			.min_rnr_timer = 12,
+			.ah_attr = { .is_global = 1,
+				     .port_num = 1,
+				     .grh = { .dgid = gid,
+					      .sgid_index = 0,
+					      .hop_limit = 64 } },
 		};
-		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		if (ibv_modify_qp(qp[i], &a,
+				  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					  IBV_QP_MAX_DEST_RD_ATOMIC |
+					  IBV_QP_MIN_RNR_TIMER))
 			die("modify to RTR");
-		a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .timeout = 14,
-					  .retry_cnt = 7, .rnr_retry = 7, .sq_psn = 0,
+		a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS,
+					  .timeout = 14,
+					  .retry_cnt = 7,
+					  .rnr_retry = 7,
+					  .sq_psn = 0,
 					  .max_rd_atomic = 1 };
-		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				  IBV_QP_MAX_QP_RD_ATOMIC))
+		if (ibv_modify_qp(qp[i], &a,
+				  IBV_QP_STATE | IBV_QP_TIMEOUT |
+					  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					  IBV_QP_SQ_PSN |
+					  IBV_QP_MAX_QP_RD_ATOMIC))
 			die("modify to RTS");
 	}
 	printf("ready qps=%d depth=%d rss_kb_before=%ld rss_kb_device=%ld rss_kb=%ld\n",

@@ -61,8 +61,8 @@ int main(int argc, char **argv)
 					break;
 		}
 		t -= t0;
-		printf("size=%zu bytes=%llu secs=%.6f gbps=%.4f\n", size, bytes, t,
-		       bytes * 8 / t / 1e9);
+		printf("size=%zu bytes=%llu secs=%.6f gbps=%.4f\n", size, bytes,
+		       t, bytes * 8 / t / 1e9);
 		fflush(stdout);
 	}
 	return 0;

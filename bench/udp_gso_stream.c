@@ -103,15 +103,19 @@ static int do_recv(const char *addr, int port)
 	for (;;) {
 		for (int i = 0; i < 8; i++) {
 			iov[i] = (struct iovec){ bufs[i], RXBUF };
-			msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1,
-				.msg_control = ctl[i], .msg_controllen = sizeof(ctl[i]) };
+			msgs[i].msg_hdr = (struct msghdr){
+				.msg_iov = &iov[i],
+				.msg_iovlen = 1,
+				.msg_control = ctl[i],
+				.msg_controllen = sizeof(ctl[i])
+			};
 		}
 		int n = recvmmsg(fd, msgs, 8, 0, NULL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
-				break;		/* quiet: the stream is over */
+				break; /* quiet: the stream is over */
 			die("recvmmsg");
 		}
 		double t = now_s();
@@ -123,21 +127,23 @@ static int do_recv(const char *addr, int port)
 		last = t;
 		for (int i = 0; i < n; i++) {
 			unsigned len = msgs[i].msg_len, seg = len;
-			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c;
-			     c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
-				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr);
+			     c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
+				if (c->cmsg_level == SOL_UDP &&
+				    c->cmsg_type == UDP_GRO)
 					memcpy(&seg, CMSG_DATA(c), sizeof(int));
 			bytes += len;
 			dgrams += seg ? (len + seg - 1) / seg : 1;
 		}
 	}
 	double secs = last - first;
-	printf("bytes=%llu datagrams=%llu secs=%.6f gbps=%.4f\n", bytes, dgrams, secs,
-	       secs > 0 ? bytes * 8 / secs / 1e9 : 0.0);
+	printf("bytes=%llu datagrams=%llu secs=%.6f gbps=%.4f\n", bytes, dgrams,
+	       secs, secs > 0 ? bytes * 8 / secs / 1e9 : 0.0);
 	return bytes ? 0 : 1;
 }
 
-static int do_send(const char *addr, int port, size_t size, int seg, double seconds)
+static int do_send(const char *addr, int port, size_t size, int seg,
+		   double seconds)
 {
 	struct sockaddr_in sa;
 	int fd = make_socket(addr, port, &sa);
@@ -146,7 +152,7 @@ static int do_send(const char *addr, int port, size_t size, int seg, double seco
 		die("connect");
 	int gso = size > (size_t)seg;
 	if (gso) {
-		size_t max = 65507 - 8;		/* one IP datagram's worth */
+		size_t max = 65507 - 8; /* one IP datagram's worth */
 		if (size > (size_t)seg * 64)
 			size = (size_t)seg * 64;
 		if (size > max)
@@ -158,22 +164,23 @@ static int do_send(const char *addr, int port, size_t size, int seg, double seco
 	struct mmsghdr msgs[BATCH];
 	struct iovec iov = { buf, size };
 	for (int i = 0; i < BATCH; i++)
-		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1 };
+		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov,
+						   .msg_iovlen = 1 };
 	unsigned long long bytes = 0, calls = 0;
 	double t0 = now_s(), end = t0 + seconds, t;
 	for (;;) {
 		int n = sendmmsg(fd, msgs, gso ? 1 : BATCH, 0);
 		if (n < 0 && errno != ECONNREFUSED && errno != ENOBUFS &&
 		    errno != EAGAIN && errno != EINTR)
-			die("sendmmsg");	/* else: receiver full or not there yet */
+			die("sendmmsg"); /* else: receiver full or not there yet */
 		if (n > 0)
 			bytes += (unsigned long long)n * size;
 		if ((++calls & 15) == 0 && now_s() >= end)
 			break;
 	}
 	t = now_s() - t0;
-	printf("sent_bytes=%llu size=%zu seg=%d gso=%d secs=%.6f gbps=%.4f\n", bytes, size,
-	       seg, gso, t, bytes * 8 / t / 1e9);
+	printf("sent_bytes=%llu size=%zu seg=%d gso=%d secs=%.6f gbps=%.4f\n",
+	       bytes, size, seg, gso, t, bytes * 8 / t / 1e9);
 	return 0;
 }
 
@@ -184,7 +191,9 @@ int main(int argc, char **argv)
 	if (argc == 7 && strcmp(argv[1], "send") == 0)
 		return do_send(argv[2], atoi(argv[3]), strtoul(argv[4], NULL, 0),
 			       atoi(argv[5]), atof(argv[6]));
-	fprintf(stderr, "usage: %s recv ADDR PORT\n"
-			"       %s send ADDR PORT SIZE SEG SECONDS\n", argv[0], argv[0]);
+	fprintf(stderr,
+		"usage: %s recv ADDR PORT\n"
+		"       %s send ADDR PORT SIZE SEG SECONDS\n",
+		argv[0], argv[0]);
 	return 2;
 }

@@ -50,7 +50,7 @@ static ssize_t rx(int fd, void *buf, size_t len, struct sockaddr_in *from)
 		if (n >= 0)
 			return n;
 		if (errno == EAGAIN && !spin)
-			exit(0);	/* SO_RCVTIMEO: nobody is talking */
+			exit(0); /* SO_RCVTIMEO: nobody is talking */
 		if (errno == EAGAIN || errno == EINTR)
 			continue;
 		die("recvfrom");
@@ -102,7 +102,8 @@ int main(int argc, char **argv)
 			ssize_t n = rx(fd, buf, sizeof(buf), &from);
 			if (n == 0)
 				return 0;
-			if (sendto(fd, buf, n, 0, (struct sockaddr *)&from, sizeof(from)) != n)
+			if (sendto(fd, buf, n, 0, (struct sockaddr *)&from,
+				   sizeof(from)) != n)
 				die("sendto");
 		}
 	}
@@ -128,8 +129,10 @@ int main(int argc, char **argv)
 				die("send");
 			ssize_t n;
 			do {
-				n = recv(fd, rbuf, 65536, spin ? MSG_DONTWAIT : 0);
-			} while (n < 0 && (errno == EAGAIN || errno == EINTR) && spin);
+				n = recv(fd, rbuf, 65536,
+					 spin ? MSG_DONTWAIT : 0);
+			} while (n < 0 && (errno == EAGAIN || errno == EINTR) &&
+				 spin);
 			if (n < 0)
 				die("recv (lost datagram?)");
 			if (i >= 0)
@@ -146,8 +149,9 @@ int main(int argc, char **argv)
 		       rtt[(long)(iters * 0.99)]);
 		return 0;
 	}
-	fprintf(stderr, "usage: %s server [--spin] ADDR PORT\n"
-			"       %s client [--spin] ADDR PORT SIZE ITERS\n",
+	fprintf(stderr,
+		"usage: %s server [--spin] ADDR PORT\n"
+		"       %s client [--spin] ADDR PORT SIZE ITERS\n",
 		argv[0], argv[0]);
 	return 2;
 }

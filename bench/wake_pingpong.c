@@ -40,23 +40,30 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_EPOLL, M_FUTEX, M_SPIN, M_DIRECT };
+enum mode {
+	M_EPOLL,
+	M_FUTEX,
+	M_SPIN,
+	M_DIRECT
+};
 
 static const char *const mode_names[] = {
-	[M_EPOLL] = "epoll", [M_FUTEX] = "futex",
-	[M_SPIN] = "spin", [M_DIRECT] = "direct",
+	[M_EPOLL] = "epoll",
+	[M_FUTEX] = "futex",
+	[M_SPIN] = "spin",
+	[M_DIRECT] = "direct",
 };
 
 struct side {
-	_Atomic uint32_t ring;		/* pings sent to this side */
-	_Atomic uint32_t app;		/* what its receiver delivered */
+	_Atomic uint32_t ring; /* pings sent to this side */
+	_Atomic uint32_t app;  /* what its receiver delivered */
 	_Atomic uint32_t stop;
 	char pad[64 - 12];
 };
 
 struct shared {
 	struct side side[2];
-	int bell[2];			/* eventfds (inherited by fork) */
+	int bell[2]; /* eventfds (inherited by fork) */
 };
 
 static struct shared *sh;
@@ -193,7 +200,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: wake_pingpong epoll|futex|spin|direct ITERS\n");
+		fprintf(stderr,
+			"usage: wake_pingpong epoll|futex|spin|direct ITERS\n");
 		return 2;
 	}
 	for (m = 0; m <= M_DIRECT; m++)
@@ -223,8 +231,9 @@ int main(int argc, char **argv)
 	waitpid(pid, NULL, 0);
 	qsort(rtt + warm, (size_t)iters, sizeof(*rtt), cmp);
 	printf("mode=%s iters=%d oneway_median_us=%.2f oneway_p10_us=%.2f "
-	       "oneway_p90_us=%.2f\n", mode_names[mode], iters,
-	       rtt[warm + iters / 2] / 2000.0, rtt[warm + iters / 10] / 2000.0,
+	       "oneway_p90_us=%.2f\n",
+	       mode_names[mode], iters, rtt[warm + iters / 2] / 2000.0,
+	       rtt[warm + iters / 10] / 2000.0,
 	       rtt[warm + iters * 9 / 10] / 2000.0);
 	return 0;
 }

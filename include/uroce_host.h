@@ -32,8 +32,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define UROCE_SOCK_BUF_BYTES	(32 << 20)
-#define UROCE_ADDR_RESERVE_FMT	"uroce-addr:%s"
+#define UROCE_SOCK_BUF_BYTES   (32 << 20)
+#define UROCE_ADDR_RESERVE_FMT "uroce-addr:%s"
 
 /*
  * Take the name that reserves the address written as ip (inet_ntop

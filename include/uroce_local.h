@@ -20,13 +20,13 @@
 
 #include "wire/wire.h"
 
-#define LR_SLOTS	128u		/* power of two */
-#define LR_DATA		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-#define LR_MAGIC	0x75726c31u	/* "url1" */
+#define LR_SLOTS 128u /* power of two */
+#define LR_DATA	 (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define LR_MAGIC 0x75726c31u /* "url1" */
 
 struct lr_slot {
 	uint32_t len;
-	uint16_t ip_id;			/* the ICRC's IPv4 identification */
+	uint16_t ip_id; /* the ICRC's IPv4 identification */
 	uint16_t rsvd;
 	uint8_t data[LR_DATA];
 } __attribute__((aligned(64)));
@@ -45,15 +45,15 @@ struct lr_shared {
 
 struct lr_hello {
 	uint32_t magic;
-	uint32_t slot;			/* the sender's shared-device slot */
-	struct sockaddr_storage addr;	/* its address (packets' source) */
+	uint32_t slot;		      /* the sender's shared-device slot */
+	struct sockaddr_storage addr; /* its address (packets' source) */
 };
 
 struct lr_answer {
 	uint32_t magic;
-	uint32_t slot;			/* the receiver's slot */
-	uint32_t alone;			/* it has the address to itself */
-	uint32_t size;			/* sizeof(struct lr_shared) */
+	uint32_t slot;	/* the receiver's slot */
+	uint32_t alone; /* it has the address to itself */
+	uint32_t size;	/* sizeof(struct lr_shared) */
 };
 
 #endif /* UROCE_LOCAL_H */

@@ -10,8 +10,8 @@
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
 
-#define UROCE_GSI_QPN	1
-#define UROCE_GSI_QKEY	0x80010000u
+#define UROCE_GSI_QPN  1
+#define UROCE_GSI_QKEY 0x80010000u
 
 /*
  * The device's GSI QP (QP1): a UD QP, already in RTS, with Q_Key

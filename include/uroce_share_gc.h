@@ -49,8 +49,7 @@ static inline int uroce_share_seg_live(const struct uroce_share_seg *seg)
  */
 static inline int uroce_share_gc_one(int dirfd, const char *name)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_len = 1 };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
 	struct uroce_share_seg seg;
 	struct stat st;
 	int fd, ret = 0;
@@ -58,7 +57,7 @@ static inline int uroce_share_gc_one(int dirfd, const char *name)
 	fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (fcntl(fd, F_OFD_SETLK, &fl))	/* busy: someone is at it */
+	if (fcntl(fd, F_OFD_SETLK, &fl)) /* busy: someone is at it */
 		goto out;
 	if (fstat(fd, &st) || !st.st_nlink || !S_ISREG(st.st_mode) ||
 	    st.st_size < (off_t)sizeof(seg) ||
@@ -68,7 +67,7 @@ static inline int uroce_share_gc_one(int dirfd, const char *name)
 	if (!uroce_share_seg_live(&seg))
 		ret = unlinkat(dirfd, name, 0) ? -errno : 1;
 out:
-	close(fd);	/* (drops the lock) */
+	close(fd); /* (drops the lock) */
 	return ret;
 }
 

@@ -35,49 +35,49 @@
 #include <string.h>
 #include <unistd.h>
 
-#define UROCE_SHM_PREFIX	"uroce."	/* /dev/shm/uroce.<pid> */
-#define UROCE_SHM_DIR		"/dev/shm"
-#define UROCE_SHM_MAGIC		0x5441545345435255ull	/* "URCESTAT" */
-#define UROCE_SHM_VERSION	1
-#define UROCE_SHM_NAME_LEN	32
-#define UROCE_SHM_QP_SLOTS	4096
+#define UROCE_SHM_PREFIX   "uroce." /* /dev/shm/uroce.<pid> */
+#define UROCE_SHM_DIR	   "/dev/shm"
+#define UROCE_SHM_MAGIC	   0x5441545345435255ull /* "URCESTAT" */
+#define UROCE_SHM_VERSION  1
+#define UROCE_SHM_NAME_LEN 32
+#define UROCE_SHM_QP_SLOTS 4096
 
 struct uroce_shm_hdr {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t hdr_size;		/* sizeof(struct uroce_shm_hdr) */
-	uint64_t size;			/* of the whole segment */
+	uint32_t hdr_size; /* sizeof(struct uroce_shm_hdr) */
+	uint64_t size;	   /* of the whole segment */
 	uint32_t ncounters;
 	uint32_t names_off;
 	uint32_t cnt_off;
 	uint32_t qp_off;
 	uint32_t qp_slots;
-	uint32_t qp_entry_size;		/* sizeof(struct uroce_shm_qp) */
+	uint32_t qp_entry_size; /* sizeof(struct uroce_shm_qp) */
 
 	/* who: a pid alone is not enough, pids are reused */
 	int32_t pid;
 	uint32_t reserved0;
-	uint64_t start_time;		/* /proc/<pid>/stat field 22 */
-	char comm[64];			/* argv[0]'s base name */
+	uint64_t start_time; /* /proc/<pid>/stat field 22 */
+	char comm[64];	     /* argv[0]'s base name */
 
 	/* the device */
 	char dev_name[64];
-	uint8_t gid[16];		/* RoCE v2 GID, index 0 */
-	char addr[48];			/* its IP address as text */
-	uint64_t node_guid;		/* big-endian, as ibv_get_device_guid */
-	uint32_t active_mtu;		/* bytes */
-	uint32_t netdev_mtu;		/* bytes */
-	char pcap[256];			/* UROCE_PCAP file, "" when off */
-	char fault[128];		/* UROCE_FAULT setting, "" when off */
+	uint8_t gid[16];     /* RoCE v2 GID, index 0 */
+	char addr[48];	     /* its IP address as text */
+	uint64_t node_guid;  /* big-endian, as ibv_get_device_guid */
+	uint32_t active_mtu; /* bytes */
+	uint32_t netdev_mtu; /* bytes */
+	char pcap[256];	     /* UROCE_PCAP file, "" when off */
+	char fault[128];     /* UROCE_FAULT setting, "" when off */
 
 	/* QP snapshot handshake (futex words) */
 	uint32_t snap_req;
 	uint32_t snap_done;
-	uint32_t nqps;			/* entries valid in the snapshot */
-	uint32_t qp_overflow;		/* live QPs that did not fit */
-	uint64_t snap_time_ns;		/* CLOCK_REALTIME of the snapshot */
+	uint32_t nqps;	       /* entries valid in the snapshot */
+	uint32_t qp_overflow;  /* live QPs that did not fit */
+	uint64_t snap_time_ns; /* CLOCK_REALTIME of the snapshot */
 
-	uint32_t ready;			/* 1 once everything above is set */
+	uint32_t ready; /* 1 once everything above is set */
 	uint32_t reserved1;
 
 	/*
@@ -105,38 +105,38 @@ struct uroce_shm_hdr {
 /* Whether a segment whose header is hdr_size bytes long has share_slot. */
 static inline int uroce_shm_has_share(uint32_t hdr_size)
 {
-	return hdr_size >= offsetof(struct uroce_shm_hdr, share_slot) +
-			   sizeof(uint32_t);
+	return hdr_size >=
+	       offsetof(struct uroce_shm_hdr, share_slot) + sizeof(uint32_t);
 }
 
 /* One QP as the snapshot saw it. */
 /* struct uroce_shm_qp's path: 0 from a library that does not say */
 enum uroce_shm_path {
-	UROCE_SHM_PATH_NONE,		/* no peer (UD, or not connected) */
-	UROCE_SHM_PATH_UDP,		/* the network */
-	UROCE_SHM_PATH_LOCAL,		/* a same-host ring (net/local.c) */
+	UROCE_SHM_PATH_NONE,  /* no peer (UD, or not connected) */
+	UROCE_SHM_PATH_UDP,   /* the network */
+	UROCE_SHM_PATH_LOCAL, /* a same-host ring (net/local.c) */
 };
 
 struct uroce_shm_qp {
 	uint32_t qpn;
 	uint32_t dest_qpn;
-	uint8_t state;			/* enum ibv_qp_state */
-	uint8_t type;			/* enum ibv_qp_type */
-	uint16_t mtu;			/* path MTU, bytes */
-	uint8_t timeout;		/* local ACK timeout exponent */
+	uint8_t state;	 /* enum ibv_qp_state */
+	uint8_t type;	 /* enum ibv_qp_type */
+	uint16_t mtu;	 /* path MTU, bytes */
+	uint8_t timeout; /* local ACK timeout exponent */
 	uint8_t retry_cnt;
 	uint8_t rnr_retry;
-	uint8_t path;			/* enum uroce_shm_path: how it sends */
+	uint8_t path; /* enum uroce_shm_path: how it sends */
 	uint8_t peer_gid[16];
-	uint32_t sq_psn;		/* next PSN the requester sends */
-	uint32_t unacked_psn;		/* oldest PSN not yet acknowledged */
-	uint32_t epsn;			/* responder: next PSN expected */
-	uint32_t sq_posted;		/* send WRs posted, not completed */
-	uint32_t sq_unsent;		/* ... of which not started on the wire */
+	uint32_t sq_psn;      /* next PSN the requester sends */
+	uint32_t unacked_psn; /* oldest PSN not yet acknowledged */
+	uint32_t epsn;	      /* responder: next PSN expected */
+	uint32_t sq_posted;   /* send WRs posted, not completed */
+	uint32_t sq_unsent;   /* ... of which not started on the wire */
 	uint32_t sq_max_wr;
-	uint32_t rq_posted;		/* receive WRs waiting for a SEND */
+	uint32_t rq_posted; /* receive WRs waiting for a SEND */
 	uint32_t rq_max_wr;
-	uint32_t cwnd;			/* packets the requester may have in flight */
+	uint32_t cwnd; /* packets the requester may have in flight */
 	uint32_t retry_left;
 	uint32_t rnr_retry_left;
 	uint32_t reserved2;
@@ -149,33 +149,33 @@ struct uroce_shm_qp {
 	uint64_t rttvar_ns;
 	/* ECN congestion control (docs/congestion.md); entries of an older
 	 * library end before these */
-	uint64_t cc_rate;		/* bytes/s the requester is paced at,
+	uint64_t cc_rate;     /* bytes/s the requester is paced at,
 					 * 0: not paced */
-	uint64_t cc_ce_seen;		/* packets that arrived marked CE */
-	uint64_t cc_cnp_sent;		/* CNPs it answered them with */
-	uint64_t cc_cnp_rx;		/* CNPs from its peer */
-	uint64_t cc_cuts;		/* rate cuts they made */
+	uint64_t cc_ce_seen;  /* packets that arrived marked CE */
+	uint64_t cc_cnp_sent; /* CNPs it answered them with */
+	uint64_t cc_cnp_rx;   /* CNPs from its peer */
+	uint64_t cc_cuts;     /* rate cuts they made */
 };
 
 /* Whether QP entries of entry_size bytes carry the RTT estimate. */
 static inline int uroce_shm_qp_has_rtt(uint32_t entry_size)
 {
-	return entry_size >= offsetof(struct uroce_shm_qp, rttvar_ns) +
-			     sizeof(uint64_t);
+	return entry_size >=
+	       offsetof(struct uroce_shm_qp, rttvar_ns) + sizeof(uint64_t);
 }
 
 /* Whether QP entries of entry_size bytes carry the ECN counters. */
 static inline int uroce_shm_qp_has_cc(uint32_t entry_size)
 {
-	return entry_size >= offsetof(struct uroce_shm_qp, cc_cuts) +
-			     sizeof(uint64_t);
+	return entry_size >=
+	       offsetof(struct uroce_shm_qp, cc_cuts) + sizeof(uint64_t);
 }
 
 /* Whether a segment whose header is hdr_size bytes long carries a LID. */
 static inline int uroce_shm_has_lid(uint32_t hdr_size)
 {
-	return hdr_size >= offsetof(struct uroce_shm_hdr, lid) +
-			   sizeof(uint16_t);
+	return hdr_size >=
+	       offsetof(struct uroce_shm_hdr, lid) + sizeof(uint16_t);
 }
 
 /* The pid a file name in UROCE_SHM_DIR belongs to, or -1 if the name is
@@ -243,24 +243,24 @@ static inline uint64_t uroce_proc_start_time(int pid)
  * the abstract name "\0uroce/fwd/<address>/<nonce>/<s>".  order[] mirrors the
  * kernel's SO_REUSEPORT socket array (order[i] is the slot at index i).
  */
-#define UROCE_SHARE_PREFIX	"uroce-addr."
-#define UROCE_SHARE_MAGIC	0x4552414853435255ull	/* "URCSHARE" */
-#define UROCE_SHARE_VERSION	1
-#define UROCE_SHARE_SLOTS	256
-#define UROCE_SHARE_LISTENS	1024
+#define UROCE_SHARE_PREFIX  "uroce-addr."
+#define UROCE_SHARE_MAGIC   0x4552414853435255ull /* "URCSHARE" */
+#define UROCE_SHARE_VERSION 1
+#define UROCE_SHARE_SLOTS   256
+#define UROCE_SHARE_LISTENS 1024
 
 struct uroce_share_slot {
-	int32_t pid;			/* 0: free */
-	uint32_t index;			/* in the reuseport array */
-	uint64_t start_time;		/* /proc/<pid>/stat field 22 */
-	uint32_t next_qpn;		/* low 16 bits: kept across owners */
-	uint32_t owner;			/* 0: a member; else a further QPN
+	int32_t pid;	     /* 0: free */
+	uint32_t index;	     /* in the reuseport array */
+	uint64_t start_time; /* /proc/<pid>/stat field 22 */
+	uint32_t next_qpn;   /* low 16 bits: kept across owners */
+	uint32_t owner;	     /* 0: a member; else a further QPN
 					 * range of the member in that slot
 					 * (index then UINT32_MAX) */
 };
 
 struct uroce_share_listen {
-	uint64_t sid;			/* CM service ID, 0: free */
+	uint64_t sid; /* CM service ID, 0: free */
 	uint32_t slot;
 	uint32_t reserved;
 };
@@ -270,12 +270,12 @@ struct uroce_share_seg {
 	uint32_t version;
 	uint32_t size;
 	char addr[48];
-	uint64_t nonce;			/* authenticates index probes */
-	uint32_t epoch;			/* bumped at every change */
+	uint64_t nonce; /* authenticates index probes */
+	uint32_t epoch; /* bumped at every change */
 	uint32_t nmembers;
-	uint32_t next_slot;		/* allocation cursor */
+	uint32_t next_slot; /* allocation cursor */
 	uint32_t reserved;
-	uint64_t fwd_drops;		/* packets for a slot nobody holds */
+	uint64_t fwd_drops; /* packets for a slot nobody holds */
 	uint8_t order[UROCE_SHARE_SLOTS];
 	struct uroce_share_slot slot[UROCE_SHARE_SLOTS];
 	struct uroce_share_listen listen[UROCE_SHARE_LISTENS];

@@ -39,14 +39,14 @@ struct uroce_stats {
 };
 
 struct uroce_dev {
-	struct ibv_device ibdev;	/* what ibv_get_device_list hands out */
-	uint64_t guid;			/* node GUID, big-endian */
+	struct ibv_device ibdev; /* what ibv_get_device_list hands out */
+	uint64_t guid;		 /* node GUID, big-endian */
 
-	pthread_mutex_t lock;		/* the engine lock */
+	pthread_mutex_t lock; /* the engine lock */
 	/* socket bound, progress thread running (verbs/device.c: set and
 	 * cleared under its dev_up_lock, read by any thread) */
 	_Atomic bool net_up;
-	_Atomic bool been_up;		/* it came up once: UROCE_STATS=1 prints */
+	_Atomic bool been_up; /* it came up once: UROCE_STATS=1 prints */
 
 	struct uroce_net net;
 	struct uroce_port port;

@@ -20,7 +20,11 @@
 #include "run.h"
 #include "uroce_host.h"
 
-enum verdict { V_OK, V_WARN, V_FAIL };
+enum verdict {
+	V_OK,
+	V_WARN,
+	V_FAIL
+};
 
 static const char *const verdict_names[] = { "ok", "warn", "FAIL" };
 
@@ -33,8 +37,7 @@ struct doctor {
 	struct run_dev d;
 };
 
-typedef enum verdict check_fn(const struct doctor *dr, char *line,
-			      size_t len);
+typedef enum verdict check_fn(const struct doctor *dr, char *line, size_t len);
 
 /* A number from /proc/sys, or -1. */
 static long read_sysctl(const char *path)
@@ -56,7 +59,8 @@ static long read_sysctl(const char *path)
 static enum verdict check_lib(const struct doctor *dr, char *line, size_t len)
 {
 	if (!dr->have_lib) {
-		snprintf(line, len, "no libibverbs.so.1 of ours next to this "
+		snprintf(line, len,
+			 "no libibverbs.so.1 of ours next to this "
 			 "uroce (../lib/uroce or ../lib): build or install uroce");
 		return V_FAIL;
 	}
@@ -64,14 +68,15 @@ static enum verdict check_lib(const struct doctor *dr, char *line, size_t len)
 	return V_OK;
 }
 
-static enum verdict check_addr(const struct doctor *dr, char *line,
-			       size_t len)
+static enum verdict check_addr(const struct doctor *dr, char *line, size_t len)
 {
-	const char *from = getenv("UROCE_ADDR") ? "UROCE_ADDR" :
-			   getenv("UROCE_IFNAME") ? "UROCE_IFNAME" : NULL;
+	const char *from = getenv("UROCE_ADDR")	  ? "UROCE_ADDR" :
+			   getenv("UROCE_IFNAME") ? "UROCE_IFNAME" :
+						    NULL;
 
 	if (!dr->have_dev) {
-		snprintf(line, len, "%s: set UROCE_ADDR to an address of this "
+		snprintf(line, len,
+			 "%s: set UROCE_ADDR to an address of this "
 			 "host, or UROCE_IFNAME to an interface with one",
 			 dr->dev_err);
 		return V_FAIL;
@@ -80,17 +85,18 @@ static enum verdict check_addr(const struct doctor *dr, char *line,
 		snprintf(line, len, "%s on %s (from %s)", dr->d.addr,
 			 dr->d.ndev, from);
 	else
-		snprintf(line, len, "%s on %s, the first free loopback address: "
+		snprintf(line, len,
+			 "%s on %s, the first free loopback address: "
 			 "set UROCE_ADDR or UROCE_IFNAME to reach other hosts",
 			 dr->d.addr, dr->d.ndev);
 	return V_OK;
 }
 
-static enum verdict check_port(const struct doctor *dr, char *line,
-			       size_t len)
+static enum verdict check_port(const struct doctor *dr, char *line, size_t len)
 {
 	if (!dr->have_dev) {
-		snprintf(line, len, "not bound (above); another program on UDP "
+		snprintf(line, len,
+			 "not bound (above); another program on UDP "
 			 "4791? ss -ulpn 'sport = :4791' (the kernel's rdma_rxe "
 			 "holds it on every address: rmmod rdma_rxe)");
 		return V_FAIL;
@@ -110,11 +116,12 @@ static enum verdict check_mtu(const struct doctor *dr, char *line, size_t len)
 	}
 	m = m < 6 ? ib_bytes[m] : 0;
 	if (m >= 4096) {
-		snprintf(line, len, "interface %s MTU %u, IB MTU %u", dr->d.ndev,
-			 dr->d.netdev_mtu, m);
+		snprintf(line, len, "interface %s MTU %u, IB MTU %u",
+			 dr->d.ndev, dr->d.netdev_mtu, m);
 		return V_OK;
 	}
-	snprintf(line, len, "interface %s MTU %u gives IB MTU %u: for 4096, "
+	snprintf(line, len,
+		 "interface %s MTU %u gives IB MTU %u: for 4096, "
 		 "ip link set dev %s mtu 9000 (on every host of the path)",
 		 dr->d.ndev, dr->d.netdev_mtu, m, dr->d.ndev);
 	return V_WARN;
@@ -132,11 +139,14 @@ static enum verdict check_buf(const char *name, char *line, size_t len)
 		return V_OK;
 	}
 	if (geteuid() == 0) {
-		snprintf(line, len, "net.core.%s %ld, but root's socket gets "
-			 "its %d bytes anyway", name, have, UROCE_SOCK_BUF_BYTES);
+		snprintf(line, len,
+			 "net.core.%s %ld, but root's socket gets "
+			 "its %d bytes anyway",
+			 name, have, UROCE_SOCK_BUF_BYTES);
 		return V_OK;
 	}
-	snprintf(line, len, "net.core.%s %ld, the datapath asks for %d: "
+	snprintf(line, len,
+		 "net.core.%s %ld, the datapath asks for %d: "
 		 "sysctl -w net.core.%s=%d (or bursts drop and retransmit)",
 		 name, have, UROCE_SOCK_BUF_BYTES, name, UROCE_SOCK_BUF_BYTES);
 	return V_WARN;
@@ -155,7 +165,7 @@ static enum verdict check_wmem(const struct doctor *dr, char *line, size_t len)
 /* What stops unprivileged user namespaces, most specific first. */
 static const struct {
 	const char *sysctl;
-	long blocks;		/* the value that stops them */
+	long blocks; /* the value that stops them */
 	const char *fix;
 } userns_knobs[] = {
 	{ "/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 1,
@@ -173,18 +183,21 @@ static enum verdict check_ns(const struct doctor *dr, char *line, size_t len)
 	size_t i;
 
 	if (!dr->ns_err) {
-		snprintf(line, len, "uroce run can give programs /dev/infiniband "
+		snprintf(line, len,
+			 "uroce run can give programs /dev/infiniband "
 			 "and /sys/class/infiniband");
 		return V_OK;
 	}
 	for (i = 0; i < sizeof(userns_knobs) / sizeof(userns_knobs[0]); i++)
 		if (geteuid() && read_sysctl(userns_knobs[i].sysctl) ==
-		    userns_knobs[i].blocks) {
+					 userns_knobs[i].blocks) {
 			fix = userns_knobs[i].fix;
 			break;
 		}
-	snprintf(line, len, "%s: through uroce run, UCX, NCCL and others that "
-		 "look there will not see uroce0; %s", dr->ns_why, fix);
+	snprintf(line, len,
+		 "%s: through uroce run, UCX, NCCL and others that "
+		 "look there will not see uroce0; %s",
+		 dr->ns_why, fix);
 	return V_WARN;
 }
 
@@ -201,7 +214,8 @@ static enum verdict check_memlock(const struct doctor *dr, char *line,
 		snprintf(line, len, "unlimited");
 		return V_OK;
 	}
-	snprintf(line, len, "%llu KiB: uroce locks nothing, but UCX and MPI "
+	snprintf(line, len,
+		 "%llu KiB: uroce locks nothing, but UCX and MPI "
 		 "warn or cap registrations under it: ulimit -l unlimited "
 		 "(limits.conf memlock, systemd LimitMEMLOCK=infinity)",
 		 (unsigned long long)rl.rlim_cur / 1024);
@@ -212,14 +226,10 @@ static const struct {
 	const char *name;
 	check_fn *fn;
 } checks[] = {
-	{ "library", check_lib },
-	{ "address", check_addr },
-	{ "port", check_port },
-	{ "mtu", check_mtu },
-	{ "rmem_max", check_rmem },
-	{ "wmem_max", check_wmem },
-	{ "namespaces", check_ns },
-	{ "memlock", check_memlock },
+	{ "library", check_lib },   { "address", check_addr },
+	{ "port", check_port },	    { "mtu", check_mtu },
+	{ "rmem_max", check_rmem }, { "wmem_max", check_wmem },
+	{ "namespaces", check_ns }, { "memlock", check_memlock },
 };
 
 int uroce_cmd_doctor(int argc, char **argv)
@@ -236,7 +246,7 @@ int uroce_cmd_doctor(int argc, char **argv)
 			return 0;
 		}
 		fprintf(stderr, "uroce doctor: takes no arguments "
-			"(uroce doctor --help)\n");
+				"(uroce doctor --help)\n");
 		return 2;
 	}
 	/* before the probe starts the library's threads */
@@ -249,7 +259,8 @@ int uroce_cmd_doctor(int argc, char **argv)
 		snprintf(dr.dev_err, sizeof(dr.dev_err), "no library");
 	for (i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
 		v = checks[i].fn(&dr, line, sizeof(line));
-		printf("%-5s %-11s %s\n", verdict_names[v], checks[i].name, line);
+		printf("%-5s %-11s %s\n", verdict_names[v], checks[i].name,
+		       line);
 		if (v > worst)
 			worst = v;
 	}

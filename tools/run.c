@@ -24,26 +24,30 @@
 
 #include "run.h"
 
-#define EXIT_FAIL	1
-#define EXIT_USAGE	2
-#define EXIT_NOEXEC	126
-#define EXIT_NOTFOUND	127
+#define EXIT_FAIL     1
+#define EXIT_USAGE    2
+#define EXIT_NOEXEC   126
+#define EXIT_NOTFOUND 127
 
 /* The UROCE_ADDR we gave the program, so that a uroce run it starts
  * knows the address is not meant for it. */
-#define RUN_ADDR_ENV	"UROCE_RUN_ADDR"
+#define RUN_ADDR_ENV "UROCE_RUN_ADDR"
 
-enum { OPT_NO_NS = 256, OPT_HELP };
+enum {
+	OPT_NO_NS = 256,
+	OPT_HELP
+};
 
 /* The options that pass a setting on: each is one UROCE_* variable. */
 static const struct run_setting {
 	const char *name;
 	const char *env;
-	const char *flag_value;		/* NULL: the option takes a value */
+	const char *flag_value; /* NULL: the option takes a value */
 	const char *help;
 } settings[] = {
 	{ "addr", "UROCE_ADDR", NULL, "IP       the address the device owns" },
-	{ "ifname", "UROCE_IFNAME", NULL, "IF     the device takes IF's address" },
+	{ "ifname", "UROCE_IFNAME", NULL,
+	  "IF     the device takes IF's address" },
 	{ "pcap", "UROCE_PCAP", NULL, "FILE     capture every packet (%p: pid)" },
 	{ "pcap-max", "UROCE_PCAP_MAX", NULL, "SIZE rotate the capture at SIZE" },
 	{ "fault", "UROCE_FAULT", NULL, "SPEC    inject faults (drop=0.05,...)" },
@@ -51,7 +55,7 @@ static const struct run_setting {
 	{ "stats", "UROCE_STATS", "1", "         print the counters at exit" },
 };
 
-#define NSETTINGS	(sizeof(settings) / sizeof(settings[0]))
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
 static void usage(FILE *f)
 {
@@ -62,10 +66,11 @@ static void usage(FILE *f)
 	      "/dev/infiniband and /sys/class/infiniband entries of its device.\n",
 	      f);
 	for (i = 0; i < NSETTINGS; i++)
-		fprintf(f, "  --%s %s (%s)\n", settings[i].name, settings[i].help,
-			settings[i].env);
+		fprintf(f, "  --%s %s (%s)\n", settings[i].name,
+			settings[i].help, settings[i].env);
 	fputs("  --no-namespace  only set the library path\n"
-	      "  -h, --help      this text\n", f);
+	      "  -h, --help      this text\n",
+	      f);
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -128,7 +133,7 @@ static int parse(int argc, char **argv, bool *no_ns)
 	for (i = 0; i < NSETTINGS; i++) {
 		opts[i].name = settings[i].name;
 		opts[i].has_arg = settings[i].flag_value ? no_argument :
-			required_argument;
+							   required_argument;
 		opts[i].val = (int)i;
 	}
 	opts[i++] = (struct option){ "no-namespace", no_argument, NULL,
@@ -138,8 +143,10 @@ static int parse(int argc, char **argv, bool *no_ns)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		if (c >= 0 && c < (int)NSETTINGS) {
-			setenv(settings[c].env, settings[c].flag_value ?
-			       settings[c].flag_value : optarg, 1);
+			setenv(settings[c].env,
+			       settings[c].flag_value ? settings[c].flag_value :
+							optarg,
+			       1);
 			continue;
 		}
 		switch (c) {
@@ -149,13 +156,12 @@ static int parse(int argc, char **argv, bool *no_ns)
 		case 'h':
 		case OPT_HELP:
 			usage(stdout);
-			return 0;	/* exit 0, nothing to run */
+			return 0; /* exit 0, nothing to run */
 		case ':':
 			return -usage_error("a value is missing after",
 					    argv[optind - 1]);
 		default:
-			return -usage_error("unknown option",
-					    argv[optind - 1]);
+			return -usage_error("unknown option", argv[optind - 1]);
 		}
 	}
 	if (optind >= argc)
@@ -187,7 +193,7 @@ int uroce_cmd_run(int argc, char **argv)
 	}
 	if (run_find_libdir(libdir, sizeof(libdir))) {
 		fprintf(stderr, "uroce run: no libibverbs.so.1 of ours next to "
-			"this uroce (../lib/uroce or ../lib)\n");
+				"this uroce (../lib/uroce or ../lib)\n");
 		return EXIT_FAIL;
 	}
 	if (no_ns)
@@ -196,7 +202,7 @@ int uroce_cmd_run(int argc, char **argv)
 		ns_err = run_ns_check(why, sizeof(why));
 	if (!ns_err) {
 		ns_err = run_ns_enter(why, sizeof(why));
-		if (ns_err) {	/* it worked in the check: not here */
+		if (ns_err) { /* it worked in the check: not here */
 			fprintf(stderr, "uroce run: %s\n", why);
 			return EXIT_FAIL;
 		}
@@ -213,11 +219,12 @@ int uroce_cmd_run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (ns_err)
-		fprintf(stderr, "uroce run: %s gets no /dev/infiniband or "
+		fprintf(stderr,
+			"uroce run: %s gets no /dev/infiniband or "
 			"/sys/class/infiniband (UCX, NCCL and others will not "
-			"see %s): %s\n", argv[first], d.name, why);
-	if (setenv("UROCE_ADDR", d.addr, 1) ||
-	    setenv(RUN_ADDR_ENV, d.addr, 1) ||
+			"see %s): %s\n",
+			argv[first], d.name, why);
+	if (setenv("UROCE_ADDR", d.addr, 1) || setenv(RUN_ADDR_ENV, d.addr, 1) ||
 	    prepend_path("LD_LIBRARY_PATH", libdir)) {
 		fprintf(stderr, "uroce run: cannot set the environment: %s\n",
 			strerror(errno));
@@ -225,7 +232,6 @@ int uroce_cmd_run(int argc, char **argv)
 	}
 	run_probe_drop_segment();
 	execv(prog, argv + first);
-	fprintf(stderr, "uroce run: cannot run %s: %s\n", prog,
-		strerror(errno));
+	fprintf(stderr, "uroce run: cannot run %s: %s\n", prog, strerror(errno));
 	return errno == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
 }

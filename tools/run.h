@@ -20,22 +20,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RUN_MAX_GIDS	16
+#define RUN_MAX_GIDS 16
 
 /* What the program's device reports, from our libibverbs itself. */
 struct run_dev {
-	char name[IBV_SYSFS_NAME_MAX];		/* uroce0 */
-	char uverbs[IBV_SYSFS_NAME_MAX];	/* uverbs0 */
-	char addr[INET6_ADDRSTRLEN];		/* the address it bound */
-	char ndev[IF_NAMESIZE];			/* the interface holding it */
+	char name[IBV_SYSFS_NAME_MAX];	 /* uroce0 */
+	char uverbs[IBV_SYSFS_NAME_MAX]; /* uverbs0 */
+	char addr[INET6_ADDRSTRLEN];	 /* the address it bound */
+	char ndev[IF_NAMESIZE];		 /* the interface holding it */
 	unsigned int netdev_mtu;
 	struct ibv_device_attr dattr;
 	struct ibv_port_attr pattr;
-	uint16_t pkey0;				/* host order */
+	uint16_t pkey0; /* host order */
 	int ngids;
 	union ibv_gid gid[RUN_MAX_GIDS];
-	bool gid_ex[RUN_MAX_GIDS];		/* type and ndev known */
-	uint32_t gid_type[RUN_MAX_GIDS];	/* enum ibv_gid_type */
+	bool gid_ex[RUN_MAX_GIDS];	 /* type and ndev known */
+	uint32_t gid_type[RUN_MAX_GIDS]; /* enum ibv_gid_type */
 	char gid_ndev[RUN_MAX_GIDS][IF_NAMESIZE];
 };
 

@@ -125,8 +125,7 @@ static int copy_entry(int old, const char *dir, const char *name)
 }
 
 /* Cover dir with a tmpfs that holds what dir held, but for ours. */
-static int cover(const char *dir, const char *const *ours, char *why,
-		 size_t len)
+static int cover(const char *dir, const char *const *ours, char *why, size_t len)
 {
 	struct dirent *e;
 	DIR *d = NULL;

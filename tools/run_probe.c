@@ -96,8 +96,8 @@ static const struct {
 	{ "_ibv_query_gid_ex", offsetof(struct verbs_api, query_gid_ex) },
 };
 
-static int load_verbs(const char *libdir, struct verbs_api *api,
-		      char *err, size_t len)
+static int load_verbs(const char *libdir, struct verbs_api *api, char *err,
+		      size_t len)
 {
 	char path[PATH_MAX + 32];
 	void *h, *fn;
@@ -162,13 +162,13 @@ static int query(const struct verbs_api *api, struct ibv_context *ctx,
 	if (api->query_pkey(ctx, 1, 0, &pkey))
 		return -errno;
 	d->pkey0 = be16toh(pkey);
-	d->ngids = d->pattr.gid_tbl_len < RUN_MAX_GIDS ?
-		   d->pattr.gid_tbl_len : RUN_MAX_GIDS;
+	d->ngids = d->pattr.gid_tbl_len < RUN_MAX_GIDS ? d->pattr.gid_tbl_len :
+							 RUN_MAX_GIDS;
 	for (i = 0; i < d->ngids; i++) {
 		if (api->query_gid(ctx, 1, i, &d->gid[i]))
 			return -errno;
 		if (api->query_gid_ex(ctx, 1, (uint32_t)i, &e, 0, sizeof(e)))
-			continue;	/* an empty slot: no type, no ndev */
+			continue; /* an empty slot: no type, no ndev */
 		d->gid_ex[i] = true;
 		d->gid_type[i] = e.gid_type;
 		if (!if_indextoname(e.ndev_ifindex, d->gid_ndev[i]))
@@ -215,7 +215,7 @@ static void pass_on(int fd)
 
 /* How often the device is opened again when another `uroce run` took the
  * address it chose. */
-#define RUN_PROBE_TRIES	32
+#define RUN_PROBE_TRIES 32
 
 /* The program names its address (UROCE_ADDR or UROCE_IFNAME): the
  * library does not choose it. */
@@ -244,8 +244,7 @@ static bool addr_named_shared(void)
  * no second hold (the reservation only keeps the library's scan for a
  * free address off it, and one holder does that): *hold is -1 then.
  */
-static int hold_addr(const struct run_dev *d, int *hold, char *err,
-		     size_t len)
+static int hold_addr(const struct run_dev *d, int *hold, char *err, size_t len)
 {
 	int fd = uroce_addr_reserve(d->addr);
 
@@ -253,9 +252,10 @@ static int hold_addr(const struct run_dev *d, int *hold, char *err,
 	if (fd == -EADDRINUSE && addr_named_shared())
 		return 0;
 	if (fd < 0) {
-		snprintf(err, len, "%s: %s", d->addr, fd == -EADDRINUSE ?
-			 "another uroce run holds it for its program" :
-			 strerror(-fd));
+		snprintf(err, len, "%s: %s", d->addr,
+			 fd == -EADDRINUSE ?
+				 "another uroce run holds it for its program" :
+				 strerror(-fd));
 		return fd;
 	}
 	if (fcntl(fd, F_SETFD, 0)) {
@@ -305,7 +305,7 @@ int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
 				 list[0]->dev_name);
 			ctx = api.open_device(list[0]);
 			ret = ctx ? query(&api, ctx, d) :
-			      -(errno ? errno : ENODEV);
+				    -(errno ? errno : ENODEV);
 		}
 		/* before the close, which may unbind the address */
 		if (!ret && hold)
@@ -332,13 +332,13 @@ int run_probe(const char *libdir, struct run_dev *d, int *hold, char *err,
 		close(saved);
 		first_line(cap, said, sizeof(said));
 		if (!ret)
-			pass_on(cap);	/* warnings: the user should see them */
+			pass_on(cap); /* warnings: the user should see them */
 	}
 	if (cap >= 0)
 		close(cap);
 	if (ret && !err[0])
-		snprintf(err, len, "%s", said[0] ? said :
-			 "cannot open the uroce device");
+		snprintf(err, len, "%s",
+			 said[0] ? said : "cannot open the uroce device");
 	if (ret && !strcmp(err, "cannot open the uroce device"))
 		snprintf(err, len, "cannot open the uroce device: %s",
 			 strerror(-ret));

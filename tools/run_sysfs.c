@@ -19,13 +19,17 @@
 
 #include "run.h"
 
-#define CLASS		"/sys/class"
+#define CLASS "/sys/class"
 
 typedef void fmt_fn(const struct run_dev *d, int i, char *buf, size_t len);
 
 /* Which files an attribute is: one, or path/<i> for each GID index i,
  * or only for the used GID slots (those with a type). */
-enum attr_scope { ONCE, EACH_GID, USED_GID };
+enum attr_scope {
+	ONCE,
+	EACH_GID,
+	USED_GID
+};
 
 struct attr {
 	const char *path;
@@ -38,9 +42,10 @@ static const char *const port_states[] = {
 };
 
 static const char *const phys_states[] = {
-	[1] = "Sleep", [2] = "Polling", [3] = "Disabled",
-	[4] = "PortConfigurationTraining", [5] = "LinkUp",
-	[6] = "LinkErrorRecovery", [7] = "Phy Test",
+	[1] = "Sleep",	  [2] = "Polling",
+	[3] = "Disabled", [4] = "PortConfigurationTraining",
+	[5] = "LinkUp",	  [6] = "LinkErrorRecovery",
+	[7] = "Phy Test",
 };
 
 /* IB speed bit -> its name and lane rate in 100 Mb/s (sysfs.c rate_show) */
@@ -49,9 +54,9 @@ static const struct {
 	const char *name;
 	unsigned int rate;
 } speeds[] = {
-	{ 1, "", 25 }, { 2, " DDR", 50 }, { 4, " QDR", 100 },
-	{ 8, " FDR10", 100 }, { 16, " FDR", 140 }, { 32, " EDR", 250 },
-	{ 64, " HDR", 500 }, { 128, " NDR", 1000 }, { 256, " XDR", 2000 },
+	{ 1, "", 25 },	      { 2, " DDR", 50 },     { 4, " QDR", 100 },
+	{ 8, " FDR10", 100 }, { 16, " FDR", 140 },   { 32, " EDR", 250 },
+	{ 64, " HDR", 500 },  { 128, " NDR", 1000 }, { 256, " XDR", 2000 },
 };
 
 /* IB width bit -> lanes */
@@ -73,7 +78,7 @@ static void put_guid(__be64 guid, char *buf, size_t len)
 
 static void fmt_node_type(const struct run_dev *d, int i, char *buf, size_t len)
 {
-	snprintf(buf, len, "1: CA\n");	/* IBV_NODE_CA, ours always */
+	snprintf(buf, len, "1: CA\n"); /* IBV_NODE_CA, ours always */
 }
 
 static void fmt_node_guid(const struct run_dev *d, int i, char *buf, size_t len)
@@ -116,8 +121,7 @@ static void fmt_state(const struct run_dev *d, int i, char *buf, size_t len)
 	snprintf(buf, len, "%u: %s\n", s, s < 6 ? port_states[s] : "UNKNOWN");
 }
 
-static void fmt_phys_state(const struct run_dev *d, int i, char *buf,
-			   size_t len)
+static void fmt_phys_state(const struct run_dev *d, int i, char *buf, size_t len)
 {
 	unsigned int s = d->pattr.phys_state;
 
@@ -125,11 +129,11 @@ static void fmt_phys_state(const struct run_dev *d, int i, char *buf,
 		 s < 8 && phys_states[s] ? phys_states[s] : "<unknown>");
 }
 
-static void fmt_link_layer(const struct run_dev *d, int i, char *buf,
-			   size_t len)
+static void fmt_link_layer(const struct run_dev *d, int i, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s\n", d->pattr.link_layer ==
-		 IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+	snprintf(buf, len, "%s\n",
+		 d->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
+								  "InfiniBand");
 }
 
 static void fmt_rate(const struct run_dev *d, int i, char *buf, size_t len)
@@ -192,9 +196,10 @@ static void fmt_gid(const struct run_dev *d, int i, char *buf, size_t len)
 
 static void fmt_gid_type(const struct run_dev *d, int i, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s\n", d->gid_type[i] == IBV_GID_TYPE_ROCE_V2 ?
-		 "RoCE v2" : d->gid_type[i] == IBV_GID_TYPE_ROCE_V1 ?
-		 "IB/RoCE v1" : "IB");
+	snprintf(buf, len, "%s\n",
+		 d->gid_type[i] == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" :
+		 d->gid_type[i] == IBV_GID_TYPE_ROCE_V1 ? "IB/RoCE v1" :
+							  "IB");
 }
 
 static void fmt_gid_ndev(const struct run_dev *d, int i, char *buf, size_t len)
@@ -204,7 +209,7 @@ static void fmt_gid_ndev(const struct run_dev *d, int i, char *buf, size_t len)
 
 static void fmt_numa(const struct run_dev *d, int i, char *buf, size_t len)
 {
-	snprintf(buf, len, "-1\n");	/* a virtual device: no NUMA node */
+	snprintf(buf, len, "-1\n"); /* a virtual device: no NUMA node */
 }
 
 /* Every CPU is as near as any other to a device in the process. */

@@ -51,54 +51,55 @@ struct seg {
 
 static bool opt_json, opt_all, opt_watch;
 static double opt_interval = 1.0;
-static long opt_count = -1;		/* --count: refreshes, -1 = forever */
+static long opt_count = -1; /* --count: refreshes, -1 = forever */
 static const char *prog = "uroce";
 
 static const char usage_text[] =
-"Usage: uroce [--json] COMMAND [ARGS]\n"
-"Look inside the uroce RDMA devices of programs running on this host.\n"
-"\n"
-"Commands:\n"
-"  devices              list the processes that have a uroce device, with\n"
-"                       the device's address, GID, port LID and MTU,\n"
-"                       and which processes share an address\n"
-"  stats [PID]          the device counters of process PID (of every uroce\n"
-"                       process if PID is left out): packets and bytes by\n"
-"                       opcode class, ACKs, NAKs by syndrome, retransmits,\n"
-"                       timeouts, RNR NAKs, duplicates, drops by reason\n"
-"  qps [PID]            the queue pairs of process PID (or of every one):\n"
-"                       state, PSNs, outstanding work requests\n"
-"  run [OPTS] -- PROG   run PROG on uroce, unprivileged, with the\n"
-"                       /dev/infiniband and /sys/class/infiniband entries\n"
-"                       RDMA programs look for (uroce run --help)\n"
-"  doctor               check this host's setup for uroce, one line each\n"
-"  help                 this text\n"
-"\n"
-"Options:\n"
-"  -j, --json           machine-readable output (one JSON value; with\n"
-"                       --watch, one JSON object per line per refresh)\n"
-"  -w, --watch          stats: refresh until the process exits or Ctrl-C,\n"
-"                       showing the rate of each counter per second\n"
-"  -i, --interval SECS  seconds between refreshes (default 1)\n"
-"  -n, --count N        stop after N refreshes\n"
-"  -a, --all            stats: show counters that are zero too\n"
-"  -h, --help           this text\n"
-"  -V, --version        the tool's and the stats format's versions\n"
-"\n"
-"A program is a uroce process once it opens an RDMA device through uroce's\n"
-"libibverbs.so.1; it then publishes its counters in /dev/shm/uroce.<pid>\n"
-"(readable by its user and root), removed when it exits.\n"
-"\n"
-"Related settings of the program itself (environment variables):\n"
-"  UROCE_PCAP=file.pcap  capture its RoCE packets (open in Wireshark)\n"
-"  UROCE_FAULT=...       inject packet loss, duplication, reordering\n"
-"  UROCE_LOG=LEVEL       log events to stderr: error, warn, info, debug\n"
-"See uroce(1).\n"
-"\n"
-"Exit status: 0 success, 1 no such process / not a uroce program / no\n"
-"permission, 2 usage error.\n";
+	"Usage: uroce [--json] COMMAND [ARGS]\n"
+	"Look inside the uroce RDMA devices of programs running on this host.\n"
+	"\n"
+	"Commands:\n"
+	"  devices              list the processes that have a uroce device, with\n"
+	"                       the device's address, GID, port LID and MTU,\n"
+	"                       and which processes share an address\n"
+	"  stats [PID]          the device counters of process PID (of every uroce\n"
+	"                       process if PID is left out): packets and bytes by\n"
+	"                       opcode class, ACKs, NAKs by syndrome, retransmits,\n"
+	"                       timeouts, RNR NAKs, duplicates, drops by reason\n"
+	"  qps [PID]            the queue pairs of process PID (or of every one):\n"
+	"                       state, PSNs, outstanding work requests\n"
+	"  run [OPTS] -- PROG   run PROG on uroce, unprivileged, with the\n"
+	"                       /dev/infiniband and /sys/class/infiniband entries\n"
+	"                       RDMA programs look for (uroce run --help)\n"
+	"  doctor               check this host's setup for uroce, one line each\n"
+	"  help                 this text\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json           machine-readable output (one JSON value; with\n"
+	"                       --watch, one JSON object per line per refresh)\n"
+	"  -w, --watch          stats: refresh until the process exits or Ctrl-C,\n"
+	"                       showing the rate of each counter per second\n"
+	"  -i, --interval SECS  seconds between refreshes (default 1)\n"
+	"  -n, --count N        stop after N refreshes\n"
+	"  -a, --all            stats: show counters that are zero too\n"
+	"  -h, --help           this text\n"
+	"  -V, --version        the tool's and the stats format's versions\n"
+	"\n"
+	"A program is a uroce process once it opens an RDMA device through uroce's\n"
+	"libibverbs.so.1; it then publishes its counters in /dev/shm/uroce.<pid>\n"
+	"(readable by its user and root), removed when it exits.\n"
+	"\n"
+	"Related settings of the program itself (environment variables):\n"
+	"  UROCE_PCAP=file.pcap  capture its RoCE packets (open in Wireshark)\n"
+	"  UROCE_FAULT=...       inject packet loss, duplication, reordering\n"
+	"  UROCE_LOG=LEVEL       log events to stderr: error, warn, info, debug\n"
+	"See uroce(1).\n"
+	"\n"
+	"Exit status: 0 success, 1 no such process / not a uroce program / no\n"
+	"permission, 2 usage error.\n";
 
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die_usage(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 static void die_usage(const char *fmt, ...)
 {
 	va_list ap;
@@ -127,7 +128,6 @@ static uint64_t now_ns(int clock)
 
 /* ---- finding processes ---- */
 
-
 static void proc_comm(int pid, char *out, size_t len)
 {
 	char path[64];
@@ -150,11 +150,11 @@ static bool pid_alive(int pid)
 
 enum open_err {
 	SEG_OK,
-	SEG_NONE,		/* no segment for this pid */
-	SEG_NOPROC,		/* no such process */
-	SEG_STALE,		/* segment of a process that is gone */
+	SEG_NONE,   /* no segment for this pid */
+	SEG_NOPROC, /* no such process */
+	SEG_STALE,  /* segment of a process that is gone */
 	SEG_PERM,
-	SEG_BAD,		/* not a segment we understand */
+	SEG_BAD, /* not a segment we understand */
 };
 
 static char seg_err_detail[256];
@@ -169,8 +169,8 @@ static enum open_err seg_open(int pid, struct seg *s)
 
 	memset(s, 0, sizeof(*s));
 	s->pid = pid;
-	snprintf(path, sizeof(path), "%s/%s%d", UROCE_SHM_DIR,
-		 UROCE_SHM_PREFIX, pid);
+	snprintf(path, sizeof(path), "%s/%s%d", UROCE_SHM_DIR, UROCE_SHM_PREFIX,
+		 pid);
 	s->writable = true;
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == EACCES) {
@@ -196,7 +196,7 @@ static enum open_err seg_open(int pid, struct seg *s)
 	/* a process killed before it could remove its segment */
 	if (!pid_alive(pid)) {
 		close(fd);
-		unlink(path);	/* best effort: the owner may be someone else */
+		unlink(path); /* best effort: the owner may be someone else */
 		return SEG_STALE;
 	}
 	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*h)) {
@@ -229,9 +229,11 @@ static enum open_err seg_open(int pid, struct seg *s)
 		goto bad;
 	}
 	if (h->size > s->size || h->pid != pid ||
-	    (uint64_t)h->names_off + (uint64_t)h->ncounters * UROCE_SHM_NAME_LEN > s->size ||
+	    (uint64_t)h->names_off + (uint64_t)h->ncounters * UROCE_SHM_NAME_LEN >
+		    s->size ||
 	    (uint64_t)h->cnt_off + (uint64_t)h->ncounters * 8 > s->size ||
-	    (uint64_t)h->qp_off + (uint64_t)h->qp_slots * h->qp_entry_size > s->size ||
+	    (uint64_t)h->qp_off + (uint64_t)h->qp_slots * h->qp_entry_size >
+		    s->size ||
 	    h->qp_entry_size < offsetof(struct uroce_shm_qp, srtt_ns) ||
 	    h->cnt_off % 8) {
 		snprintf(seg_err_detail, sizeof(seg_err_detail),
@@ -242,7 +244,7 @@ static enum open_err seg_open(int pid, struct seg *s)
 	if (uroce_proc_start_time(pid) != h->start_time) {
 		munmap(p, s->size);
 		s->h = NULL;
-		unlink(path);	/* best effort: the owner may be someone else */
+		unlink(path); /* best effort: the owner may be someone else */
 		return SEG_STALE;
 	}
 	return SEG_OK;
@@ -309,26 +311,31 @@ static void seg_open_or_die(int pid, struct seg *s)
 		break;
 	case SEG_NONE:
 		proc_comm(pid, comm, sizeof(comm));
-		fprintf(stderr, "%s: process %d (%s) is not a uroce program: "
+		fprintf(stderr,
+			"%s: process %d (%s) is not a uroce program: "
 			"it has no %s/%s%d (it has not opened an RDMA device "
-			"through uroce's libibverbs.so.1)\n", prog, pid, comm,
-			UROCE_SHM_DIR, UROCE_SHM_PREFIX, pid);
+			"through uroce's libibverbs.so.1)\n",
+			prog, pid, comm, UROCE_SHM_DIR, UROCE_SHM_PREFIX, pid);
 		break;
 	case SEG_STALE:
 		if (!pid_alive(pid))
-			fprintf(stderr, "%s: no such process: %d (it left a "
-				"stats segment behind, now removed)\n", prog,
-				pid);
+			fprintf(stderr,
+				"%s: no such process: %d (it left a "
+				"stats segment behind, now removed)\n",
+				prog, pid);
 		else
-			fprintf(stderr, "%s: process %d is not a uroce "
+			fprintf(stderr,
+				"%s: process %d is not a uroce "
 				"program: the uroce process that had this pid "
 				"has exited (its stale stats segment was "
-				"removed)\n", prog, pid);
+				"removed)\n",
+				prog, pid);
 		break;
 	case SEG_PERM:
-		fprintf(stderr, "%s: no permission to read process %d's "
-			"counters (%s); run as that user or as root\n", prog,
-			pid, seg_err_detail);
+		fprintf(stderr,
+			"%s: no permission to read process %d's "
+			"counters (%s); run as that user or as root\n",
+			prog, pid, seg_err_detail);
 		break;
 	case SEG_BAD:
 		fprintf(stderr, "%s: process %d: %s\n", prog, pid,
@@ -351,8 +358,10 @@ static int seg_open_all(struct seg **out)
 			k++;
 			break;
 		case SEG_PERM:
-			fprintf(stderr, "%s: skipping process %d: no permission "
-				"(%s)\n", prog, pids[i], seg_err_detail);
+			fprintf(stderr,
+				"%s: skipping process %d: no permission "
+				"(%s)\n",
+				prog, pids[i], seg_err_detail);
 			break;
 		case SEG_BAD:
 			fprintf(stderr, "%s: skipping process %d: %s\n", prog,
@@ -408,8 +417,7 @@ static void seg_str(const char *field, size_t size, char *out)
 	out[size - 1] = '\0';
 }
 
-#define SEG_STR(s, f, buf) \
-	seg_str((s)->h->f, sizeof((s)->h->f), (buf))
+#define SEG_STR(s, f, buf) seg_str((s)->h->f, sizeof((s)->h->f), (buf))
 
 /* ---- JSON ---- */
 
@@ -514,7 +522,8 @@ static int cmd_devices(int argc, char **argv)
 		printf("[");
 		for (i = 0; i < n; i++) {
 			const struct seg *s = &segs[i];
-			char pcap[sizeof(s->h->pcap)], fault[sizeof(s->h->fault)];
+			char pcap[sizeof(s->h->pcap)],
+				fault[sizeof(s->h->fault)];
 
 			SEG_STR(s, pcap, pcap);
 			SEG_STR(s, fault, fault);
@@ -522,8 +531,8 @@ static int cmd_devices(int argc, char **argv)
 			json_ident(s);
 			json_kv_u64("lid", seg_lid(s), true);
 			json_kv_u64("share_slot", seg_share_slot(s), true);
-			json_kv_u64("sharing", (uint64_t)share_count(segs, n, s),
-				    true);
+			json_kv_u64("sharing",
+				    (uint64_t)share_count(segs, n, s), true);
 			json_kv_u64("node_guid", be64toh(s->h->node_guid), true);
 			json_kv_u64("active_mtu", s->h->active_mtu, true);
 			json_kv_u64("netdev_mtu", s->h->netdev_mtu, true);
@@ -540,9 +549,11 @@ static int cmd_devices(int argc, char **argv)
 		       "LID", "MTU", "NOTES");
 		for (i = 0; i < n; i++) {
 			const struct seg *s = &segs[i];
-			char comm[sizeof(s->h->comm)], dev[sizeof(s->h->dev_name)];
+			char comm[sizeof(s->h->comm)],
+				dev[sizeof(s->h->dev_name)];
 			char addr[sizeof(s->h->addr)], gid[INET6_ADDRSTRLEN];
-			char pcap[sizeof(s->h->pcap)], fault[sizeof(s->h->fault)];
+			char pcap[sizeof(s->h->pcap)],
+				fault[sizeof(s->h->fault)];
 			char mtu[16], lid[8] = "-";
 
 			SEG_STR(s, comm, comm);
@@ -559,7 +570,8 @@ static int cmd_devices(int argc, char **argv)
 			       mtu_text(s->h->active_mtu, mtu, sizeof(mtu)));
 			if (seg_share_slot(s))
 				printf(" shared(slot %u, %d processes)",
-				       seg_share_slot(s), share_count(segs, n, s));
+				       seg_share_slot(s),
+				       share_count(segs, n, s));
 			if (pcap[0])
 				printf(" capture=%s", pcap);
 			if (fault[0])
@@ -670,8 +682,8 @@ static int watch(struct seg *segs, int n)
 			if (!s->h)
 				continue;
 			if (!pid_alive(s->pid)) {
-				fprintf(stderr, "%s: process %d exited\n",
-					prog, s->pid);
+				fprintf(stderr, "%s: process %d exited\n", prog,
+					s->pid);
 				seg_close(s);
 				continue;
 			}
@@ -680,8 +692,11 @@ static int watch(struct seg *segs, int n)
 				print_stats_json(s);
 				printf("\n");
 			} else {
-				print_stats_text(s, round && prev && prev[i] ?
-						 prev[i] : NULL, secs);
+				print_stats_text(s,
+						 round && prev && prev[i] ?
+							 prev[i] :
+							 NULL,
+						 secs);
 			}
 			for (k = 0; prev && prev[i] && k < s->h->ncounters; k++)
 				prev[i][k] = cnt_value(s, k);
@@ -750,16 +765,21 @@ static const char *const qp_state_name[] = {
 static const char *state_text(uint8_t st)
 {
 	return st < sizeof(qp_state_name) / sizeof(qp_state_name[0]) ?
-	       qp_state_name[st] : "?";
+		       qp_state_name[st] :
+		       "?";
 }
 
 static const char *type_text(uint8_t t)
 {
 	switch (t) {
-	case 2: return "RC";
-	case 3: return "UC";
-	case 4: return "UD";
-	default: return "?";
+	case 2:
+		return "RC";
+	case 3:
+		return "UC";
+	case 4:
+		return "UD";
+	default:
+		return "?";
 	}
 }
 
@@ -790,8 +810,7 @@ static bool snapshot(struct seg *s)
 
 static const struct uroce_shm_qp *qp_entry(const struct seg *s, uint32_t i)
 {
-	return (const struct uroce_shm_qp *)((const char *)s->h +
-					     s->h->qp_off +
+	return (const struct uroce_shm_qp *)((const char *)s->h + s->h->qp_off +
 					     (size_t)i * s->h->qp_entry_size);
 }
 
@@ -852,10 +871,11 @@ static void print_qps_text(const struct seg *s, bool fresh)
 	if (!n)
 		return;
 	printf("  %-8s %-5s %-4s %-8s %-18s %4s %-8s %-8s %-8s %13s %11s "
-	       "%10s %10s %7s %15s %10s %13s %s\n", "QPN", "STATE", "TYPE",
-	       "DEST", "PEER", "MTU", "SQ_PSN", "UNACKED", "EPSN",
-	       "SQ POST/UNS", "RQ POSTED", "TX_PKTS", "RX_PKTS", "RETRANS",
-	       "RTT_US/VAR", "RATE_MBPS", "CNP_TX/RX", "PATH");
+	       "%10s %10s %7s %15s %10s %13s %s\n",
+	       "QPN", "STATE", "TYPE", "DEST", "PEER", "MTU", "SQ_PSN",
+	       "UNACKED", "EPSN", "SQ POST/UNS", "RQ POSTED", "TX_PKTS",
+	       "RX_PKTS", "RETRANS", "RTT_US/VAR", "RATE_MBPS", "CNP_TX/RX",
+	       "PATH");
 	for (i = 0; i < n && i < s->h->qp_slots; i++) {
 		const struct uroce_shm_qp *q = qp_entry(s, i);
 		char gid[INET6_ADDRSTRLEN], sq[32], rq[32], rtt[40];
@@ -868,10 +888,11 @@ static void print_qps_text(const struct seg *s, bool fresh)
 		cc_text(s, q, rate, sizeof(rate), cnp, sizeof(cnp));
 		printf("  0x%06x %-5s %-4s 0x%06x %-18s %4u 0x%06x 0x%06x "
 		       "0x%06x %13s %11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       " %15s %10s %13s %s\n", q->qpn, state_text(q->state),
-		       type_text(q->type), q->dest_qpn, gid, q->mtu, q->sq_psn,
-		       q->unacked_psn, q->epsn, sq, rq, q->tx_pkts, q->rx_pkts,
-		       q->retransmits, rtt, rate, cnp, path_text(q->path));
+		       " %15s %10s %13s %s\n",
+		       q->qpn, state_text(q->state), type_text(q->type),
+		       q->dest_qpn, gid, q->mtu, q->sq_psn, q->unacked_psn,
+		       q->epsn, sq, rq, q->tx_pkts, q->rx_pkts, q->retransmits,
+		       rtt, rate, cnp, path_text(q->path));
 	}
 	if (s->h->qp_overflow)
 		printf("  ... and %u more QPs that do not fit the table\n",
@@ -1004,16 +1025,23 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
-	for (size_t i = 0; argc > 1 && i < sizeof(own_option_cmds) /
-	     sizeof(own_option_cmds[0]); i++)
+	for (size_t i = 0;
+	     argc > 1 && i < sizeof(own_option_cmds) / sizeof(own_option_cmds[0]);
+	     i++)
 		if (!strcmp(argv[1], own_option_cmds[i].name))
 			return own_option_cmds[i].fn(argc - 1, argv + 1);
 	/* options may come before or after the command */
 	while ((c = getopt_long(argc, argv, "jwi:n:ahV", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': opt_json = true; break;
-		case 'w': opt_watch = true; break;
-		case 'a': opt_all = true; break;
+		case 'j':
+			opt_json = true;
+			break;
+		case 'w':
+			opt_watch = true;
+			break;
+		case 'a':
+			opt_all = true;
+			break;
 		case 'i':
 			opt_interval = strtod(optarg, &end);
 			if (*end || opt_interval < 0.01 || opt_interval > 86400)
@@ -1024,7 +1052,9 @@ int main(int argc, char **argv)
 			if (*end || opt_count < 1)
 				die_usage("--count wants a number >= 1");
 			break;
-		case 'h': fputs(usage_text, stdout); return 0;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
 		case 'V':
 			printf("uroce %s (stats format %u)\n", UROCE_VERSION,
 			       UROCE_SHM_VERSION);

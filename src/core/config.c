@@ -6,7 +6,7 @@
 
 #include "core/config.h"
 
-#define DEFAULT_UNRELIABLE_MBPS	4000
+#define DEFAULT_UNRELIABLE_MBPS 4000
 #define DEFAULT_SPIN_US		50
 #define DEFAULT_CNP_US		50
 
@@ -41,8 +41,7 @@ static void config_read(void)
 	v = env("UROCE_CNP_US");
 	c->cnp_us = v ? strtoull(v, NULL, 0) : DEFAULT_CNP_US;
 	v = env("UROCE_SPIN_US");
-	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 :
-			 DEFAULT_SPIN_US * 1000;
+	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 : DEFAULT_SPIN_US * 1000;
 	c->fault = env("UROCE_FAULT");
 	c->log = env("UROCE_LOG");
 	c->pcap = env("UROCE_PCAP");

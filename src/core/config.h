@@ -16,29 +16,29 @@
 
 struct uroce_config {
 	/* the device's address (net/udp.c; librdmacm: the address is pinned) */
-	const char *addr;		/* UROCE_ADDR: an IP address */
-	const char *ifname;		/* UROCE_IFNAME: the interface's first */
-	bool gso;			/* UROCE_GSO: not "0" (UDP GSO/GRO) */
-	bool share;			/* UROCE_SHARE: not "0" (net/share.c:
+	const char *addr;	  /* UROCE_ADDR: an IP address */
+	const char *ifname;	  /* UROCE_IFNAME: the interface's first */
+	bool gso;		  /* UROCE_GSO: not "0" (UDP GSO/GRO) */
+	bool share;		  /* UROCE_SHARE: not "0" (net/share.c:
 					 * an address may be shared) */
-	bool local;			/* UROCE_LOCAL: not "0" (net/local.c:
+	bool local;		  /* UROCE_LOCAL: not "0" (net/local.c:
 					 * the same-host path) */
-	uint64_t unreliable_mbps;	/* UROCE_UNRELIABLE_MBPS: UC/UD pacing,
+	uint64_t unreliable_mbps; /* UROCE_UNRELIABLE_MBPS: UC/UD pacing,
 					 * Mbit/s, 0 = off (default 4000) */
-	bool cc;			/* UROCE_CC=dcqcn: ECN congestion
+	bool cc;		  /* UROCE_CC=dcqcn: ECN congestion
 					 * control (engine/cc.c; default off) */
-	uint64_t cnp_us;		/* UROCE_CNP_US: the least time between
+	uint64_t cnp_us;	  /* UROCE_CNP_US: the least time between
 					 * two CNPs of a QP (default 50) */
-	uint64_t spin_ns;		/* UROCE_SPIN_US: how long the progress
+	uint64_t spin_ns;	  /* UROCE_SPIN_US: how long the progress
 					 * thread spins, ns (default 50 us) */
-	const char *fault;		/* UROCE_FAULT: net/udp.c's spec */
-	const char *log;		/* UROCE_LOG: a level (core/log.c) */
-	const char *pcap;		/* UROCE_PCAP: capture file */
-	const char *pcap_max;		/* UROCE_PCAP_MAX: its size limit */
-	bool stats;			/* UROCE_STATS=1: summaries at exit */
+	const char *fault;	  /* UROCE_FAULT: net/udp.c's spec */
+	const char *log;	  /* UROCE_LOG: a level (core/log.c) */
+	const char *pcap;	  /* UROCE_PCAP: capture file */
+	const char *pcap_max;	  /* UROCE_PCAP_MAX: its size limit */
+	bool stats;		  /* UROCE_STATS=1: summaries at exit */
 	/* librdmacm */
-	const char *cm_hold_ms;		/* UROCE_CM_HOLD_MS (rdmacm/gsi.c) */
-	const char *cm_listen_file;	/* UROCE_CM_LISTEN_FILE (tests) */
+	const char *cm_hold_ms;	    /* UROCE_CM_HOLD_MS (rdmacm/gsi.c) */
+	const char *cm_listen_file; /* UROCE_CM_LISTEN_FILE (tests) */
 };
 
 const struct uroce_config *uroce_config(void);

@@ -82,18 +82,18 @@ static inline int uroce_socket(int domain, int type, int protocol)
  * headers we build against; these are the values rdma-core 45 gave it, so
  * programs built against newer headers reach it.
  */
-#define UROCE_WR_FLUSH			14
-#define UROCE_WC_FLUSH			8
-#define UROCE_ACCESS_FLUSH_GLOBAL	(1 << 8)
-#define UROCE_ACCESS_FLUSH_PERSISTENT	(1 << 9)
-#define UROCE_QP_EX_WITH_FLUSH		(1 << 11)
-#define UROCE_FLUSH_GLOBAL		1	/* placement type bits */
-#define UROCE_FLUSH_PERSISTENT		2
-#define UROCE_FLUSH_RANGE		0	/* selectivity level */
-#define UROCE_FLUSH_MR			1
+#define UROCE_WR_FLUSH		      14
+#define UROCE_WC_FLUSH		      8
+#define UROCE_ACCESS_FLUSH_GLOBAL     (1 << 8)
+#define UROCE_ACCESS_FLUSH_PERSISTENT (1 << 9)
+#define UROCE_QP_EX_WITH_FLUSH	      (1 << 11)
+#define UROCE_FLUSH_GLOBAL	      1 /* placement type bits */
+#define UROCE_FLUSH_PERSISTENT	      2
+#define UROCE_FLUSH_RANGE	      0 /* selectivity level */
+#define UROCE_FLUSH_MR		      1
 
 #define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+	((type *)((char *)(ptr)-offsetof(type, member)))
 
 #define UROCE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -101,11 +101,11 @@ static inline int uroce_socket(int domain, int type, int protocol)
 /* QPs per process: the QP table's size, alone on an address (24-bit
  * QPNs); on a shared address the 16 bits below the slot bound it first
  * (docs/scale.md) */
-#define UROCE_MAX_QP		(1u << 18)
+#define UROCE_MAX_QP (1u << 18)
 /* QPN ranges (registry slots) one process may hold on a shared address */
-#define UROCE_QPN_RANGES	(UROCE_MAX_QP >> 16)
+#define UROCE_QPN_RANGES (UROCE_MAX_QP >> 16)
 /* a destroyed QP's number is not handed out again for this long */
-#define UROCE_QPN_QUARANTINE_MS	2000
+#define UROCE_QPN_QUARANTINE_MS 2000
 #define UROCE_MAX_QP_WR		16384
 #define UROCE_MAX_SGE		32
 #define UROCE_MAX_INLINE	512
@@ -123,25 +123,25 @@ static inline int uroce_socket(int domain, int type, int protocol)
  * AAI quadrant (first octet 0x02), which IEEE assigns to nobody; 0 reads
  * as "no device" to test suites.  hw_ver 1: the first revision.
  */
-#define UROCE_VENDOR_ID		0x025552
-#define UROCE_HW_VER		1
-#define UROCE_VENDOR_PART_ID	0x5552	/* "UR" */
-#define UROCE_FW_VER		"0.1.0"
-#define UROCE_DEV_NAME		"uroce0"
+#define UROCE_VENDOR_ID	     0x025552
+#define UROCE_HW_VER	     1
+#define UROCE_VENDOR_PART_ID 0x5552 /* "UR" */
+#define UROCE_FW_VER	     "0.1.0"
+#define UROCE_DEV_NAME	     "uroce0"
 /* multicast (verbs/mcast.c): each group a process joins costs a socket */
-#define UROCE_MAX_MCAST_GRP	256
+#define UROCE_MAX_MCAST_GRP	  256
 #define UROCE_MAX_MCAST_QP_ATTACH 64
 #define UROCE_MAX_TOTAL_MCAST_QP_ATTACH \
 	(UROCE_MAX_MCAST_GRP * UROCE_MAX_MCAST_QP_ATTACH)
-#define UROCE_MCAST_QPN		0xffffff	/* DQPN of multicast (IBA 10.5.2.3) */
+#define UROCE_MCAST_QPN 0xffffff /* DQPN of multicast (IBA 10.5.2.3) */
 
 /* Requester pacing: packets in flight per QP, and AckReq spacing. */
-#define UROCE_TX_WINDOW_MAX	256
-#define UROCE_TX_WINDOW_MIN	8
-#define UROCE_ACK_EVERY		16
+#define UROCE_TX_WINDOW_MAX 256
+#define UROCE_TX_WINDOW_MIN 8
+#define UROCE_ACK_EVERY	    16
 
 /* QPNs: 0 and 1 are special (SMI/GSI); ours start above them. */
-#define UROCE_QPN_FIRST		0x11
+#define UROCE_QPN_FIRST 0x11
 
 /* ---- counters: enum uroce_counter from the one list in core/counters.h ---- */
 #include "core/counters.h"
@@ -181,9 +181,9 @@ struct uroce_ipopt {
 	uint8_t ttl;
 };
 
-#define UROCE_ECN_MASK	0x03
-#define UROCE_ECN_ECT0	0x02
-#define UROCE_ECN_CE	0x03
+#define UROCE_ECN_MASK 0x03
+#define UROCE_ECN_ECT0 0x02
+#define UROCE_ECN_CE   0x03
 
 static inline bool uroce_ipopt_eq(struct uroce_ipopt a, struct uroce_ipopt b)
 {
@@ -215,7 +215,7 @@ struct uroce_dev;
 struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
-uint64_t uroce_now_ns(void);	/* CLOCK_MONOTONIC, or the fake clock */
+uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
 /* set the fake clock (engine tests), 0 for the real one again */
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and
@@ -236,17 +236,16 @@ enum uroce_log_level {
 extern int uroce_log_level;
 void uroce_log_emit(int level, bool limited, int64_t qpn, int64_t psn,
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-#define uroce_log(level, ...)						\
-	do {								\
-		if (__builtin_expect(uroce_log_level >= (level), 0))	\
+#define uroce_log(level, ...) \
+	do { \
+		if (__builtin_expect(uroce_log_level >= (level), 0)) \
 			uroce_log_emit(level, false, -1, -1, __VA_ARGS__); \
 	} while (0)
-#define uroce_log_qp(level, qp, psn, ...)				\
-	do {								\
-		if (__builtin_expect(uroce_log_level >= (level), 0))	\
-			uroce_log_emit(level, true,			\
-				       (qp)->ex.qp_base.qp_num,	\
-				       (int64_t)(psn), __VA_ARGS__);	\
+#define uroce_log_qp(level, qp, psn, ...) \
+	do { \
+		if (__builtin_expect(uroce_log_level >= (level), 0)) \
+			uroce_log_emit(level, true, (qp)->ex.qp_base.qp_num, \
+				       (int64_t)(psn), __VA_ARGS__); \
 	} while (0)
 
 #endif /* UROCE_CORE_H */

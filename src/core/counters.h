@@ -47,44 +47,61 @@
 	X(FAULT_DROPS, "fault_drops") \
 	X(FAULT_DUPS, "fault_dups") \
 	X(FAULT_DELAYS, "fault_delays") \
-	X(TX_GSO_SENDS, "tx_gso_sends")	/* sends that carried several packets */ \
-	X(TX_GSO_OFF, "tx_gso_off")	/* the kernel refused GSO: off since */ \
+	X(TX_GSO_SENDS, "tx_gso_sends") /* sends that carried several packets */ \
+	X(TX_GSO_OFF, "tx_gso_off") /* the kernel refused GSO: off since */ \
 	X(TX_SEND_FAILED, "tx_send_failed") /* UC/UD WQEs: no route */ \
-	X(TX_FILTERED, "tx_filtered")	/* GSO runs a firewall refused (EPERM): lost */ \
-	X(RX_GRO_BATCHES, "rx_gro_batches")	/* receives that carried several */ \
-	X(RX_MCAST_PKTS, "rx_mcast_pkts")	/* to a group with QPs attached */ \
-	X(DROP_MCAST_NO_GROUP, "drop_mcast_no_group")	/* to a group no QP is attached to */ \
+	X(TX_FILTERED, \
+	  "tx_filtered") /* GSO runs a firewall refused (EPERM): lost */ \
+	X(RX_GRO_BATCHES, "rx_gro_batches") /* receives that carried several */ \
+	X(RX_MCAST_PKTS, "rx_mcast_pkts")   /* to a group with QPs attached */ \
+	X(DROP_MCAST_NO_GROUP, \
+	  "drop_mcast_no_group") /* to a group no QP is attached to */ \
 	/* docs/transport.md, "Loss recovery at RTT scale" */ \
-	X(TLP_PROBES, "tlp_probes")		/* tail-loss probes sent */ \
-	X(EARLY_RETRANSMITS, "early_retransmits") /* go-back rounds a NAK or the PSNs started */ \
-	X(TX_NAK_SEQ_RESENT, "tx_nak_seq_resent")	/* sequence NAKs sent again */ \
-	X(TIMEOUT_RETRIES, "timeout_retries")	/* ACK timeouts that consumed a retry */ \
-	X(TX_FAREWELL_ACKS, "tx_farewell_acks")	/* last ACKs again, from a QP being destroyed */ \
-	X(TX_RESENT_BYTES, "tx_resent_bytes")	/* payload sent again (READ: asked again) */ \
-	X(TX_DELIVERED_BYTES, "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
+	X(TLP_PROBES, "tlp_probes") /* tail-loss probes sent */ \
+	X(EARLY_RETRANSMITS, \
+	  "early_retransmits") /* go-back rounds a NAK or the PSNs started */ \
+	X(TX_NAK_SEQ_RESENT, "tx_nak_seq_resent") /* sequence NAKs sent again */ \
+	X(TIMEOUT_RETRIES, \
+	  "timeout_retries") /* ACK timeouts that consumed a retry */ \
+	X(TX_FAREWELL_ACKS, \
+	  "tx_farewell_acks") /* last ACKs again, from a QP being destroyed */ \
+	X(TX_RESENT_BYTES, \
+	  "tx_resent_bytes") /* payload sent again (READ: asked again) */ \
+	X(TX_DELIVERED_BYTES, \
+	  "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
 	/* net/share.c: the shared device */ \
-	X(DROP_NO_OWNER, "drop_no_owner")	/* for a QPN no member of the address has */ \
-	X(SHARE_FWD_OUT, "share_fwd_out")	/* came here, sent on to its owner */ \
-	X(SHARE_FWD_IN, "share_fwd_in")		/* came from another member */ \
-	X(SHARE_REORDERS, "share_reorders")	/* a probe moved us in the registry */ \
+	X(DROP_NO_OWNER, \
+	  "drop_no_owner") /* for a QPN no member of the address has */ \
+	X(SHARE_FWD_OUT, "share_fwd_out") /* came here, sent on to its owner */ \
+	X(SHARE_FWD_IN, "share_fwd_in")	  /* came from another member */ \
+	X(SHARE_REORDERS, \
+	  "share_reorders") /* a probe moved us in the registry */ \
 	/* net/local.c: the same-host path */ \
-	X(TX_LOCAL_PKTS, "tx_local_pkts")	/* sent through a shared-memory ring */ \
-	X(RX_LOCAL_PKTS, "rx_local_pkts")	/* received from one */ \
-	X(DROP_LOCAL_BAD, "drop_local_bad")	/* a ring's index or length was impossible */ \
-	X(LOCAL_FULL_DROPS, "local_full_drops")	/* a peer's ring and our queue for it were full: lost */ \
-	X(LOCAL_CONNECTS, "local_connects")	/* rings we got to send on */ \
-	X(LOCAL_ACCEPTS, "local_accepts")	/* rings we made for a sender */ \
-	X(LOCAL_DOORBELLS, "local_doorbells")	/* wake-ups we wrote to a sleeping peer */ \
-	X(LOCAL_WAKEUPS, "local_wakeups")	/* a peer woke us */ \
-	X(LOCAL_QUEUED, "local_queued")		/* waited in a full ring's overflow queue */ \
-	X(LOCAL_ROOM_BELLS, "local_room_bells")	/* wake-ups we wrote to a sender waiting for room */ \
+	X(TX_LOCAL_PKTS, \
+	  "tx_local_pkts") /* sent through a shared-memory ring */ \
+	X(RX_LOCAL_PKTS, "rx_local_pkts") /* received from one */ \
+	X(DROP_LOCAL_BAD, \
+	  "drop_local_bad") /* a ring's index or length was impossible */ \
+	X(LOCAL_FULL_DROPS, \
+	  "local_full_drops") /* a peer's ring and our queue for it were full: lost */ \
+	X(LOCAL_CONNECTS, "local_connects") /* rings we got to send on */ \
+	X(LOCAL_ACCEPTS, "local_accepts")   /* rings we made for a sender */ \
+	X(LOCAL_DOORBELLS, \
+	  "local_doorbells") /* wake-ups we wrote to a sleeping peer */ \
+	X(LOCAL_WAKEUPS, "local_wakeups") /* a peer woke us */ \
+	X(LOCAL_QUEUED, \
+	  "local_queued") /* waited in a full ring's overflow queue */ \
+	X(LOCAL_ROOM_BELLS, \
+	  "local_room_bells") /* wake-ups we wrote to a sender waiting for room */ \
 	/* net/udp.c, net/local.c: ICRCs packet IO computed (uroce_net_icrc) */ \
-	X(ICRC_FILLS, "icrc_fills")	/* for the socket, a capture, a member */ \
+	X(ICRC_FILLS, "icrc_fills") /* for the socket, a capture, a member */ \
 	/* engine/cc.c: ECN and congestion control (docs/congestion.md) */ \
-	X(RX_ECN_CE, "rx_ecn_ce")	/* packets that arrived marked CE */ \
-	X(CNP_LIMITED, "cnp_limited")	/* CE marks answered by no CNP: the QP sent one less than UROCE_CNP_US before */ \
-	X(CC_RATE_CUTS, "cc_rate_cuts")	/* CNPs that cut a QP's rate */ \
-	X(CC_RECOVERED, "cc_recovered")	/* cut QPs back to their rate before the first cut: unpaced */ \
+	X(RX_ECN_CE, "rx_ecn_ce") /* packets that arrived marked CE */ \
+	X(CNP_LIMITED, \
+	  "cnp_limited")		/* CE marks answered by no CNP: the QP sent one less than UROCE_CNP_US before */ \
+	X(CC_RATE_CUTS, "cc_rate_cuts") /* CNPs that cut a QP's rate */ \
+	X(CC_RECOVERED, \
+	  "cc_recovered") /* cut QPs back to their rate before the first cut: unpaced */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \
@@ -121,8 +138,9 @@
 	X(RX_OTHER_PKTS, "rx_other_pkts") \
 	X(RX_OTHER_BYTES, "rx_other_bytes") \
 	/* engine/progress.c: who woke for packets (docs/events.md) */ \
-	X(PROG_WAKEUPS, "prog_wakeups")	/* the progress thread woke to packets */ \
-	X(WAIT_SLEEPS, "wait_sleeps")	/* a thread in ibv_get_cq_event slept */ \
-	X(WAIT_RX, "wait_rx")		/* ... woke to packets and took them */
+	X(PROG_WAKEUPS, \
+	  "prog_wakeups") /* the progress thread woke to packets */ \
+	X(WAIT_SLEEPS, "wait_sleeps") /* a thread in ibv_get_cq_event slept */ \
+	X(WAIT_RX, "wait_rx")	      /* ... woke to packets and took them */
 
 #endif /* UROCE_CORE_COUNTERS_H */

@@ -87,7 +87,8 @@ static void dev_init(void)
 	dev->obj.live = calloc(UROCE_MAX_QP, sizeof(*dev->obj.live));
 	dev->obj.qp_freed = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_freed));
 	dev->obj.mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_tbl));
-	dev->obj.mr_last_key = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_last_key));
+	dev->obj.mr_last_key = calloc(UROCE_MAX_MR,
+				      sizeof(*dev->obj.mr_last_key));
 	if (!dev->obj.qp_tbl || !dev->obj.live || !dev->obj.mr_tbl ||
 	    !dev->obj.mr_last_key || !dev->obj.qp_freed) {
 		free(dev->obj.live);

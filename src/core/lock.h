@@ -62,8 +62,7 @@
  * holds m */
 void uroce_lock_check_held(const pthread_mutex_t *m, const char *name,
 			   const char *file, int line);
-#define uroce_assert_held(m) \
-	uroce_lock_check_held((m), #m, __FILE__, __LINE__)
+#define uroce_assert_held(m) uroce_lock_check_held((m), #m, __FILE__, __LINE__)
 #else
 #define uroce_assert_held(m) ((void)sizeof(m))
 #endif

@@ -23,15 +23,13 @@
 
 #include "dev.h"
 
-#define LIMIT_RATE	100	/* datapath lines per second, and the burst */
+#define LIMIT_RATE 100 /* datapath lines per second, and the burst */
 
 int uroce_log_level = UROCE_LOG_OFF;
 
 static const char *const level_name[] = {
-	[UROCE_LOG_OFF] = "off",
-	[UROCE_LOG_ERROR] = "error",
-	[UROCE_LOG_WARN] = "warn",
-	[UROCE_LOG_INFO] = "info",
+	[UROCE_LOG_OFF] = "off",     [UROCE_LOG_ERROR] = "error",
+	[UROCE_LOG_WARN] = "warn",   [UROCE_LOG_INFO] = "info",
 	[UROCE_LOG_DEBUG] = "debug",
 };
 
@@ -53,8 +51,10 @@ __attribute__((constructor)) static void log_init(void)
 			return;
 		}
 	}
-	fprintf(stderr, "uroce: UROCE_LOG=%s: want error, warn, info or "
-		"debug; logging stays off\n", env);
+	fprintf(stderr,
+		"uroce: UROCE_LOG=%s: want error, warn, info or "
+		"debug; logging stays off\n",
+		env);
 }
 
 /* May a datapath line go out now?  *missed: how many were suppressed. */
@@ -65,10 +65,12 @@ static bool limit_pass(uint64_t *missed)
 
 	pthread_mutex_lock(&limit_lock);
 	if (now - limit_last_ns >= 1000000000ull / LIMIT_RATE) {
-		uint64_t add = (now - limit_last_ns) * LIMIT_RATE / 1000000000ull;
+		uint64_t add = (now - limit_last_ns) * LIMIT_RATE /
+			       1000000000ull;
 
 		limit_tokens = limit_tokens + add > LIMIT_RATE ?
-			       LIMIT_RATE : limit_tokens + add;
+				       LIMIT_RATE :
+				       limit_tokens + add;
 		limit_last_ns = now;
 	}
 	if (limit_tokens) {
@@ -100,8 +102,8 @@ void uroce_log_emit(int level, bool limited, int64_t qpn, int64_t psn,
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	n = (size_t)snprintf(line, sizeof(line),
-			     "uroce[%d] %02d:%02d:%02d.%06ld %s ", (int)getpid(),
-			     tm.tm_hour, tm.tm_min, tm.tm_sec,
+			     "uroce[%d] %02d:%02d:%02d.%06ld %s ",
+			     (int)getpid(), tm.tm_hour, tm.tm_min, tm.tm_sec,
 			     ts.tv_nsec / 1000, level_name[level]);
 	if (qpn >= 0 && n < sizeof(line))
 		n += (size_t)snprintf(line + n, sizeof(line) - n,

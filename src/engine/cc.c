@@ -18,18 +18,18 @@
 #include "dev.h"
 
 /* DCQCN's parameters (the paper's names), for software time scales */
-#define CC_G_SHIFT	4		/* g = 1/16: alpha's gain */
-#define CC_ALPHA_ONE	1024u		/* alpha is in 1/1024 */
-#define CC_ALPHA_NS	500000ull	/* alpha decays once per 500 us w/o CNP */
-#define CC_INC_NS	1000000ull	/* one rate increase per 1 ms w/o CNP */
-#define CC_FAST_STAGES	5		/* F: fast recovery steps */
-#define CC_RAI		(40ull * 1000000 / 8)	/* additive increase, B/s */
-#define CC_RHAI		(400ull * 1000000 / 8)	/* hyper increase, B/s */
-#define CC_MIN_RATE	(10ull * 1000000 / 8)	/* 10 Mbit/s floor */
-#define CC_RATE_WIN_NS	100000ull	/* the send rate is measured over */
-#define CC_BURST_NS	50000ull	/* a paced QP may burst this long */
-#define CC_BURST_MIN	(64u * 1024)	/* ... but at least one GSO send */
-#define CC_WAKE_BYTES	(16u * 1024)	/* a paced QP wakes to send this */
+#define CC_G_SHIFT     4	  /* g = 1/16: alpha's gain */
+#define CC_ALPHA_ONE   1024u	  /* alpha is in 1/1024 */
+#define CC_ALPHA_NS    500000ull  /* alpha decays once per 500 us w/o CNP */
+#define CC_INC_NS      1000000ull /* one rate increase per 1 ms w/o CNP */
+#define CC_FAST_STAGES 5	  /* F: fast recovery steps */
+#define CC_RAI	       (40ull * 1000000 / 8)  /* additive increase, B/s */
+#define CC_RHAI	       (400ull * 1000000 / 8) /* hyper increase, B/s */
+#define CC_MIN_RATE    (10ull * 1000000 / 8)  /* 10 Mbit/s floor */
+#define CC_RATE_WIN_NS 100000ull    /* the send rate is measured over */
+#define CC_BURST_NS    50000ull	    /* a paced QP may burst this long */
+#define CC_BURST_MIN   (64u * 1024) /* ... but at least one GSO send */
+#define CC_WAKE_BYTES  (16u * 1024) /* a paced QP wakes to send this */
 
 void uroce_cc_init(struct uroce_dev *dev)
 {
@@ -71,9 +71,10 @@ void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	qp->cc.cnp_sent_ns = now;
 	qp->cc.cnp_sent++;
 	memset(hdr, 0, sizeof(hdr));
-	bth_init(hdr, UROCE_OP_CNP, false, 0, UROCE_DEFAULT_PKEY, dqpn, false, 0);
-	hdr[1] = 0;			/* no MigReq: A17.9.2 reserves it */
-	hdr[4] = 0x40;			/* BECN */
+	bth_init(hdr, UROCE_OP_CNP, false, 0, UROCE_DEFAULT_PKEY, dqpn, false,
+		 0);
+	hdr[1] = 0;    /* no MigReq: A17.9.2 reserves it */
+	hdr[4] = 0x40; /* BECN */
 	uroce_xmit_to(qp, dst, qp->ip, hdr, info->length, NULL, 0, 0);
 }
 
@@ -81,7 +82,8 @@ void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 static void alpha_decay(struct uroce_cc_state *cc, uint64_t now)
 {
 	while (now - cc->alpha_ns >= CC_ALPHA_NS && cc->alpha) {
-		cc->alpha -= cc->alpha >> CC_G_SHIFT ? cc->alpha >> CC_G_SHIFT : 1;
+		cc->alpha -= cc->alpha >> CC_G_SHIFT ? cc->alpha >> CC_G_SHIFT :
+						       1;
 		cc->alpha_ns += CC_ALPHA_NS;
 	}
 	if (!cc->alpha)
@@ -108,15 +110,14 @@ static void rate_increase(struct uroce_qp *qp, uint64_t now)
 			cc->target += CC_RAI;
 		cc->rate = (cc->rate + cc->target) / 2;
 		if (cc->rate >= cc->free_rate) {
-			cc->rate = 0;	/* recovered: unpaced again */
+			cc->rate = 0; /* recovered: unpaced again */
 			uroce_count(qp->dev, UROCE_CNT_CC_RECOVERED, 1);
 		}
 	}
 }
 
 /* The rate the QP sent at recently (bytes over CC_RATE_WIN_NS windows). */
-static void rate_measure(struct uroce_cc_state *cc, uint64_t now,
-			 uint32_t bytes)
+static void rate_measure(struct uroce_cc_state *cc, uint64_t now, uint32_t bytes)
 {
 	uint64_t dt = now - cc->win_ns;
 
@@ -197,7 +198,7 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	if (burst < CC_BURST_MIN)
 		burst = CC_BURST_MIN;
 	add = (now - cc->tok_ns) * cc->rate / 1000000000ull;
-	if (add) {			/* (the rest of a byte waits) */
+	if (add) { /* (the rest of a byte waits) */
 		cc->tokens += (int64_t)add;
 		cc->tok_ns = now;
 	}
@@ -211,8 +212,8 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	/* the QP waits until a few packets' worth is back, so that a wake-up
 	 * (uroce_req_timeout) sends a GSO train, not one packet */
 	qp->req.pace_deadline_ns = now + 1 +
-		((uint64_t)(-cc->tokens) + CC_WAKE_BYTES) * 1000000000ull /
-		cc->rate;
+				   ((uint64_t)(-cc->tokens) + CC_WAKE_BYTES) *
+					   1000000000ull / cc->rate;
 	uroce_timer_arm(qp->dev, qp->req.pace_deadline_ns);
 	return false;
 }

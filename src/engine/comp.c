@@ -20,20 +20,20 @@ static struct uroce_send_wqe *sq_at(struct uroce_qp *qp, uint32_t i)
 #define S(x) (1u << UROCE_WQE_##x)
 /* the states each may move to (obj/qp.h draws them) */
 static const unsigned int wqe_may[UROCE_WQE_NSTATES] = {
-	[UROCE_WQE_POSTED]  = S(PENDING) | S(DONE) | S(ERROR),
+	[UROCE_WQE_POSTED] = S(PENDING) | S(DONE) | S(ERROR),
 	[UROCE_WQE_PENDING] = S(PENDING) | S(READING) | S(QUEUED) | S(DONE) |
 			      S(ERROR),
 	[UROCE_WQE_READING] = S(READING) | S(DONE) | S(ERROR),
-	[UROCE_WQE_QUEUED]  = S(DONE) | S(ERROR),
-	[UROCE_WQE_DONE]    = 0,
-	[UROCE_WQE_ERROR]   = 0,
+	[UROCE_WQE_QUEUED] = S(DONE) | S(ERROR),
+	[UROCE_WQE_DONE] = 0,
+	[UROCE_WQE_ERROR] = 0,
 };
 #undef S
 
 static const char *const wqe_state_name[UROCE_WQE_NSTATES] = {
-	[UROCE_WQE_POSTED] = "posted", [UROCE_WQE_PENDING] = "pending",
+	[UROCE_WQE_POSTED] = "posted",	 [UROCE_WQE_PENDING] = "pending",
 	[UROCE_WQE_READING] = "reading", [UROCE_WQE_QUEUED] = "queued",
-	[UROCE_WQE_DONE] = "done", [UROCE_WQE_ERROR] = "error",
+	[UROCE_WQE_DONE] = "done",	 [UROCE_WQE_ERROR] = "error",
 };
 
 void uroce_wqe_to(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
@@ -89,7 +89,8 @@ void uroce_comp_retire(struct uroce_qp *qp)
 		if (!uroce_wqe_complete(wqe))
 			break;
 		/* errors are reported even for unsignaled WRs (IBA 10.7.3.1) */
-		if (!ok || qp->sq_sig_all || (wqe->send_flags & IBV_SEND_SIGNALED)) {
+		if (!ok || qp->sq_sig_all ||
+		    (wqe->send_flags & IBV_SEND_SIGNALED)) {
 			memset(&wc, 0, sizeof(wc));
 			wc.wr_id = wqe->wr_id;
 			wc.status = wqe->status;
@@ -174,7 +175,8 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 			continue;
 		if (uroce_wqe_rd_atomic(wqe)) {
 			uint32_t needed = uroce_psn_add(wqe->first_psn,
-				(uint32_t)(wqe->read_done / qp->mtu));
+							(uint32_t)(wqe->read_done /
+								   qp->mtu));
 
 			if (uroce_psn_cmp(psn, needed) >= 0)
 				return false;
@@ -264,8 +266,10 @@ static void on_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, off, pkt->payload,
 			  pkt->paylen);
 	wqe->read_done = off + pkt->paylen;
-	uroce_wqe_to(qp, wqe, pkt->psn == wqe->last_psn ? UROCE_WQE_DONE :
-			      UROCE_WQE_READING, IBV_WC_SUCCESS);
+	uroce_wqe_to(qp, wqe,
+		     pkt->psn == wqe->last_psn ? UROCE_WQE_DONE :
+						 UROCE_WQE_READING,
+		     IBV_WC_SUCCESS);
 	progress(qp, uroce_psn_add(pkt->psn, 1));
 }
 
@@ -296,9 +300,10 @@ static void on_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 static uint64_t rnr_ns(uint8_t code)
 {
 	static const uint32_t us100[32] = {
-		65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
-		256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
-		12288, 16384, 24576, 32768, 49152,
+		65536, 1,    2,	   3,	  4,	 6,	8,     12,
+		16,    24,   32,   48,	  64,	 96,	128,   192,
+		256,   384,  512,  768,	  1024,	 1536,	2048,  3072,
+		4096,  6144, 8192, 12288, 16384, 24576, 32768, 49152,
 	};
 
 	return (uint64_t)us100[code & 31] * 10000;
@@ -348,7 +353,8 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 		go_back(qp, false);
 		return;
 	}
-	uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK received, AETH syndrome 0x%02x", syn);
+	uroce_log_qp(UROCE_LOG_INFO, qp, psn,
+		     "NAK received, AETH syndrome 0x%02x", syn);
 	if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK) {
 		on_rnr_nak(qp, syn);
 	} else if ((syn & 0x1f) == UROCE_NAK_PSN_SEQ_ERR) {
@@ -369,7 +375,8 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	struct uroce_dev *dev = qp->dev;
 	uint8_t syn = 0;
 
-	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
+	if (qp->attr.qp_state != IBV_QPS_RTS &&
+	    qp->attr.qp_state != IBV_QPS_SQD) {
 		uroce_count(dev, UROCE_CNT_DROP_BAD_STATE, 1);
 		return;
 	}
@@ -477,10 +484,10 @@ static void settle_failure(struct uroce_dev *dev, const struct uroce_txtag *t)
 	struct uroce_sq *sq;
 
 	if (!qp)
-		return;		/* destroyed since */
+		return; /* destroyed since */
 	sq = &qp->sq;
 	if (t->wqe - sq->tail >= sq->head - sq->tail)
-		return;		/* reported already */
+		return; /* reported already */
 	uroce_comp_send_failed(qp, sq_at(qp, t->wqe));
 }
 

@@ -27,26 +27,26 @@
 #include "obj/qp.h"
 
 /* engine/xmit.c: packets held for one sendmmsg */
-#define UROCE_ACK_PENDING_MAX	64
-#define UROCE_TXB_MAX_PKTS	256
-#define UROCE_TXB_MAX_RUNS	64
-#define UROCE_TXB_MAX_IOV	1024
-#define UROCE_TXFAIL_MAX	64
+#define UROCE_ACK_PENDING_MAX 64
+#define UROCE_TXB_MAX_PKTS    256
+#define UROCE_TXB_MAX_RUNS    64
+#define UROCE_TXB_MAX_IOV     1024
+#define UROCE_TXFAIL_MAX      64
 
 /* Whose UC/UD packet k of a batch is, so that a send that fails for
  * good is reported on its WQE (engine/comp.c uroce_comp_settle) */
-#define UROCE_TXTAG_REQ	0x80000000u	/* in qpn: a UC/UD packet */
+#define UROCE_TXTAG_REQ 0x80000000u /* in qpn: a UC/UD packet */
 struct uroce_txtag {
-	uint32_t qpn;			/* | UROCE_TXTAG_REQ, or 0 (RC) */
-	uint32_t wqe;			/* its SQ index */
+	uint32_t qpn; /* | UROCE_TXTAG_REQ, or 0 (RC) */
+	uint32_t wqe; /* its SQ index */
 };
 
 struct uroce_txbatch {
-	struct uroce_txbatch *next;	/* in the send queue or free list */
-	uint64_t seq;			/* in the order opened (= sealed) */
+	struct uroce_txbatch *next; /* in the send queue or free list */
+	uint64_t seq;		    /* in the order opened (= sealed) */
 	int npkts, nruns, niov;
 	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
-	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1];	/* packet k's first iov */
+	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1]; /* packet k's first iov */
 	struct iovec iov[UROCE_TXB_MAX_IOV];
 	uint8_t hdr[UROCE_TXB_MAX_PKTS][UROCE_MAX_HDR_LEN];
 	uint8_t tail[UROCE_TXB_MAX_PKTS][UROCE_ICRC_LEN];
@@ -55,45 +55,45 @@ struct uroce_txbatch {
 
 /* A received packet after parsing (engine/recv.c). */
 struct uroce_pkt {
-	uint8_t *bth;			/* BTH; headers follow */
-	uint32_t len;			/* BTH .. end of payload+pad, no ICRC */
+	uint8_t *bth; /* BTH; headers follow */
+	uint32_t len; /* BTH .. end of payload+pad, no ICRC */
 	const struct uroce_opcode_info *info;
-	uint32_t mask;			/* info->mask */
+	uint32_t mask; /* info->mask */
 	uint8_t opcode;
 	uint32_t psn;
-	uint32_t qpn;			/* destination QPN */
+	uint32_t qpn; /* destination QPN */
 	uint8_t *payload;
-	uint32_t paylen;		/* payload bytes, without pad */
-	struct sockaddr_storage src;	/* who sent it */
+	uint32_t paylen;		    /* payload bytes, without pad */
+	struct sockaddr_storage src;	    /* who sent it */
 	const struct sockaddr_storage *dst; /* to which of our addresses */
-	struct uroce_ipopt ip;		/* its IP header's TOS (dev->net.rx_ip) */
+	struct uroce_ipopt ip; /* its IP header's TOS (dev->net.rx_ip) */
 };
 
 /* ---- device state owned by the engine (members of struct uroce_dev) ---- */
 
 /* dev->port, engine/lid.c: set when the device comes up or moves */
 struct uroce_port {
-	uint16_t lid;			/* port LID, unique on this host */
-	int lid_fd;			/* the socket whose name claims it */
+	uint16_t lid; /* port LID, unique on this host */
+	int lid_fd;   /* the socket whose name claims it */
 };
 
 /* dev->tx, engine/xmit.c: packets are gathered in a batch under dev->lock,
  * and sent after it is released, in the order batches were sealed */
 struct uroce_tx {
-	struct uroce_txbatch *txb;	/* the open batch (dev->lock) */
-	int tx_depth;			/* uroce_xmit_begin nesting (dev->lock) */
-	pthread_mutex_t tx_lock;	/* held while sending */
-	pthread_mutex_t txq_lock;	/* the lists below */
-	struct uroce_txbatch *txq_head, *txq_tail;	/* sealed, oldest first */
+	struct uroce_txbatch *txb; /* the open batch (dev->lock) */
+	int tx_depth;		   /* uroce_xmit_begin nesting (dev->lock) */
+	pthread_mutex_t tx_lock;   /* held while sending */
+	pthread_mutex_t txq_lock;  /* the lists below */
+	struct uroce_txbatch *txq_head, *txq_tail; /* sealed, oldest first */
 	struct uroce_txbatch *txb_free;
-	int txb_count;			/* batches allocated */
+	int txb_count; /* batches allocated */
 	_Atomic int txq_len;
 	/* completions that wait for their packets (engine/comp.c) */
-	uint64_t open_seq;		/* the last opened batch's (dev->lock) */
-	_Atomic uint64_t sent_seq;	/* batches up to it have gone */
-	_Atomic bool settle;		/* WQEs QUEUED, or a send failed */
-	struct uroce_qp *queued_head;	/* QPs with QUEUED WQEs (lock) */
-	int nfail;			/* txq_lock: UC/UD packets failed */
+	uint64_t open_seq;	      /* the last opened batch's (dev->lock) */
+	_Atomic uint64_t sent_seq;    /* batches up to it have gone */
+	_Atomic bool settle;	      /* WQEs QUEUED, or a send failed */
+	struct uroce_qp *queued_head; /* QPs with QUEUED WQEs (lock) */
+	int nfail;		      /* txq_lock: UC/UD packets failed */
 	struct uroce_txtag fail[UROCE_TXFAIL_MAX];
 };
 
@@ -102,13 +102,13 @@ struct uroce_tx {
  * burst that brought its request (engine/resp.c): the timer pass sends
  * it then.  The bound an ACK keeps is docs/datapath.md's, "ACKs".
  */
-#define UROCE_ACK_HOLD_NS	200000
+#define UROCE_ACK_HOLD_NS 200000
 
 /* dev->ack, engine/resp.c: while a receive burst is handled, plain ACKs
  * wait here (QP numbers) and leave once at its end (dev->lock) */
 struct uroce_ack_hold {
 	bool ack_defer;
-	_Atomic bool held;	/* some wait for the next post (a hint:
+	_Atomic bool held; /* some wait for the next post (a hint:
 				 * read without the lock) */
 	uint32_t nack_pending;
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
@@ -116,40 +116,40 @@ struct uroce_ack_hold {
 
 /* who watches the socket (engine/progress.c) */
 enum uroce_watch {
-	UROCE_WATCH_SOCK,	/* the progress thread, woken by every packet */
-	UROCE_WATCH_APP,	/* an application thread polling its CQ */
-	UROCE_WATCH_WAITER,	/* one sleeping in uroce_progress_wait; the
+	UROCE_WATCH_SOCK,   /* the progress thread, woken by every packet */
+	UROCE_WATCH_APP,    /* an application thread polling its CQ */
+	UROCE_WATCH_WAITER, /* one sleeping in uroce_progress_wait; the
 				 * thread looks again within WAITER_NS */
-	UROCE_WATCH_IDLE,	/* the same, the thread asleep until woken */
+	UROCE_WATCH_IDLE,   /* the same, the thread asleep until woken */
 };
 
 /* dev->prog, engine/progress.c */
 struct uroce_progress {
-	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
-	_Atomic uint64_t app_poll_ns;	/* when an application thread last
+	pthread_mutex_t rx_lock;      /* one receiver at a time keeps order */
+	_Atomic uint64_t app_poll_ns; /* when an application thread last
 					 * received for itself */
-	_Atomic uint64_t app_done_ns;	/* ... last found a completion */
-	_Atomic uint64_t app_rx_ns;	/* ... polled an empty CQ, and has
+	_Atomic uint64_t app_done_ns; /* ... last found a completion */
+	_Atomic uint64_t app_rx_ns;   /* ... polled an empty CQ, and has
 					 * not handed the socket back since */
-	_Atomic uint64_t handback_ns;	/* ... last handed the socket back */
-	_Atomic uint64_t arm_ns;	/* ... last armed a CQ to sleep */
-	_Atomic int watch;		/* enum uroce_watch: the thread's */
-	_Atomic int waiters;		/* threads asleep on the socket and
+	_Atomic uint64_t handback_ns; /* ... last handed the socket back */
+	_Atomic uint64_t arm_ns;      /* ... last armed a CQ to sleep */
+	_Atomic int watch;	      /* enum uroce_watch: the thread's */
+	_Atomic int waiters;	      /* threads asleep on the socket and
 					 * the bell in uroce_progress_wait */
-	_Atomic uint32_t wait_gen;	/* ... how many times one went */
-	_Atomic bool take_back;		/* the last waiter gave up: the
+	_Atomic uint32_t wait_gen;    /* ... how many times one went */
+	_Atomic bool take_back;	      /* the last waiter gave up: the
 					 * thread watches the packets now */
 	pthread_t thread;
-	int epfd;			/* what the thread waits on but the
+	int epfd;      /* what the thread waits on but the
 					 * packets: timers, wake-ups, ring
 					 * connections, shared address */
-	int app_epfd;			/* the rings' bell and epfd */
-	int sock_epfd;			/* the socket, the bell and epfd */
+	int app_epfd;  /* the rings' bell and epfd */
+	int sock_epfd; /* the socket, the bell and epfd */
 	int timerfd;
-	int wakefd;			/* eventfd: wake the progress thread */
-	bool running;			/* thread started, not yet joined */
-	_Atomic bool stopping;		/* uroce_progress_stop asked */
-	uint64_t armed_deadline_ns;	/* what timerfd is set to, 0 = none */
+	int wakefd;		    /* eventfd: wake the progress thread */
+	bool running;		    /* thread started, not yet joined */
+	_Atomic bool stopping;	    /* uroce_progress_stop asked */
+	uint64_t armed_deadline_ns; /* what timerfd is set to, 0 = none */
 	/* verbs/cq.c sets it when a completion found its CQ overrun;
 	 * engine/cq_err.c acts on it from the timer pass */
 	bool cq_overrun_pending;
@@ -162,19 +162,19 @@ struct uroce_progress {
 struct uroce_flow {
 	uint32_t inflight;
 	struct uroce_qp *blocked_head, *blocked_tail;
-	uint64_t pace_rate;		/* bytes per second, 0 = off */
-	int64_t pace_tokens;		/* bytes */
+	uint64_t pace_rate;  /* bytes per second, 0 = off */
+	int64_t pace_tokens; /* bytes */
 	uint64_t pace_last_ns;
 };
 
 /* dev->cc, engine/cc.c: ECN and DCQCN, set when the device comes up */
 struct uroce_cc_dev {
-	bool on;			/* UROCE_CC=dcqcn */
-	uint64_t cnp_gap_ns;		/* at most one CNP per QP per this */
+	bool on;	     /* UROCE_CC=dcqcn */
+	uint64_t cnp_gap_ns; /* at most one CNP per QP per this */
 };
 
 /* engine/cc.c (docs/congestion.md, "ECN and CNPs"); dev->lock held */
-void uroce_cc_init(struct uroce_dev *dev);	/* from the configuration */
+void uroce_cc_init(struct uroce_dev *dev); /* from the configuration */
 /* a packet for qp arrived marked CE: a CNP to its sender, unless one
  * went less than cnp_gap_ns ago */
 void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt);
@@ -186,10 +186,10 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes);
 
 /* engine/req.c: dev->lock held */
 void uroce_req_run(struct uroce_qp *qp);
-void uroce_req_rewind(struct uroce_qp *qp);	/* go back to comp.psn */
-void uroce_req_arm(struct uroce_qp *qp);	/* (re)start the ack timer */
+void uroce_req_rewind(struct uroce_qp *qp); /* go back to comp.psn */
+void uroce_req_arm(struct uroce_qp *qp);    /* (re)start the ack timer */
 void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
-void uroce_req_loss(struct uroce_qp *qp);	/* a gap was seen */
+void uroce_req_loss(struct uroce_qp *qp); /* a gap was seen */
 /* comp.psn moved by n: give the device budget back, wake waiters */
 void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
 /* the QP stops (error, reset, destroy): give back all it holds */
@@ -432,7 +432,6 @@ int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid);
 int uroce_lid_claim(struct uroce_dev *dev);
 /* the device goes down: let the LID go (a later claim may find another) */
 void uroce_lid_release(struct uroce_dev *dev);
-int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
-		      union ibv_gid *gid);
+int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid, union ibv_gid *gid);
 
 #endif /* UROCE_ENGINE_H */

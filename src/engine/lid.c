@@ -30,7 +30,7 @@
 
 #include "dev.h"
 
-#define LID_UNICAST_MAX	0xbfff	/* IBA 4.1.3: 0xC000 and up are multicast */
+#define LID_UNICAST_MAX 0xbfff /* IBA 4.1.3: 0xC000 and up are multicast */
 
 static uint16_t preferred_lid(const struct sockaddr_storage *ss)
 {
@@ -49,7 +49,7 @@ static uint16_t preferred_lid(const struct sockaddr_storage *ss)
 	low = (unsigned int)a[len - 2] << 8 | a[len - 1];
 	if (low >= 1 && low <= LID_UNICAST_MAX)
 		return (uint16_t)low;
-	for (i = 0; i < len; i++) {	/* FNV-1a */
+	for (i = 0; i < len; i++) { /* FNV-1a */
 		h ^= a[i];
 		h *= 16777619u;
 	}
@@ -64,8 +64,8 @@ static int hold_lid(uint16_t lid)
 	int fd, n, err;
 
 	/* sun_path[0] = '\0': the abstract namespace, no file */
-	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-		     "uroce/lid/%u", (unsigned int)lid);
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "uroce/lid/%u",
+		     (unsigned int)lid);
 	fd = uroce_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -89,7 +89,7 @@ int uroce_lid_claim(struct uroce_dev *dev)
 	for (i = 0; i < LID_UNICAST_MAX; i++) {
 		lid = (uint16_t)(1 + (want - 1 + i) % LID_UNICAST_MAX);
 		if (lid == dev->port.lid)
-			return 0;	/* the one we hold is as good */
+			return 0; /* the one we hold is as good */
 		fd = hold_lid(lid);
 		if (fd == -EADDRINUSE)
 			continue;
@@ -112,8 +112,7 @@ int uroce_lid_claim(struct uroce_dev *dev)
 	return -EADDRNOTAVAIL;
 }
 
-int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
-		      union ibv_gid *gid)
+int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid, union ibv_gid *gid)
 {
 	bool self;
 	int ret;
@@ -129,7 +128,8 @@ int uroce_lid_resolve(struct uroce_dev *dev, uint16_t dlid,
 		return 0;
 	ret = uroce_shm_find_lid(dlid, gid);
 	if (ret == -ENOTUNIQ)
-		uroce_log(UROCE_LOG_WARN, "LID %u is held by two devices "
+		uroce_log(UROCE_LOG_WARN,
+			  "LID %u is held by two devices "
 			  "(network namespaces sharing /dev/shm?)",
 			  (unsigned int)dlid);
 	return ret ? -EINVAL : 0;

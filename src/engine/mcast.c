@@ -17,13 +17,14 @@ static bool blocked_self(struct uroce_dev *dev, struct uroce_pkt *pkt)
 
 	if (a->ss_family != b->ss_family ||
 	    (a->ss_family == AF_INET ?
-	     ((const struct sockaddr_in *)a)->sin_addr.s_addr !=
-	     ((const struct sockaddr_in *)b)->sin_addr.s_addr :
-	     memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		    &((const struct sockaddr_in6 *)b)->sin6_addr, 16)))
+		     ((const struct sockaddr_in *)a)->sin_addr.s_addr !=
+			     ((const struct sockaddr_in *)b)->sin_addr.s_addr :
+		     memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			    &((const struct sockaddr_in6 *)b)->sin6_addr, 16)))
 		return false;
-	sender = uroce_qp_lookup(dev, deth_sqp(pkt->bth +
-					       pkt->info->offset[UROCE_HDR_DETH]));
+	sender = uroce_qp_lookup(dev,
+				 deth_sqp(pkt->bth +
+					  pkt->info->offset[UROCE_HDR_DETH]));
 	return sender && sender->block_self_mcast;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#define _GNU_SOURCE			/* pthread_timedjoin_np */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 /*
  * The progress thread: makes the device move while the application does
  * not call us (docs/progress.md).  It sleeps in epoll_wait on the
@@ -30,7 +30,7 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 
 	dev->prog.armed_deadline_ns = deadline_ns;
 	if (dev->prog.timerfd < 0)
-		return;		/* an offline device: the caller runs timers */
+		return; /* an offline device: the caller runs timers */
 	memset(&its, 0, sizeof(its));
 	if (deadline_ns) {
 		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
@@ -42,7 +42,8 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 {
 	uroce_assert_held(&dev->lock);
-	if (!dev->prog.armed_deadline_ns || deadline_ns < dev->prog.armed_deadline_ns)
+	if (!dev->prog.armed_deadline_ns ||
+	    deadline_ns < dev->prog.armed_deadline_ns)
 		set_timer(dev, deadline_ns);
 }
 
@@ -67,7 +68,8 @@ void uroce_timers_run(struct uroce_dev *dev)
 		if (d && (!next || d < next))
 			next = d;
 	}
-	if (next && (!dev->prog.armed_deadline_ns || next < dev->prog.armed_deadline_ns))
+	if (next && (!dev->prog.armed_deadline_ns ||
+		     next < dev->prog.armed_deadline_ns))
 		set_timer(dev, next);
 	uroce_dev_unlock(dev);
 }
@@ -99,7 +101,8 @@ static bool app_polls(struct uroce_dev *dev, uint64_t now)
 
 	return last && now - last <= APP_POLL_NS &&
 	       now - atomic_load_explicit(&dev->prog.arm_ns,
-					  memory_order_relaxed) > EVENT_LOOP_NS;
+					  memory_order_relaxed) >
+		       EVENT_LOOP_NS;
 }
 
 static bool app_is_polling(struct uroce_dev *dev)
@@ -152,7 +155,8 @@ static bool app_receives(struct uroce_dev *dev)
 
 	return last && now - last <= APP_POLL_NS &&
 	       now - atomic_load_explicit(&dev->prog.handback_ns,
-					  memory_order_relaxed) > HANDBACK_NS;
+					  memory_order_relaxed) >
+		       HANDBACK_NS;
 }
 
 static void wake_thread(struct uroce_dev *dev)
@@ -199,9 +203,9 @@ void uroce_progress_sock_handback(struct uroce_dev *dev)
 #define WAITER_NS 200000
 
 struct waiter_look {
-	uint32_t gen;		/* wait_gen at the last look */
-	uint64_t seen_ns;	/* when a waiter was last seen */
-	bool idle;		/* a waiter slept through the last wait */
+	uint32_t gen;	  /* wait_gen at the last look */
+	uint64_t seen_ns; /* when a waiter was last seen */
+	bool idle;	  /* a waiter slept through the last wait */
 };
 
 static bool waiter_sleeps(struct uroce_dev *dev)
@@ -236,9 +240,8 @@ static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
 		}
 	}
 	atomic_store(&dev->prog.watch, UROCE_WATCH_WAITER);
-	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none,
-			  NULL);
-	if (*n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
+	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none, NULL);
+	if (*n < 0 && errno == ENOSYS) /* Linux < 5.11 */
 		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
 	look->idle = !*n && waiter_sleeps(dev) &&
 		     atomic_load(&dev->prog.wait_gen) == gen &&
@@ -271,8 +274,8 @@ static void waiter_out(struct uroce_dev *dev)
  * said it sleeps; we say it before every sleep, a waiter's packets
  * included: the thread may have cleared the mark (uroce_local_awake)
  * after the waiter set it, and the waiter would sleep past them. */
-static int wait_events(struct uroce_dev *dev, struct epoll_event *ev,
-		       int max, bool *sleep, struct waiter_look *look)
+static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
+		       bool *sleep, struct waiter_look *look)
 {
 	static const struct timespec app_wait = { 0, APP_WAIT_NS }, none;
 	bool inner = false;
@@ -291,7 +294,7 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev,
 		if (app_receives(dev)) {
 			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
 					 *sleep ? &app_wait : &none, NULL);
-			if (n < 0 && errno == ENOSYS)	/* Linux < 5.11 */
+			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
 				n = epoll_wait(dev->prog.app_epfd, ev, max,
 					       *sleep ? 1 : 0);
 			goto expand;
@@ -337,7 +340,7 @@ static void short_slice(void)
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.policy = SCHED_OTHER;
-	a.runtime = 100000;	/* ns */
+	a.runtime = 100000; /* ns */
 	syscall(SYS_sched_setattr, 0, &a, 0);
 }
 
@@ -369,7 +372,8 @@ static uint64_t spin_ns = 50000;
 static bool app_active(struct uroce_dev *dev, uint64_t now)
 {
 	return now - atomic_load_explicit(&dev->prog.app_done_ns,
-					  memory_order_relaxed) <= APP_ACTIVE_NS;
+					  memory_order_relaxed) <=
+	       APP_ACTIVE_NS;
 }
 
 static bool ring_watch(struct uroce_dev *dev)
@@ -411,7 +415,8 @@ static void receive_spin(struct uroce_dev *dev)
 		 * two threads spinning would need a core more */
 		if (app_polls(dev, now) &&
 		    now - atomic_load_explicit(&dev->prog.app_poll_ns,
-					       memory_order_relaxed) < spin_ns)
+					       memory_order_relaxed) <
+			    spin_ns)
 			break;
 		if (!last)
 			last = now;
@@ -471,7 +476,8 @@ static void *progress_main(void *arg)
 			/* a waiter's: it takes them (the bell left unread,
 			 * or the waiter might sleep past it) */
 			if ((fd == uroce_net_sock(dev) ||
-			     fd == uroce_local_bell(dev)) && waiter_sleeps(dev))
+			     fd == uroce_local_bell(dev)) &&
+			    waiter_sleeps(dev))
 				continue;
 			local = uroce_local_event(dev, fd);
 			if (local == 1)
@@ -566,8 +572,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 		return;
 	/* (marked even when the thread has the socket: it then hands over) */
 	now = uroce_now_ns();
-	atomic_store_explicit(&dev->prog.app_poll_ns, now,
-			      memory_order_relaxed);
+	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&dev->prog.app_rx_ns, now, memory_order_relaxed);
 	/* the ACKs the last poll left for a post that did not come */
 	uroce_ack_release_unlocked(dev);
@@ -576,7 +581,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	app_rx = true;
 	n = uroce_net_poll(dev);
 	app_rx = false;
-	rings = uroce_local_rings(dev);	/* (the poll writes it: rx_lock) */
+	rings = uroce_local_rings(dev); /* (the poll writes it: rx_lock) */
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	app_poll_yield(n, now, rings);
 }
@@ -670,7 +675,7 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd)
 		if (np == 1) {
 			n = poll(p, 1, -1);
 		} else if (!uroce_local_sleep(dev)) {
-			n = 0;		/* a ring has packets: no bell comes */
+			n = 0; /* a ring has packets: no bell comes */
 		} else {
 			waiter_in(dev);
 			n = poll(p, np, -1);
@@ -721,11 +726,11 @@ int uroce_progress_start(struct uroce_dev *dev)
 	dev->prog.app_epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.sock_epfd = epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
-				      TFD_NONBLOCK | TFD_CLOEXEC);
+					   TFD_NONBLOCK | TFD_CLOEXEC);
 	dev->prog.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dev->prog.epfd < 0 || dev->prog.app_epfd < 0 ||
-	    dev->prog.sock_epfd < 0 ||
-	    dev->prog.timerfd < 0 || dev->prog.wakefd < 0)
+	    dev->prog.sock_epfd < 0 || dev->prog.timerfd < 0 ||
+	    dev->prog.wakefd < 0)
 		return -errno;
 	if (watch(dev->prog.sock_epfd, uroce_net_sock(dev)) ||
 	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
@@ -757,8 +762,7 @@ void uroce_rx_resume(struct uroce_dev *dev)
 static void close_fds(struct uroce_dev *dev)
 {
 	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
-		       &dev->prog.epfd,
-		       &dev->prog.timerfd, &dev->prog.wakefd };
+		       &dev->prog.epfd, &dev->prog.timerfd, &dev->prog.wakefd };
 	size_t i;
 
 	for (i = 0; i < UROCE_ARRAY_SIZE(fds); i++) {

@@ -28,7 +28,7 @@ void uroce_qp_flush_sq(struct uroce_qp *qp)
 		wc.wr_id = wqe->wr_id;
 		/* one that failed (a send that could not go) says why */
 		wc.status = wqe->state == UROCE_WQE_ERROR ? wqe->status :
-							  IBV_WC_WR_FLUSH_ERR;
+							    IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = uroce_wc_opcode(wqe->opcode);
 		wc.qp_num = uqp_ibqp(qp)->qp_num;
 		uroce_cq_push(qp->scq, &wc, false);
@@ -84,7 +84,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	uroce_assert_held(&qp->dev->lock);
 	if (!was_err)
 		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
-	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
+	uroce_ack_flush(qp); /* (see ibv_destroy_qp) */
 	uroce_qp_set_state(qp, IBV_QPS_ERR);
 	uroce_req_release(qp);
 	qp->req.deadline_ns = 0;
@@ -162,7 +162,7 @@ void uroce_qp_set_rnr_retry(struct uroce_qp *qp, uint8_t rnr_retry)
 void uroce_qp_reset(struct uroce_qp *qp)
 {
 	uroce_assert_held(&qp->dev->lock);
-	uroce_ack_flush(qp);	/* (see ibv_destroy_qp) */
+	uroce_ack_flush(qp); /* (see ibv_destroy_qp) */
 	uroce_req_release(qp);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));

@@ -96,7 +96,8 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
 		      const uint8_t *payload_at)
 {
-	recv_pkt(dev, buf, len, src, dst, ip_id_hint, payload_at ? payload_at : buf);
+	recv_pkt(dev, buf, len, src, dst, ip_id_hint,
+		 payload_at ? payload_at : buf);
 }
 
 /*
@@ -132,7 +133,7 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		return;
 	}
-	if (payload_at)		/* (read only: copied to SGEs) */
+	if (payload_at) /* (read only: copied to SGEs) */
 		pkt.payload = (uint8_t *)(uintptr_t)(payload_at +
 						     (pkt.payload - buf));
 	pkt.src = *src;

@@ -27,7 +27,7 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 	return w;
 }
 
-#define PATH_CHECK_NS	1000000ull	/* ring or UDP: asked once a ms */
+#define PATH_CHECK_NS 1000000ull /* ring or UDP: asked once a ms */
 
 /*
  * The most the window may open to: tx_window, and on the same-host path
@@ -83,9 +83,9 @@ static uint64_t timeout_ns(const struct uroce_qp *qp)
  * its first transmission to the ACK or response that covers it; a PSN
  * sent again is never timed (Karn's rule).
  */
-#define PROBE_MIN_NS	1000000ull	/* docs/transport.md: the 1 ms floor */
-#define PROBE_INIT_NS	2000000ull	/* before the first RTT sample */
-#define PROBE_MAX_SHIFT	6
+#define PROBE_MIN_NS	1000000ull /* docs/transport.md: the 1 ms floor */
+#define PROBE_INIT_NS	2000000ull /* before the first RTT sample */
+#define PROBE_MAX_SHIFT 6
 #define REGAP_MIN_NS	20000ull
 
 static void rtt_sample(struct uroce_qp *qp, uint64_t r)
@@ -100,7 +100,8 @@ static void rtt_sample(struct uroce_qp *qp, uint64_t r)
 		return;
 	}
 	q->rttvar_ns = (3 * q->rttvar_ns +
-			(q->srtt_ns > r ? q->srtt_ns - r : r - q->srtt_ns)) / 4;
+			(q->srtt_ns > r ? q->srtt_ns - r : r - q->srtt_ns)) /
+		       4;
 	q->srtt_ns = (7 * q->srtt_ns + r) / 8;
 }
 
@@ -262,7 +263,7 @@ static uint32_t npkts_of(const struct uroce_qp *qp,
 	uint64_t n;
 
 	if (uroce_wqe_rd_atomic(wqe) && wqe->opcode != IBV_WR_RDMA_READ)
-		return 1;	/* atomics and FLUSH */
+		return 1; /* atomics and FLUSH */
 	n = (wqe->length + qp->mtu - 1) / qp->mtu;
 	return n ? (uint32_t)n : 1;
 }
@@ -275,7 +276,8 @@ static bool is_inline(const struct uroce_send_wqe *wqe)
 /* First look at a WQE: local key checks and its PSN range. */
 static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
-	unsigned int access = uroce_wqe_rd_atomic(wqe) ? IBV_ACCESS_LOCAL_WRITE : 0;
+	unsigned int access = uroce_wqe_rd_atomic(wqe) ? IBV_ACCESS_LOCAL_WRITE :
+							 0;
 
 	if (!is_inline(wqe) &&
 	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
@@ -348,8 +350,8 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	 * wait for room, a QP takes none before them (uroce_req_credit
 	 * starts them in turn, oldest first) */
 	if (!uroce_qp_reliable(qp) || !dev->flow.inflight ||
-	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts),
-			  qp->req.psn_max) <= 0 ||
+	    uroce_psn_cmp(uroce_psn_add(qp->req.psn, npkts), qp->req.psn_max) <=
+		    0 ||
 	    (dev->flow.inflight + npkts <= dev_window(dev) &&
 	     (!dev->flow.blocked_head || qp->flow_turn)))
 		return false;
@@ -399,7 +401,9 @@ void uroce_req_release(struct uroce_qp *qp)
 	if (!uroce_qp_reliable(qp))
 		return;
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
-	dev->flow.inflight = dev->flow.inflight > held ? dev->flow.inflight - held : 0;
+	dev->flow.inflight = dev->flow.inflight > held ?
+				     dev->flow.inflight - held :
+				     0;
 	qp->comp.psn = qp->req.psn_max;
 	/* no ACK will give this room back: the QPs waiting for it start now */
 	if (held)
@@ -473,9 +477,11 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_ATMETH_LEN];
 	uint8_t op = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
-		     UROCE_OP_RC_CMP_SWAP : UROCE_OP_RC_FETCH_ADD;
+			     UROCE_OP_RC_CMP_SWAP :
+			     UROCE_OP_RC_FETCH_ADD;
 	uint64_t swap_add = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
-			    wqe->swap : wqe->compare_add;
+				    wqe->swap :
+				    wqe->compare_add;
 
 	if (window_full(qp, 1) || !rd_room(qp))
 		return 0;
@@ -509,7 +515,7 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 		dev->flow.pace_tokens = PACE_BURST;
 	}
 	dev->flow.pace_tokens += (int64_t)((now - dev->flow.pace_last_ns) *
-				      dev->flow.pace_rate / 1000000000ull);
+					   dev->flow.pace_rate / 1000000000ull);
 	dev->flow.pace_last_ns = now;
 	if (dev->flow.pace_tokens > PACE_BURST)
 		dev->flow.pace_tokens = PACE_BURST;
@@ -518,8 +524,10 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 		return true;
 	}
 	qp->req.pace_deadline_ns = now + 1 +
-		((uint64_t)((int64_t)bytes - dev->flow.pace_tokens) * 1000000000ull) /
-		dev->flow.pace_rate;
+				   ((uint64_t)((int64_t)bytes -
+					       dev->flow.pace_tokens) *
+				    1000000000ull) /
+					   dev->flow.pace_rate;
 	uroce_timer_arm(dev, qp->req.pace_deadline_ns);
 	return false;
 }
@@ -543,11 +551,13 @@ static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
 
 	if (write) {
 		if (first && last)
-			return imm ? UROCE_OP_RC_WRITE_ONLY_IMM : UROCE_OP_RC_WRITE_ONLY;
+			return imm ? UROCE_OP_RC_WRITE_ONLY_IMM :
+				     UROCE_OP_RC_WRITE_ONLY;
 		if (first)
 			return UROCE_OP_RC_WRITE_FIRST;
 		if (last)
-			return imm ? UROCE_OP_RC_WRITE_LAST_IMM : UROCE_OP_RC_WRITE_LAST;
+			return imm ? UROCE_OP_RC_WRITE_LAST_IMM :
+				     UROCE_OP_RC_WRITE_LAST;
 		return UROCE_OP_RC_WRITE_MIDDLE;
 	}
 	if (first && last)
@@ -598,7 +608,7 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return 0;
 	op = pick_opcode(wqe, first, last);
 	if (qp->type == IBV_QPT_UC)
-		op |= 0x20;	/* UC opcodes mirror RC's SEND/WRITE ones */
+		op |= 0x20; /* UC opcodes mirror RC's SEND/WRITE ones */
 	info = &uroce_opcode[op];
 	/* ask for an ACK at message ends, every few packets, and on the
 	 * packet that fills the window: otherwise a small window could wait
@@ -677,8 +687,9 @@ static void local_done(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		       enum ibv_wc_status status)
 {
 	wqe->first_psn = wqe->last_psn = qp->req.psn;
-	uroce_wqe_to(qp, wqe, status == IBV_WC_SUCCESS ? UROCE_WQE_DONE :
-			      UROCE_WQE_ERROR, status);
+	uroce_wqe_to(qp, wqe,
+		     status == IBV_WC_SUCCESS ? UROCE_WQE_DONE : UROCE_WQE_ERROR,
+		     status);
 	next_wqe(qp);
 }
 
@@ -690,8 +701,8 @@ void uroce_req_run(struct uroce_qp *qp)
 
 	uroce_assert_held(&qp->dev->lock);
 	if ((qp->attr.qp_state != IBV_QPS_RTS &&
-	     qp->attr.qp_state != IBV_QPS_SQD) || qp->req.rnr_deadline_ns ||
-	    qp->req.pace_deadline_ns)
+	     qp->attr.qp_state != IBV_QPS_SQD) ||
+	    qp->req.rnr_deadline_ns || qp->req.pace_deadline_ns)
 		return;
 	uroce_xmit_begin(qp->dev);
 	while (sq->next != sq->head) {
@@ -702,13 +713,16 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (qp->attr.qp_state == IBV_QPS_SQD &&
 		    (!uroce_wqe_started(wqe) || qp->req.cur_off == 0))
 			break;
-		if (!uroce_wqe_started(wqe) && (wqe->opcode == IBV_WR_BIND_MW ||
-				      wqe->opcode == IBV_WR_LOCAL_INV)) {
+		if (!uroce_wqe_started(wqe) &&
+		    (wqe->opcode == IBV_WR_BIND_MW ||
+		     wqe->opcode == IBV_WR_LOCAL_INV)) {
 			/* local operations: done in order, no packet */
-			local_done(qp, wqe, wqe->opcode == IBV_WR_BIND_MW ?
-				    uroce_mw_bind(qp, wqe->bind_mw, wqe->rkey,
-						  &wqe->bind_info) :
-				    uroce_invalidate(qp, wqe->imm));
+			local_done(qp, wqe,
+				   wqe->opcode == IBV_WR_BIND_MW ?
+					   uroce_mw_bind(qp, wqe->bind_mw,
+							 wqe->rkey,
+							 &wqe->bind_info) :
+					   uroce_invalidate(qp, wqe->imm));
 			continue;
 		}
 		if (!uroce_wqe_started(wqe)) {
@@ -750,8 +764,8 @@ void uroce_req_run(struct uroce_qp *qp)
 		if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) > 0) {
 			if (uroce_qp_reliable(qp))
 				qp->dev->flow.inflight += (qp->req.psn -
-						      qp->req.psn_max) &
-						     UROCE_PSN_MASK;
+							   qp->req.psn_max) &
+							  UROCE_PSN_MASK;
 			/* a PSN on its first trip: time it, if none is */
 			if (!qp->req.rtt_sent_ns) {
 				qp->req.rtt_psn = uroce_psn_add(qp->req.psn,
@@ -797,8 +811,9 @@ static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 
 		if (!uroce_wqe_started(wqe))
 			break;
-		if (uroce_wqe_complete(wqe) || (target != qp->comp.psn &&
-				   uroce_psn_cmp(wqe->last_psn, target) < 0))
+		if (uroce_wqe_complete(wqe) ||
+		    (target != qp->comp.psn &&
+		     uroce_psn_cmp(wqe->last_psn, target) < 0))
 			continue;
 		sq->next = i;
 		done = uroce_psn_cmp(target, wqe->first_psn);
@@ -870,7 +885,8 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	if (!qp->req.deadline_ns || now < qp->req.deadline_ns) {
-		if (qp->req.probe_deadline_ns && now >= qp->req.probe_deadline_ns) {
+		if (qp->req.probe_deadline_ns &&
+		    now >= qp->req.probe_deadline_ns) {
 			qp->req.probe_deadline_ns = 0;
 			send_probe(qp);
 		}
@@ -880,7 +896,8 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 	if (qp->comp.psn == qp->req.psn_max)
 		return;
 	uroce_count(dev, UROCE_CNT_TIMEOUTS, 1);
-	uroce_log_qp(UROCE_LOG_INFO, qp, qp->comp.psn, "ACK timeout, %u retries left", qp->req.retry_left);
+	uroce_log_qp(UROCE_LOG_INFO, qp, qp->comp.psn,
+		     "ACK timeout, %u retries left", qp->req.retry_left);
 	if (!qp->req.retry_left) {
 		struct uroce_send_wqe *wqe =
 			&qp->sq.wqe[qp->sq.tail & sq_mask(qp)];

@@ -20,17 +20,17 @@
  * UC (do_uc) and UD (do_ud) use execute and nothing else: no answers.
  */
 enum resp_state {
-	RESPST_DUPLICATE,	/* PSN before the expected one: answer again,
+	RESPST_DUPLICATE,   /* PSN before the expected one: answer again,
 				 * never execute again (9.7.5.1.1) */
-	RESPST_OUT_OF_SEQ,	/* PSN after it: one sequence NAK per gap
+	RESPST_OUT_OF_SEQ,  /* PSN after it: one sequence NAK per gap
 				 * (9.7.5.2.1) */
-	RESPST_EXECUTE,		/* the expected PSN (9.7.5.1) */
-	RESPST_EXECUTED,	/* done: epsn moves on, an ACK if asked (READ
+	RESPST_EXECUTE,	    /* the expected PSN (9.7.5.1) */
+	RESPST_EXECUTED,    /* done: epsn moves on, an ACK if asked (READ
 				 * and atomic answered already) (9.7.5.1.1) */
-	RESPST_ERR_RNR,		/* no receive WQE: RNR NAK (9.7.5.2.8) */
-	RESPST_ERR_INVALID,	/* invalid request NAK (9.7.5.2.2) */
-	RESPST_ERR_ACCESS,	/* remote access error NAK (9.7.5.2.3) */
-	RESPST_ERR_OP,		/* remote operational error (9.7.5.2.4) */
+	RESPST_ERR_RNR,	    /* no receive WQE: RNR NAK (9.7.5.2.8) */
+	RESPST_ERR_INVALID, /* invalid request NAK (9.7.5.2.2) */
+	RESPST_ERR_ACCESS,  /* remote access error NAK (9.7.5.2.3) */
+	RESPST_ERR_OP,	    /* remote operational error (9.7.5.2.4) */
 	RESPST_NSTATES
 };
 
@@ -40,8 +40,8 @@ enum resp_state {
  * requester retries) are class C: the QP moves to the error state.
  */
 static const struct resp_err {
-	uint8_t code;			/* AETH NAK code */
-	enum uroce_counter cnt, cnt2;	/* cnt2: UROCE_CNT_NUM = none */
+	uint8_t code;		      /* AETH NAK code */
+	enum uroce_counter cnt, cnt2; /* cnt2: UROCE_CNT_NUM = none */
 	enum ibv_event_type event;
 	bool fatal;
 } resp_errs[RESPST_NSTATES] = {
@@ -89,14 +89,13 @@ static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
 					     access);
 
 	if (mr && take_one(&qp->dev->net.fault.access_left))
-		return NULL;	/* injected remote access error */
+		return NULL; /* injected remote access error */
 	if (mr && mr->mw_type == 2 && mr->mw_qpn != uqp_ibqp(qp)->qp_num)
 		return NULL;
 	return mr;
 }
 
-static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn,
-		    uint32_t msn)
+static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn, uint32_t msn)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
 
@@ -106,7 +105,8 @@ static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn,
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	uroce_count(qp->dev, UROCE_CNT_TX_ACKS, 1);
 	if ((syn & UROCE_AETH_TYPE_MASK) != UROCE_AETH_ACK)
-		uroce_log_qp(UROCE_LOG_INFO, qp, psn, "NAK sent, AETH syndrome 0x%02x", syn);
+		uroce_log_qp(UROCE_LOG_INFO, qp, psn,
+			     "NAK sent, AETH syndrome 0x%02x", syn);
 }
 
 void uroce_ack_flush(struct uroce_qp *qp)
@@ -186,7 +186,8 @@ static void flush_held_acks(struct uroce_dev *dev)
 	uroce_xmit_begin(dev);
 	for (i = 0; i < dev->ack.nack_pending; i++) {
 		/* (a QP destroyed meanwhile sent its ACK then: qp.c) */
-		struct uroce_qp *qp = uroce_qp_lookup(dev, dev->ack.ack_pending[i]);
+		struct uroce_qp *qp = uroce_qp_lookup(dev,
+						      dev->ack.ack_pending[i]);
 
 		if (qp)
 			uroce_ack_flush(qp);
@@ -339,8 +340,7 @@ static uint32_t read_npkts(const struct uroce_qp *qp, uint32_t len)
 }
 
 /* Packet ordering inside a message: FIRST, MIDDLE*, LAST (IBA 9.8.3). */
-static enum resp_state check_sequence(struct uroce_qp *qp,
-				      struct uroce_pkt *pkt)
+static enum resp_state check_sequence(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_resp_state *r = &qp->resp;
 	bool cont = pkt->mask & (UROCE_M_MIDDLE | UROCE_M_LAST) &&
@@ -380,8 +380,8 @@ static enum resp_state check_sequence(struct uroce_qp *qp,
  * it compared 16 bytes of an IPv4 header with its GID and dropped every
  * packet.
  */
-#define UROCE_WC_SL_ROCE_V2_IPV6	0x9
-#define UROCE_WC_SL_ROCE_V2_IPV4	0xa
+#define UROCE_WC_SL_ROCE_V2_IPV6 0x9
+#define UROCE_WC_SL_ROCE_V2_IPV4 0xa
 
 static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 			       struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
@@ -399,8 +399,9 @@ static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 	wc.src_qp = src_qp;
 	wc.wc_flags = flags;
 	if (flags & IBV_WC_GRH)
-		wc.sl = pkt->src.ss_family == AF_INET ? UROCE_WC_SL_ROCE_V2_IPV4 :
-							UROCE_WC_SL_ROCE_V2_IPV6;
+		wc.sl = pkt->src.ss_family == AF_INET ?
+				UROCE_WC_SL_ROCE_V2_IPV4 :
+				UROCE_WC_SL_ROCE_V2_IPV6;
 	if (pkt->mask & UROCE_M_IMMDT) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = immdt_raw(hdr_of(pkt, UROCE_HDR_IMMDT));
@@ -454,8 +455,8 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 			  struct uroce_pkt *pkt, enum ibv_wc_opcode opcode,
 			  uint32_t byte_len)
 {
-	complete_recv_from(qp, wqe, pkt, opcode, byte_len,
-			   qp->attr.dest_qp_num, 0);
+	complete_recv_from(qp, wqe, pkt, opcode, byte_len, qp->attr.dest_qp_num,
+			   0);
 }
 
 /*
@@ -467,8 +468,8 @@ static void build_grh(struct uroce_qp *qp, struct uroce_pkt *pkt, uint8_t *grh)
 	uint16_t udp_len = (uint16_t)(8 + pkt->len + UROCE_ICRC_LEN);
 
 	memset(grh, 0, 40);
-	uroce_ip_hdr(pkt->src.ss_family == AF_INET ? grh + 20 : grh,
-		     &pkt->src, pkt->dst, udp_len, pkt->ip);
+	uroce_ip_hdr(pkt->src.ss_family == AF_INET ? grh + 20 : grh, &pkt->src,
+		     pkt->dst, udp_len, pkt->ip);
 }
 
 /* UD receive (IBA 9.8.5): Q_Key check, GRH area, no ACK, no RNR. */
@@ -503,8 +504,8 @@ static void do_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			  pkt->paylen);
 	rq_consume(qp);
 	complete_recv_from(qp, wqe, pkt, IBV_WC_RECV,
-			   pkt->paylen + (uint32_t)sizeof(grh),
-			   deth_sqp(deth), IBV_WC_GRH);
+			   pkt->paylen + (uint32_t)sizeof(grh), deth_sqp(deth),
+			   IBV_WC_GRH);
 }
 
 /* answer this SEND as if no receive were posted */
@@ -555,7 +556,7 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		/* IBA 9.4.1.1: invalidate the named window before completing */
 		if ((pkt->mask & UROCE_M_INV) &&
 		    uroce_invalidate(qp, ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH))) !=
-		    IBV_WC_SUCCESS)
+			    IBV_WC_SUCCESS)
 			return RESPST_ERR_INVALID;
 		complete_recv(qp, wqe, pkt, IBV_WC_RECV, (uint32_t)r->send_off);
 		recv_release(qp);
@@ -580,8 +581,8 @@ static enum resp_state do_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		r->write_rkey = reth_rkey(reth);
 		r->write_mr = NULL;
 		if (r->write_len) {
-			r->write_mr = rkey_check(qp, r->write_rkey,
-						 r->write_va, r->write_len,
+			r->write_mr = rkey_check(qp, r->write_rkey, r->write_va,
+						 r->write_len,
 						 IBV_ACCESS_REMOTE_WRITE);
 			if (!r->write_mr)
 				return RESPST_ERR_ACCESS;
@@ -659,7 +660,8 @@ static enum resp_state do_atomic_write(struct uroce_qp *qp,
 	if (!mr)
 		return RESPST_ERR_ACCESS;
 	memcpy(&val, pkt->payload, 8);
-	__atomic_store_n((uint64_t *)uroce_mr_ptr(mr, va), val, __ATOMIC_SEQ_CST);
+	__atomic_store_n((uint64_t *)uroce_mr_ptr(mr, va), val,
+			 __ATOMIC_SEQ_CST);
 	qp->resp.msn = (qp->resp.msn + 1) & UROCE_PSN_MASK;
 	return RESPST_EXECUTED;
 }
@@ -724,15 +726,16 @@ static enum resp_state do_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC))
 		return RESPST_ERR_INVALID;
 	if (va & 7)
-		return RESPST_ERR_INVALID;	/* IBA 9.4.5: misaligned */
+		return RESPST_ERR_INVALID; /* IBA 9.4.5: misaligned */
 	mr = rkey_check(qp, atmeth_rkey(ath), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 	if (!mr)
 		return RESPST_ERR_ACCESS;
 	p = (uint64_t *)uroce_mr_ptr(mr, va);
 	if (uroce_op_rc(pkt->opcode) == UROCE_OP_RC_CMP_SWAP) {
 		orig = atmeth_comp(ath);
-		__atomic_compare_exchange_n(p, &orig, atmeth_swap_add(ath), false,
-					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		__atomic_compare_exchange_n(p, &orig, atmeth_swap_add(ath),
+					    false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
 	} else {
 		orig = __atomic_fetch_add(p, atmeth_swap_add(ath),
 					  __ATOMIC_SEQ_CST);
@@ -751,7 +754,7 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	uroce_count(qp->dev, UROCE_CNT_DUPLICATES, 1);
 	if (pkt->mask & UROCE_M_FLUSH) {
-		do_flush(qp, pkt, true);	/* idempotent: answer again */
+		do_flush(qp, pkt, true); /* idempotent: answer again */
 		return;
 	}
 	if (pkt->mask & UROCE_M_READ) {
@@ -761,8 +764,8 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 		/* READs have no side effects: serve the (re)request again */
 		if (len) {
-			mr = rkey_check(qp, reth_rkey(reth), reth_va(reth),
-					len, IBV_ACCESS_REMOTE_READ);
+			mr = rkey_check(qp, reth_rkey(reth), reth_va(reth), len,
+					IBV_ACCESS_REMOTE_READ);
 			if (!mr)
 				return;
 		}
@@ -844,18 +847,20 @@ static void do_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 /* An error state's answer (resp_errs): the NAK, and for class C the
  * error state and its affiliated event (IBA 9.7.5.2, 11.6.3.1). */
-static void respond_error(struct uroce_qp *qp, uint32_t psn,
-			  enum resp_state st)
+static void respond_error(struct uroce_qp *qp, uint32_t psn, enum resp_state st)
 {
 	const struct resp_err *e = &resp_errs[st];
 	struct ibv_async_event ev = {
-		.element.qp = uqp_ibqp(qp), .event_type = e->event,
+		.element.qp = uqp_ibqp(qp),
+		.event_type = e->event,
 	};
 
 	if (!e->fatal) {
 		uroce_count(qp->dev, e->cnt, 1);
-		uroce_send_ack(qp, UROCE_AETH_RNR_NAK |
-			       (qp->attr.min_rnr_timer & 0x1f), psn);
+		uroce_send_ack(qp,
+			       UROCE_AETH_RNR_NAK |
+				       (qp->attr.min_rnr_timer & 0x1f),
+			       psn);
 		return;
 	}
 	if (e->cnt2 != UROCE_CNT_NUM)

@@ -36,12 +36,11 @@
 #include "uroce_shm.h"
 
 static struct uroce_shm_hdr *shm;
-static char shm_name[64];		/* "/uroce.<pid>" */
+static char shm_name[64]; /* "/uroce.<pid>" */
 static pid_t shm_pid;
 static pthread_t snap_thread;
 static bool snap_running;
-static _Atomic bool snap_stop;		/* uroce_shm_close asked */
-
+static _Atomic bool snap_stop; /* uroce_shm_close asked */
 
 static void own_comm(char *out, size_t len)
 {
@@ -104,7 +103,7 @@ static int read_live_hdr(int dir, const char *name, int pid,
 			ret = 0;
 			break;
 		}
-		sched_yield();	/* the writer is between two stores */
+		sched_yield(); /* the writer is between two stores */
 	}
 	close(fd);
 	if (ret || h->magic != UROCE_SHM_MAGIC ||
@@ -158,8 +157,8 @@ static uint8_t qp_state_of(const struct uroce_qp *qp)
 /* Fill the QP table; dev->lock held. */
 static void snapshot(struct uroce_dev *dev)
 {
-	struct uroce_shm_qp *tbl =
-		(struct uroce_shm_qp *)((char *)shm + shm->qp_off);
+	struct uroce_shm_qp *tbl = (struct uroce_shm_qp *)((char *)shm +
+							   shm->qp_off);
 	uint32_t n = 0, over = 0, i;
 	struct timespec ts;
 
@@ -191,7 +190,8 @@ static void snapshot(struct uroce_dev *dev)
 			memcpy(e->peer_gid, peer.raw, 16);
 			e->path = uroce_local_peer(dev, &qp->peer,
 						   qp->attr.dest_qp_num) ?
-				  UROCE_SHM_PATH_LOCAL : UROCE_SHM_PATH_UDP;
+					  UROCE_SHM_PATH_LOCAL :
+					  UROCE_SHM_PATH_UDP;
 		}
 		e->sq_psn = qp->req.psn;
 		e->unacked_psn = qp->comp.psn;
@@ -230,8 +230,7 @@ static void *snap_main(void *arg)
 	while (!atomic_load(&snap_stop)) {
 		uint32_t done = __atomic_load_n(&shm->snap_done,
 						__ATOMIC_ACQUIRE);
-		uint32_t req = __atomic_load_n(&shm->snap_req,
-					       __ATOMIC_ACQUIRE);
+		uint32_t req = __atomic_load_n(&shm->snap_req, __ATOMIC_ACQUIRE);
 
 		if (req == done) {
 			futex(&shm->snap_req, FUTEX_WAIT, done);
@@ -262,9 +261,12 @@ static void put_addr(struct uroce_dev *dev)
 	__atomic_store_n(&shm->addr_seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(shm->gid, dev->net.gid.raw, 16);
-	inet_ntop(dev->net.family, dev->net.family == AF_INET ?
-		  (const void *)&((struct sockaddr_in *)&dev->net.local)->sin_addr :
-		  (const void *)&((struct sockaddr_in6 *)&dev->net.local)->sin6_addr,
+	inet_ntop(dev->net.family,
+		  dev->net.family == AF_INET ?
+			  (const void *)&((struct sockaddr_in *)&dev->net.local)
+				  ->sin_addr :
+			  (const void *)&((struct sockaddr_in6 *)&dev->net.local)
+				  ->sin6_addr,
 		  shm->addr, sizeof(shm->addr));
 	shm->lid = dev->port.lid;
 	shm->share_slot = uroce_share_slot(dev);
@@ -367,9 +369,10 @@ fail_unlink:
 	close(fd);
 	errno = err;
 fail:
-	uroce_log(UROCE_LOG_WARN, "no stats segment %s%s: %s; uroce stats "
-		  "cannot see this process", UROCE_SHM_DIR, shm_name,
-		  strerror(errno));
+	uroce_log(UROCE_LOG_WARN,
+		  "no stats segment %s%s: %s; uroce stats "
+		  "cannot see this process",
+		  UROCE_SHM_DIR, shm_name, strerror(errno));
 }
 
 void uroce_shm_close(struct uroce_dev *dev)

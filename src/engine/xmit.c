@@ -26,7 +26,7 @@
 /* a GSO send carries at most 64 KiB of UDP payload, and the kernel takes
  * at most UDP_MAX_SEGMENTS (64 on older kernels) datagrams */
 #define RUN_MAX_BYTES 65000u
-#define RUN_MAX_PKTS 64
+#define RUN_MAX_PKTS  64
 
 static const uint8_t zeros[4];
 
@@ -106,7 +106,7 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 			continue;
 		}
 		if (t->qpn & UROCE_TXTAG_REQ)
-			note_failed(&dev->tx, t);	/* (RC: loss) */
+			note_failed(&dev->tx, t); /* (RC: loss) */
 	}
 	if (gso_off && atomic_exchange(&dev->net.gso, false))
 		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
@@ -119,8 +119,8 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 
 	uroce_assert_held(&dev->tx.tx_lock);
 	while (sent < b->nruns) {
-		int n = dev->net.io->send_runs(dev, &b->run[sent], b->nruns - sent,
-					   b->iov);
+		int n = dev->net.io->send_runs(dev, &b->run[sent],
+					       b->nruns - sent, b->iov);
 
 		if (n <= 0 && uroce_tx_fatal(n)) {
 			txb_run_failed(dev, b, &b->run[sent++]);
@@ -306,9 +306,8 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 	if (b->npkts == UROCE_TXB_MAX_PKTS ||
 	    b->niov + npayload + 3 > UROCE_TXB_MAX_IOV)
 		return NULL;
-	if (run && !run->closed && len <= run->seg &&
-	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
-	    uroce_ipopt_eq(run->ip, ip) &&
+	if (run && !run->closed && len <= run->seg && run->npkts < RUN_MAX_PKTS &&
+	    run->bytes + len <= RUN_MAX_BYTES && uroce_ipopt_eq(run->ip, ip) &&
 	    !memcmp(&run->dst, dst, uroce_sa_len(dst)))
 		return run;
 	if (b->nruns == UROCE_TXB_MAX_RUNS)
@@ -365,7 +364,7 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	if (dev->tx.tx_depth && !dev->net.fault.on && dev->net.io->send_runs &&
 	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
 		if (b && !(run = txb_run_for(b, dst, ip, len, npayload)))
-			txb_seal(dev);		/* full: queue it, start another */
+			txb_seal(dev); /* full: queue it, start another */
 		if (!dev->tx.txb && (dev->tx.txb = txb_get(dev)))
 			dev->tx.txb->seq = ++dev->tx.open_seq;
 		b = dev->tx.txb;
@@ -401,15 +400,17 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 
 	if (run) {
 		if (len < run->seg)
-			run->closed = true;	/* a shorter datagram ends it */
+			run->closed = true; /* a shorter datagram ends it */
 		run->npkts++;
 		run->bytes += len;
 		run->niov += n;
 		b->niov += n;
 		/* UC/UD packets are requests, of the WQE at sq.next
 		 * (engine/req.c); RC's failures are loss, untagged */
-		b->tag[b->npkts].qpn = uroce_qp_reliable(qp) ? 0 :
-			uqp_ibqp(qp)->qp_num | UROCE_TXTAG_REQ;
+		b->tag[b->npkts].qpn = uroce_qp_reliable(qp) ?
+					       0 :
+					       uqp_ibqp(qp)->qp_num |
+						       UROCE_TXTAG_REQ;
 		b->tag[b->npkts].wqe = qp->sq.next;
 		b->pkt_iov[++b->npkts] = (uint16_t)b->niov;
 	} else {

@@ -75,8 +75,7 @@ static void tgt_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		/* the next request in order is NAKed; a duplicate or a
 		 * packet past a gap is dropped (the requester's timer
 		 * brings it again in order) */
-		if (pkt->psn == qp->resp.epsn &&
-		    qp->attr.qp_state != IBV_QPS_ERR)
+		if (pkt->psn == qp->resp.epsn && qp->attr.qp_state != IBV_QPS_ERR)
 			uroce_resp_nak_invalid(qp, pkt->psn);
 		return;
 	}

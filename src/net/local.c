@@ -62,29 +62,32 @@
 #include "dev.h"
 #include "uroce_local.h"
 
-#define LR_MAX_IN	64
-#define LR_MAX_OUT	64
-#define LR_BATCH	32		/* packets per ring per poll */
-#define LR_HELLO_MS	100		/* the answer to a connect */
-#define LR_RETRY_NS	1000000000ull	/* not local: ask again after 1 s */
-#define LR_QUEUE_BYTES	(4u << 20)	/* a full ring's overflow queue: a
+#define LR_MAX_IN   64
+#define LR_MAX_OUT  64
+#define LR_BATCH    32		  /* packets per ring per poll */
+#define LR_HELLO_MS 100		  /* the answer to a connect */
+#define LR_RETRY_NS 1000000000ull /* not local: ask again after 1 s */
+#define LR_QUEUE_BYTES \
+	(4u << 20) /* a full ring's overflow queue: a
 					 * socket send buffer's worth */
-#define LR_STALL_NS	20000000ull	/* past the queue, a receiver that
+#define LR_STALL_NS \
+	20000000ull /* past the queue, a receiver that
 					 * took nothing for this long: drop */
-#define LR_SOCK_NS	20000ull	/* the socket, read at least this often
+#define LR_SOCK_NS \
+	20000ull /* the socket, read at least this often
 					 * while rings are in use */
 
 /* a ring we receive on */
 struct lin {
 	int fd;
 	struct lr_shared *ring;
-	_Atomic uint32_t tail;		/* ours (the poller's; the progress
+	_Atomic uint32_t tail; /* ours (the poller's; the progress
 					 * thread reads it before sleeping);
 					 * the shared one is a copy */
 	struct sockaddr_storage src;
-	_Atomic bool dead;		/* the connection closed */
-	_Atomic bool broken;			/* the ring lied: dropped */
-	int room_bell;			/* the sender's eventfd, or -1 */
+	_Atomic bool dead;   /* the connection closed */
+	_Atomic bool broken; /* the ring lied: dropped */
+	int room_bell;	     /* the sender's eventfd, or -1 */
 };
 
 /* a packet waiting behind a full ring */
@@ -98,38 +101,38 @@ struct lq_pkt {
 /* a peer we send to: connected (ring), or known not local until retry */
 struct lout {
 	bool used, up, alone;
-	bool self;			/* our own ring: never wait on it */
+	bool self; /* our own ring: never wait on it */
 	struct sockaddr_storage addr;
-	uint8_t sbyte;			/* top byte of the QPNs it is for */
+	uint8_t sbyte; /* top byte of the QPNs it is for */
 	uint64_t retry_ns, last_ns;
 	_Atomic int fd;
 	_Atomic bool dead;
 	struct lr_shared *ring;
 	int bell;
-	uint32_t head;			/* ours; the shared one is a copy */
-	struct lq_pkt *q_first, *q_last;	/* the overflow queue */
+	uint32_t head;			 /* ours; the shared one is a copy */
+	struct lq_pkt *q_first, *q_last; /* the overflow queue */
 	uint32_t q_bytes;
-	bool stalled;			/* past the queue, dropped at stall_tail */
+	bool stalled; /* past the queue, dropped at stall_tail */
 	uint32_t stall_tail;
 };
 
 struct uroce_local {
-	int lfd[2];			/* listening: our slot's name, ".../0" */
+	int lfd[2]; /* listening: our slot's name, ".../0" */
 	int nl;
-	int bell;			/* our doorbell, given to every sender */
+	int bell; /* our doorbell, given to every sender */
 	char names[2][108];
 	pthread_mutex_t acc_lock;
 	_Atomic(struct lin *) in[LR_MAX_IN];
-	int in_fd[LR_MAX_IN];		/* acc_lock */
-	struct lout out[LR_MAX_OUT];	/* tx_lock */
+	int in_fd[LR_MAX_IN];	     /* acc_lock */
+	struct lout out[LR_MAX_OUT]; /* tx_lock */
 	struct lout *last;
-	_Atomic int queues;		/* outbound peers with a queue (a hint,
+	_Atomic int queues;	 /* outbound peers with a queue (a hint,
 					 * read without tx_lock) */
-	bool recent;			/* rx_lock: the last poll had packets */
-	int rings;			/* rx_lock: inbound rings, last poll */
-	bool sock_busy;			/* rx_lock: the last read had packets */
-	uint64_t sock_ns;		/* rx_lock: the socket's last read */
-	_Atomic bool sock_ready;	/* epoll saw the socket readable */
+	bool recent;		 /* rx_lock: the last poll had packets */
+	int rings;		 /* rx_lock: inbound rings, last poll */
+	bool sock_busy;		 /* rx_lock: the last read had packets */
+	uint64_t sock_ns;	 /* rx_lock: the socket's last read */
+	_Atomic bool sock_ready; /* epoll saw the socket readable */
 	uint8_t rxbuf[LR_DATA] __attribute__((aligned(64)));
 };
 
@@ -149,9 +152,11 @@ static socklen_t lr_name(char *out, size_t outlen,
 	char ip[INET6_ADDRSTRLEN] = "?";
 	int n;
 
-	inet_ntop(ss->ss_family, ss->ss_family == AF_INET ?
-		  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-		  (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
+	inet_ntop(ss->ss_family,
+		  ss->ss_family == AF_INET ?
+			  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+			  (const void *)&((const struct sockaddr_in6 *)ss)
+				  ->sin6_addr,
 		  ip, sizeof(ip));
 	memset(un, 0, sizeof(*un));
 	un->sun_family = AF_UNIX;
@@ -173,7 +178,8 @@ static bool same_uid(int fd)
 
 static void epoll_add(struct uroce_dev *dev, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.fd = fd };
 
 	if (dev->prog.epfd >= 0)
 		epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -264,8 +270,10 @@ static int hello_take(const struct uroce_dev *dev, int fd,
 	} ctl;
 	struct iovec iov = { .iov_base = hello, .iov_len = sizeof(*hello) };
 	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
 	};
 	struct cmsghdr *c;
 	ssize_t n;
@@ -277,7 +285,7 @@ static int hello_take(const struct uroce_dev *dev, int fd,
 	    c->cmsg_len == CMSG_LEN(sizeof(int))) {
 		memcpy(room, CMSG_DATA(c), sizeof(int));
 	} else if (c) {
-		cmsg_close_fds(c, 2);	/* (two fit in the buffer) */
+		cmsg_close_fds(c, 2); /* (two fit in the buffer) */
 		return -EPROTO;
 	}
 	/* (it must never block us: a sender's eventfd already is so) */
@@ -308,8 +316,10 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	} ctl;
 	struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
 	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
 	};
 	struct pollfd p = { .events = POLLIN };
 	struct lr_hello hello;
@@ -323,8 +333,7 @@ static void accept_one(struct uroce_dev *dev, struct uroce_local *L, int lfd)
 	if (!same_uid(fd))
 		goto fail;
 	p.fd = fd;
-	if (poll(&p, 1, LR_HELLO_MS) != 1 ||
-	    hello_take(dev, fd, &hello, &room))
+	if (poll(&p, 1, LR_HELLO_MS) != 1 || hello_take(dev, fd, &hello, &room))
 		goto fail;
 	mfd = in_make(dev, L, fd, &hello.addr, room);
 	if (mfd < 0)
@@ -382,16 +391,16 @@ static void ring_bad(struct uroce_dev *dev, struct lin *in)
  * capture, QP1 (the shared device reads the MAD to steer it), another
  * member's packet (forwarded), a probe.
  */
-#define LR_HEAD		UROCE_MAX_HDR_LEN
-#define LR_SPLIT_MIN	512		/* smaller: one copy is as cheap */
+#define LR_HEAD	     UROCE_MAX_HDR_LEN
+#define LR_SPLIT_MIN 512 /* smaller: one copy is as cheap */
 
 static bool split_ok(const struct uroce_dev *dev, const uint8_t *hdr,
 		     uint32_t len)
 {
 	uint32_t qpn = bth_qpn(hdr);
 
-	return len >= LR_SPLIT_MIN && !uroce_pcap_path()[0] &&
-	       qpn != 1 && qpn != UROCE_MCAST_QPN &&
+	return len >= LR_SPLIT_MIN && !uroce_pcap_path()[0] && qpn != 1 &&
+	       qpn != UROCE_MCAST_QPN &&
 	       (!dev->net.share || (qpn >> 16) == uroce_share_slot(dev));
 }
 
@@ -411,13 +420,13 @@ static void ring_icrc(struct uroce_dev *dev, uint8_t *pkt, uint32_t len,
 		return;
 	qpn = bth_qpn(pkt);
 	if (uroce_pcap_path()[0] ||
-	    (dev->net.share && (qpn == 1 || (qpn >> 16) != uroce_share_slot(dev))))
+	    (dev->net.share &&
+	     (qpn == 1 || (qpn >> 16) != uroce_share_slot(dev))))
 		uroce_net_icrc(dev, src, &dev->net.local, &iov, 1, ip_id);
 }
 
-static void deliver(struct uroce_dev *dev, struct uroce_local *L,
-		    struct lin *in, uint32_t len, uint16_t ip_id,
-		    const uint8_t *ring_pkt)
+static void deliver(struct uroce_dev *dev, struct uroce_local *L, struct lin *in,
+		    uint32_t len, uint16_t ip_id, const uint8_t *ring_pkt)
 {
 	uroce_count(dev, UROCE_CNT_RX_LOCAL_PKTS, 1);
 	if (ring_pkt) {
@@ -425,8 +434,8 @@ static void deliver(struct uroce_dev *dev, struct uroce_local *L,
 		 * made sure nothing captures) */
 		uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local,
 			     ip_id);
-		uroce_recv_local(dev, L->rxbuf, len, &in->src,
-				 &dev->net.local, ip_id, ring_pkt);
+		uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local,
+				 ip_id, ring_pkt);
 		return;
 	}
 	ring_icrc(dev, L->rxbuf, len, &in->src, ip_id);
@@ -517,9 +526,10 @@ int uroce_local_poll(struct uroce_dev *dev)
 			burst = true;
 		}
 		for (k = 0; k < avail; k++) {
-			struct lr_slot *s = &in->ring->slot[tail &
-							    (LR_SLOTS - 1)];
-			uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+			struct lr_slot *s =
+				&in->ring->slot[tail & (LR_SLOTS - 1)];
+			uint32_t len = __atomic_load_n(&s->len,
+						       __ATOMIC_RELAXED);
 			uint16_t ip_id = __atomic_load_n(&s->ip_id,
 							 __ATOMIC_RELAXED);
 			bool split = false;
@@ -582,8 +592,7 @@ bool uroce_local_sock_due(struct uroce_dev *dev)
 
 	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L || !L->rings || L->sock_busy ||
-	    atomic_exchange_explicit(&L->sock_ready, false,
-				     memory_order_relaxed))
+	    atomic_exchange_explicit(&L->sock_ready, false, memory_order_relaxed))
 		return true;
 	now = uroce_now_ns();
 	if (now - L->sock_ns < LR_SOCK_NS)
@@ -658,7 +667,7 @@ bool uroce_local_sleep(struct uroce_dev *dev)
 
 		if (in && !in->broken &&
 		    atomic_load(&in->ring->head) !=
-		    atomic_load_explicit(&in->tail, memory_order_relaxed))
+			    atomic_load_explicit(&in->tail, memory_order_relaxed))
 			idle = false;
 	}
 	pthread_mutex_unlock(&L->acc_lock);
@@ -745,7 +754,7 @@ void uroce_local_bell_take(struct uroce_dev *dev)
 	if (!L)
 		return;
 	if (read(L->bell, &v, sizeof(v)) < 0)
-		return;			/* (EAGAIN: not rung) */
+		return; /* (EAGAIN: not rung) */
 	pthread_mutex_lock(&L->acc_lock);
 	for (i = 0; i < LR_MAX_IN; i++) {
 		struct lin *in = atomic_load(&L->in[i]);
@@ -789,7 +798,7 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 			atomic_store(&in->dead, true);
 			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
 			pthread_mutex_unlock(&L->acc_lock);
-			return 2;	/* the poller reaps it */
+			return 2; /* the poller reaps it */
 		}
 	}
 	pthread_mutex_unlock(&L->acc_lock);
@@ -862,8 +871,10 @@ static int take_answer(struct uroce_local *L, struct lout *o, int fd,
 	struct lr_answer ans;
 	struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
 	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
 	};
 	struct cmsghdr *c;
 	struct stat st;
@@ -877,7 +888,7 @@ static int take_answer(struct uroce_local *L, struct lout *o, int fd,
 	    c->cmsg_len == CMSG_LEN(sizeof(fds)))
 		memcpy(fds, CMSG_DATA(c), sizeof(fds));
 	else if (c) {
-		cmsg_close_fds(c, 2);	/* (a count we did not ask for) */
+		cmsg_close_fds(c, 2); /* (a count we did not ask for) */
 		goto out;
 	}
 	if (n != (ssize_t)sizeof(ans) || (msg.msg_flags & MSG_CTRUNC) ||
@@ -945,7 +956,7 @@ static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 	o->bell = dup(L->bell);
 	if (o->ring == MAP_FAILED || o->bell < 0) {
 		o->ring = o->ring == MAP_FAILED ? NULL : o->ring;
-		shutdown(sv[1], SHUT_RDWR);	/* the poller reaps ours */
+		shutdown(sv[1], SHUT_RDWR); /* the poller reaps ours */
 		close(sv[1]);
 		return -ENOMEM;
 	}
@@ -971,8 +982,10 @@ static int hello_send(struct uroce_local *L, int fd,
 	struct iovec iov = { .iov_base = (void *)hello,
 			     .iov_len = sizeof(*hello) };
 	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
 	};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
@@ -981,7 +994,8 @@ static int hello_send(struct uroce_local *L, int fd,
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &L->bell, sizeof(int));
 	return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*hello) ?
-	       0 : -EPIPE;
+		       0 :
+		       -EPIPE;
 }
 
 static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
@@ -998,7 +1012,8 @@ static int out_connect(struct uroce_dev *dev, struct uroce_local *L,
 	for (i = 0; i < L->nl; i++)
 		if (!strcmp(un.sun_path + 1, L->names[i]))
 			return self_ring(dev, L, o);
-	fd = uroce_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = uroce_socket(AF_UNIX,
+			  SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&un, len) || !same_uid(fd))
@@ -1088,7 +1103,7 @@ static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
 	struct lout *o = out_find(L, dst, sb);
 
 	if (o && o->up && atomic_load_explicit(&o->dead, memory_order_relaxed)) {
-		out_down(L, o);		/* the peer died: see if it is back */
+		out_down(L, o); /* the peer died: see if it is back */
 		o->retry_ns = 0;
 	}
 	if (o && o->up)
@@ -1122,7 +1137,7 @@ static struct lout *peer_for(struct uroce_dev *dev,
 	if (!L || dst->ss_family != dev->net.family ||
 	    uroce_addr_is_mcast(dst) || iov[0].iov_len < UROCE_BTH_LEN)
 		return NULL;
-	sb = ((const uint8_t *)iov[0].iov_base)[5];	/* dest QP 23..16 */
+	sb = ((const uint8_t *)iov[0].iov_base)[5]; /* dest QP 23..16 */
 	o = L->last;
 	if (o && o->up && o->sbyte == sb && uroce_same_ip(&o->addr, dst) &&
 	    !atomic_load_explicit(&o->dead, memory_order_relaxed))
@@ -1340,8 +1355,7 @@ static int q_add(struct uroce_dev *dev, struct uroce_local *L, struct lout *o,
 /* Every queue into its ring as far as they go, and the bell of each
  * ring that got packets (the progress thread woken by a receiver, a
  * poll); ask: those that stay ask for a room bell.  tx_lock held. */
-static void queues_flush(struct uroce_dev *dev, struct uroce_local *L,
-			 bool ask)
+static void queues_flush(struct uroce_dev *dev, struct uroce_local *L, bool ask)
 {
 	int i;
 
@@ -1379,8 +1393,8 @@ static bool queues_drain(struct uroce_dev *dev, struct uroce_local *L,
  * queue when the ring is full; a wait only past the queue's bound
  * (q_wait).  Doorbell left to the caller.  0, or -errno (lost). */
 static int ring_put(struct uroce_dev *dev, struct lout *o,
-		    const struct iovec **iov, size_t *off, const struct iovec *end,
-		    uint32_t len, uint16_t ip_id)
+		    const struct iovec **iov, size_t *off,
+		    const struct iovec *end, uint32_t len, uint16_t ip_id)
 {
 	struct uroce_local *L = loc(dev);
 	int room = 0;
@@ -1576,14 +1590,13 @@ uint32_t uroce_local_window(struct uroce_dev *dev,
 
 /* ---- setup ---- */
 
-static int listen_on(struct uroce_local *L, struct uroce_dev *dev,
-		     uint32_t slot)
+static int listen_on(struct uroce_local *L, struct uroce_dev *dev, uint32_t slot)
 {
 	struct sockaddr_un un;
 	socklen_t len = lr_name(L->names[L->nl], sizeof(L->names[0]),
 				&dev->net.local, slot, &un);
-	int fd = uroce_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			0);
+	int fd = uroce_socket(AF_UNIX,
+			      SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;

@@ -28,10 +28,10 @@
 
 #include "dev.h"
 
-#define MC_BATCH	8
-#define MC_BUF_SIZE	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-#define MC_TTL		64	/* the hop limit rdma_cm gives RoCE v2 groups */
-#define MC_SOCK_BUF	(8 << 20)
+#define MC_BATCH    8
+#define MC_BUF_SIZE (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define MC_TTL	    64 /* the hop limit rdma_cm gives RoCE v2 groups */
+#define MC_SOCK_BUF (8 << 20)
 
 /* The index of the interface that holds addr, 0 if none does. */
 static unsigned int ifindex_of(const struct sockaddr_storage *addr)
@@ -45,10 +45,12 @@ static unsigned int ifindex_of(const struct sockaddr_storage *addr)
 		if (!it->ifa_addr || it->ifa_addr->sa_family != addr->ss_family)
 			continue;
 		if (addr->ss_family == AF_INET ?
-		    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr ==
-		    ((const struct sockaddr_in *)addr)->sin_addr.s_addr :
-		    !memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
-			    &((const struct sockaddr_in6 *)addr)->sin6_addr, 16))
+			    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr ==
+				    ((const struct sockaddr_in *)addr)
+					    ->sin_addr.s_addr :
+			    !memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
+				    &((const struct sockaddr_in6 *)addr)->sin6_addr,
+				    16))
 			idx = if_nametoindex(it->ifa_name);
 	}
 	freeifaddrs(ifa);
@@ -88,8 +90,10 @@ static int join(int fd, const struct uroce_dev *dev,
 		struct ip_mreqn mr;
 
 		memset(&mr, 0, sizeof(mr));
-		mr.imr_multiaddr = ((const struct sockaddr_in *)&grp->addr)->sin_addr;
-		mr.imr_address = ((const struct sockaddr_in *)&dev->net.local)->sin_addr;
+		mr.imr_multiaddr =
+			((const struct sockaddr_in *)&grp->addr)->sin_addr;
+		mr.imr_address =
+			((const struct sockaddr_in *)&dev->net.local)->sin_addr;
 		return setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
 				  sizeof(mr));
 	} else {
@@ -143,7 +147,7 @@ void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	if (grp->fd < 0)
 		return;
 	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, grp->fd, NULL);
-	close(grp->fd);	/* leaves the group */
+	close(grp->fd); /* leaves the group */
 	grp->fd = -1;
 }
 
@@ -175,8 +179,8 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 		/* the socket is bound to the group: that is where it went */
 		uroce_tap_rx(dev, mc_buf[i], msgs[i].msg_len, &src[i],
 			     &grp->addr, 0);
-		uroce_recv(dev, mc_buf[i], msgs[i].msg_len, &src[i],
-			   &grp->addr, 0);
+		uroce_recv(dev, mc_buf[i], msgs[i].msg_len, &src[i], &grp->addr,
+			   0);
 	}
 	return n;
 }

@@ -46,11 +46,11 @@ struct uroce_pkt_io {
 
 struct uroce_txrun {
 	struct sockaddr_storage dst;
-	struct uroce_ipopt ip;		/* every datagram of the run's */
-	uint16_t seg;			/* the first datagram's size */
+	struct uroce_ipopt ip; /* every datagram of the run's */
+	uint16_t seg;	       /* the first datagram's size */
 	uint16_t npkts;
-	uint16_t pkt0;			/* its first packet in the batch */
-	bool closed;			/* a shorter one ended the run */
+	uint16_t pkt0; /* its first packet in the batch */
+	bool closed;   /* a shorter one ended the run */
 	uint32_t bytes;
 	int iov0, niov;
 };
@@ -60,17 +60,17 @@ struct uroce_share;
 /* ---- dev->net: owned by net/udp.c ---- */
 struct uroce_net {
 	int sock;
-	int family;			/* AF_INET or AF_INET6 */
-	struct sockaddr_storage local;	/* bound address, port 4791 */
-	union ibv_gid gid;		/* RoCE v2 GID of that address */
-	uint32_t netdev_mtu;		/* bytes, of the interface carrying it */
-	uint32_t rcvbuf;		/* bytes the socket may queue */
+	int family;		       /* AF_INET or AF_INET6 */
+	struct sockaddr_storage local; /* bound address, port 4791 */
+	union ibv_gid gid;	       /* RoCE v2 GID of that address */
+	uint32_t netdev_mtu;	       /* bytes, of the interface carrying it */
+	uint32_t rcvbuf;	       /* bytes the socket may queue */
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
 	_Atomic bool gso;		/* io->send_runs works on this socket */
 	struct uroce_share *share;	/* net/share.c: the address's group,
 					 * NULL when the socket is alone */
-	struct uroce_local *local_path;	/* net/local.c: the same-host
+	struct uroce_local *local_path; /* net/local.c: the same-host
 					 * path, NULL with UROCE_LOCAL=0 */
 	/* the IP header fields of the datagram being delivered (rx_lock:
 	 * set by uroce_net_poll around uroce_recv; zero for ring packets
@@ -80,12 +80,12 @@ struct uroce_net {
 	/* fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
 		bool on;
-		uint64_t rng;			/* xorshift state, from seed */
-		uint32_t drop, dup, delay;	/* probability * 2^32 */
-		_Atomic int rnr_left;		/* responder: RNR-NAK this many SENDs */
-		_Atomic int access_left;	/* responder: fail this many rkey checks */
-		_Atomic int nomem_left;		/* verbs: fail N allocations */
-		uint8_t *held;			/* a delayed datagram */
+		uint64_t rng;		   /* xorshift state, from seed */
+		uint32_t drop, dup, delay; /* probability * 2^32 */
+		_Atomic int rnr_left; /* responder: RNR-NAK this many SENDs */
+		_Atomic int access_left; /* responder: fail this many rkey checks */
+		_Atomic int nomem_left; /* verbs: fail N allocations */
+		uint8_t *held;		/* a delayed datagram */
 		size_t held_len;
 		struct sockaddr_storage held_dst;
 		struct uroce_ipopt held_ip;
@@ -117,8 +117,8 @@ static inline bool uroce_same_ip(const struct sockaddr_storage *a,
 static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr)
-			>> 28) == 0xe;
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >>
+			28) == 0xe;
 	return ss->ss_family == AF_INET6 &&
 	       ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr[0] == 0xff;
 }
@@ -127,14 +127,14 @@ static inline bool uroce_addr_is_mcast(const struct sockaddr_storage *ss)
  * injection: what really leaves) and received (before any check).  It
  * counts by opcode class and, with UROCE_PCAP=file, writes the packet
  * with Ethernet/IP/UDP headers to a pcap file. */
-void uroce_pcap_open(struct uroce_dev *dev);	/* from uroce_net_open */
+void uroce_pcap_open(struct uroce_dev *dev); /* from uroce_net_open */
 void uroce_tap_tx(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		  struct uroce_ipopt ip, const struct iovec *iov, int iovcnt,
 		  uint16_t ip_id);
 void uroce_tap_rx(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		  const struct sockaddr_storage *src,
 		  const struct sockaddr_storage *dst, uint16_t ip_id);
-const char *uroce_pcap_path(void);		/* "" when not capturing */
+const char *uroce_pcap_path(void); /* "" when not capturing */
 
 /* Compute and store the ICRC of a packet whose last 4 bytes (in
  * iov[n - 1]) are its ICRC's place, as IP ID ip_id from src to dst
@@ -151,7 +151,6 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 		    const struct sockaddr_storage *dst, uint16_t udp_len,
 		    struct uroce_ipopt ipo);
 
-
 /* net/mcast.c: the sockets that receive multicast groups */
 struct uroce_mcast_grp;
 /* a socket bound to grp->addr that joined the group on the interface of
@@ -164,7 +163,6 @@ bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
 /* the device's socket sends multicast out of the interface that holds
  * its address and loops it back to this host (from open_bound) */
 void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
-
 
 /* net/share.c: one address shared by many processes */
 /* bind sock to ss in the address's group (join: or only if there is no
@@ -183,18 +181,18 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		       const struct sockaddr_storage *dst, uint16_t ip_id);
 /* the progress thread saw fd readable: true if it was the group's */
 bool uroce_share_poll(struct uroce_dev *dev, int fd);
-uint32_t uroce_share_slot(const struct uroce_dev *dev);	/* 0: alone */
+uint32_t uroce_share_slot(const struct uroce_dev *dev); /* 0: alone */
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
-void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r);	/* dev->lock */
-int uroce_share_add_range(struct uroce_dev *dev);	/* dev->lock */
+void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r); /* dev->lock */
+int uroce_share_add_range(struct uroce_dev *dev);	      /* dev->lock */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on);
 
 /* net/local.c: the same-host path (shared-memory rings to the devices
  * of this host and network namespace; docs/local.md) */
 struct uroce_local;
-int uroce_local_open(struct uroce_dev *dev);	/* after the bind */
+int uroce_local_open(struct uroce_dev *dev); /* after the bind */
 void uroce_local_close(struct uroce_dev *dev);
-void uroce_local_rebind(struct uroce_dev *dev);	/* rx_pause held */
+void uroce_local_rebind(struct uroce_dev *dev); /* rx_pause held */
 void uroce_local_watch(struct uroce_dev *dev);	/* the epoll exists */
 /* packet IO's hooks, tx_lock held: 1 sent through a ring, 0 not a local
  * peer (send it by UDP), -errno lost */

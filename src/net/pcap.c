@@ -39,28 +39,28 @@
 
 #include "dev.h"
 
-#define PCAP_MAGIC_NS	0xa1b23c4du
+#define PCAP_MAGIC_NS	  0xa1b23c4du
 #define LINKTYPE_ETHERNET 1
-#define SNAPLEN		65535
-#define ETH_LEN		14
-#define IP4_LEN		20
-#define IP6_LEN		40
-#define UDP_HDR_LEN	8
-#define FRAME_HDR_MAX	(ETH_LEN + IP6_LEN + UDP_HDR_LEN)
-#define BUF_SIZE	(256 << 10)
-#define DEFAULT_MAX	(1ull << 30)
-#define MIN_MAX		(64ull << 10)
+#define SNAPLEN		  65535
+#define ETH_LEN		  14
+#define IP4_LEN		  20
+#define IP6_LEN		  40
+#define UDP_HDR_LEN	  8
+#define FRAME_HDR_MAX	  (ETH_LEN + IP6_LEN + UDP_HDR_LEN)
+#define BUF_SIZE	  (256 << 10)
+#define DEFAULT_MAX	  (1ull << 30)
+#define MIN_MAX		  (64ull << 10)
 
 static struct {
 	pthread_mutex_t lock;
-	int fd;				/* -1: not capturing */
+	int fd; /* -1: not capturing */
 	char path[PATH_MAX];
-	uint64_t max;			/* rotate at this file size */
-	uint64_t file_size;		/* written + buffered */
+	uint64_t max;	    /* rotate at this file size */
+	uint64_t file_size; /* written + buffered */
 	uint64_t last_flush_ns;
 	size_t used;
 	uint8_t *buf;
-	_Atomic bool on;		/* the hooks' unlocked test */
+	_Atomic bool on; /* the hooks' unlocked test */
 } cap = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 /* ---- counting by opcode class ---- */
@@ -136,8 +136,7 @@ static uint16_t fold(uint32_t sum)
 	return (uint16_t)~sum;
 }
 
-static const uint8_t *addr_bytes(const struct sockaddr_storage *ss,
-				 size_t *len)
+static const uint8_t *addr_bytes(const struct sockaddr_storage *ss, size_t *len)
 {
 	if (ss->ss_family == AF_INET) {
 		*len = 4;
@@ -150,8 +149,8 @@ static const uint8_t *addr_bytes(const struct sockaddr_storage *ss,
 static uint16_t port_of(const struct sockaddr_storage *ss)
 {
 	return ntohs(ss->ss_family == AF_INET ?
-		     ((const struct sockaddr_in *)ss)->sin_port :
-		     ((const struct sockaddr_in6 *)ss)->sin6_port);
+			     ((const struct sockaddr_in *)ss)->sin_port :
+			     ((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
 static void fake_mac(uint8_t *mac, const struct sockaddr_storage *ss)
@@ -159,7 +158,7 @@ static void fake_mac(uint8_t *mac, const struct sockaddr_storage *ss)
 	size_t alen;
 	const uint8_t *a = addr_bytes(ss, &alen);
 
-	mac[0] = 0x02;			/* locally administered, unicast */
+	mac[0] = 0x02; /* locally administered, unicast */
 	mac[1] = 0x00;
 	memcpy(mac + 2, a + alen - 4, 4);
 }
@@ -180,8 +179,8 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 		ip[0] = 0x45;
 		ip[1] = ipo.tos;
 		wr16(ip + 2, (uint16_t)(IP4_LEN + udp_len));
-		wr16(ip + 4, 0);		/* identification */
-		wr16(ip + 6, 0x4000);		/* DF */
+		wr16(ip + 4, 0);      /* identification */
+		wr16(ip + 6, 0x4000); /* DF */
 		ip[8] = ttl;
 		ip[9] = IPPROTO_UDP;
 		memcpy(ip + 12, sa, 4);
@@ -333,8 +332,9 @@ static void rotate(void)
 			  cap.path, strerror(-err));
 		atomic_store_explicit(&cap.on, false, memory_order_relaxed);
 	} else
-		uroce_log(UROCE_LOG_INFO, "capture: %s full, older packets in %s",
-			  cap.path, old);
+		uroce_log(UROCE_LOG_INFO,
+			  "capture: %s full, older packets in %s", cap.path,
+			  old);
 }
 
 static void capture(const struct sockaddr_storage *src,
@@ -410,10 +410,20 @@ static uint64_t parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; break;
-	case 'm': case 'M': v <<= 20; break;
-	case 'g': case 'G': v <<= 30; break;
-	default: break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		break;
+	default:
+		break;
 	}
 	return v;
 }

@@ -50,23 +50,23 @@
 
 /* a manufacturer-specific opcode (IBA 9.2: 0xC0..0xFF), never valid on
  * the wire for us: BTH, then the index asked for at byte 8, nonce at 12 */
-#define PROBE_OPCODE	0xfe
-#define PROBE_LEN	20
+#define PROBE_OPCODE 0xfe
+#define PROBE_LEN    20
 
-#define FWD_PKT		1
-#define FWD_HELLO	2	/* a member joined: watch it */
-#define FWD_LEFT	3	/* a member closed its socket: new program */
-#define FWD_BATCH	8
-#define FWD_BUF		(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define FWD_PKT	  1
+#define FWD_HELLO 2 /* a member joined: watch it */
+#define FWD_LEFT  3 /* a member closed its socket: new program */
+#define FWD_BATCH 8
+#define FWD_BUF	  (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
 
 /* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are */
-#define CM_CLASS	0x07
-#define CM_REQ		0x0010
-#define CM_SIDR_REQ	0x0017
-#define CM_SIDR_REP	0x0018
-#define MAD_OFF		(UROCE_BTH_LEN + 8)	/* BTH, DETH */
-#define MAD_DATA	24
-#define GSI_QPN		1	/* IBA 3.9.6: QP1, the general services */
+#define CM_CLASS    0x07
+#define CM_REQ	    0x0010
+#define CM_SIDR_REQ 0x0017
+#define CM_SIDR_REP 0x0018
+#define MAD_OFF	    (UROCE_BTH_LEN + 8) /* BTH, DETH */
+#define MAD_DATA    24
+#define GSI_QPN	    1 /* IBA 3.9.6: QP1, the general services */
 
 struct fwd_hdr {
 	uint32_t kind;
@@ -75,17 +75,17 @@ struct fwd_hdr {
 };
 
 struct uroce_share {
-	pthread_mutex_t mu;		/* this process's users of the file */
-	int fd;				/* the registry file */
+	pthread_mutex_t mu; /* this process's users of the file */
+	int fd;		    /* the registry file */
 	struct uroce_share_seg *seg;
 	uint32_t slot;
-	int fwd_fd;			/* abstract AF_UNIX datagram socket */
-	int epfd;			/* where fwd_fd and pidfds are watched */
+	int fwd_fd; /* abstract AF_UNIX datagram socket */
+	int epfd;   /* where fwd_fd and pidfds are watched */
 	char addr[48];
-	char path[128];			/* of the registry file */
-	int sock;			/* our member of the group */
-	bool left;			/* out of the registry already */
-	int pidfd[UROCE_SHARE_SLOTS];	/* the other members, watched */
+	char path[128];		      /* of the registry file */
+	int sock;		      /* our member of the group */
+	bool left;		      /* out of the registry already */
+	int pidfd[UROCE_SHARE_SLOTS]; /* the other members, watched */
 };
 
 /* the group the device is in now, for the exit below */
@@ -98,8 +98,7 @@ static struct uroce_share *current;
  * by the receive path (gsi_owner): sid is stored last with release and
  * loaded first with acquire, so a reader that sees a sid sees its slot.
  */
-static void listen_set(struct uroce_share_listen *e, uint32_t slot,
-		       uint64_t sid)
+static void listen_set(struct uroce_share_listen *e, uint32_t slot, uint64_t sid)
 {
 	__atomic_store_n(&e->slot, slot, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->sid, sid, __ATOMIC_RELEASE);
@@ -112,8 +111,7 @@ static void listen_clear(struct uroce_share_listen *e)
 
 static int lock_seg(struct uroce_share *sh)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_len = 1 };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
 
 	pthread_mutex_lock(&sh->mu);
 	while (fcntl(sh->fd, F_OFD_SETLKW, &fl))
@@ -126,8 +124,7 @@ static int lock_seg(struct uroce_share *sh)
 
 static void unlock_seg(struct uroce_share *sh)
 {
-	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET,
-			    .l_len = 1 };
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_len = 1 };
 
 	fcntl(sh->fd, F_OFD_SETLK, &fl);
 	pthread_mutex_unlock(&sh->mu);
@@ -208,8 +205,7 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
  */
-static int attach_prog(struct uroce_share_seg *seg, int sock,
-		       uint32_t without)
+static int attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 {
 	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
 	struct sock_fprog prog = { .filter = f };
@@ -272,8 +268,8 @@ static void send_ctl(struct uroce_share *sh, uint32_t slot, uint32_t kind)
 	socklen_t len;
 
 	fwd_name(sh, slot, &un, &len);
-	sendto(sh->fwd_fd, &h, sizeof(h), MSG_DONTWAIT,
-	       (struct sockaddr *)&un, len);
+	sendto(sh->fwd_fd, &h, sizeof(h), MSG_DONTWAIT, (struct sockaddr *)&un,
+	       len);
 }
 
 /* Probes for every index: each member learns where the kernel has it. */
@@ -299,7 +295,8 @@ static void rescan(struct uroce_share *sh)
 	uint32_t s;
 
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
-		bool live = s != sh->slot && sh->seg->slot[s].owner != sh->slot &&
+		bool live = s != sh->slot &&
+			    sh->seg->slot[s].owner != sh->slot &&
 			    __atomic_load_n(&sh->seg->slot[s].pid,
 					    __ATOMIC_ACQUIRE);
 
@@ -328,15 +325,16 @@ static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
 
 	if (stat("/proc/self/ns/net", &st))
 		st.st_ino = 0;
-	inet_ntop(ss->ss_family, ss->ss_family == AF_INET ?
-		  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-		  (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr,
+	inet_ntop(ss->ss_family,
+		  ss->ss_family == AF_INET ?
+			  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+			  (const void *)&((const struct sockaddr_in6 *)ss)
+				  ->sin6_addr,
 		  sh->addr, sizeof(sh->addr));
 	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s", UROCE_SHM_DIR,
 		 UROCE_SHARE_PREFIX, (unsigned long)st.st_ino, sh->addr);
 again:
-	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		      0600);
+	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (sh->fd < 0)
 		return -errno;
 	err = lock_seg(sh);
@@ -372,7 +370,7 @@ again:
 		sh->seg->size = sizeof(*sh->seg);
 		snprintf(sh->seg->addr, sizeof(sh->seg->addr), "%s", sh->addr);
 	}
-	return 0;	/* locked */
+	return 0; /* locked */
 unlock:
 	unlock_seg(sh);
 fail:
@@ -388,8 +386,8 @@ static int take_slot(struct uroce_share *sh)
 	socklen_t len;
 	uint32_t k, s;
 
-	sh->fwd_fd = uroce_socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			    0);
+	sh->fwd_fd = uroce_socket(AF_UNIX,
+				  SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sh->fwd_fd < 0)
 		return -errno;
 	/* round robin from the last one handed out: a slot (and so its
@@ -492,7 +490,8 @@ full:
 	err = -EADDRINUSE;
 	if (join) {
 		err = -ENOSPC;
-		fprintf(stderr, "uroce: %s: ENOSPC, its %d slots are taken "
+		fprintf(stderr,
+			"uroce: %s: ENOSPC, its %d slots are taken "
 			"(processes and their QPN ranges; docs/scale.md)\n",
 			sh->addr, UROCE_SHARE_SLOTS - 1);
 	}
@@ -684,8 +683,8 @@ int uroce_share_add_range(struct uroce_dev *dev)
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
 {
 	return dev->net.share ?
-	       dev->net.share->seg->slot[dev->net.share->slot].next_qpn :
-	       UROCE_QPN_FIRST;
+		       dev->net.share->seg->slot[dev->net.share->slot].next_qpn :
+		       UROCE_QPN_FIRST;
 }
 
 /* The CM listen table: sid taken by this member, or EADDRINUSE if a live
@@ -769,8 +768,9 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 			}
 		/* nobody listens: a member with a CM answers with the REJ
 		 * (every listener has one), if we have none */
-		for (k = 0; !s && !uroce_qp_has_gsi(dev) &&
-		     k < UROCE_SHARE_LISTENS; k++)
+		for (k = 0;
+		     !s && !uroce_qp_has_gsi(dev) && k < UROCE_SHARE_LISTENS;
+		     k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
 					    __ATOMIC_ACQUIRE))
 				s = __atomic_load_n(&sh->seg->listen[k].slot,

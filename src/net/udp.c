@@ -29,11 +29,11 @@
 #include "dev.h"
 #include "uroce_host.h"
 
-#define RX_BATCH	16
+#define RX_BATCH 16
 /* one datagram, and one receive: with UDP_GRO several datagrams of a
  * flow arrive in one buffer of up to 64 KiB */
-#define DGRAM_MAX	(UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-#define RX_BUF_SIZE	65536
+#define DGRAM_MAX   (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+#define RX_BUF_SIZE 65536
 
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid)
 {
@@ -118,7 +118,8 @@ static void fault_init(struct uroce_dev *dev)
 		char *eq = strchr(tok, '=');
 
 		if (!eq) {
-			fprintf(stderr, "uroce: UROCE_FAULT: ignoring '%s'\n", tok);
+			fprintf(stderr, "uroce: UROCE_FAULT: ignoring '%s'\n",
+				tok);
 			continue;
 		}
 		*eq++ = '\0';
@@ -137,7 +138,8 @@ static void fault_init(struct uroce_dev *dev)
 		else if (!strcmp(tok, "nomem"))
 			atomic_store(&f->nomem_left, atoi(eq));
 		else
-			fprintf(stderr, "uroce: UROCE_FAULT: unknown '%s'\n", tok);
+			fprintf(stderr, "uroce: UROCE_FAULT: unknown '%s'\n",
+				tok);
 	}
 	free(copy);
 	f->rng = seed ? seed : 1;
@@ -154,8 +156,7 @@ bool uroce_fault_nomem(struct uroce_dev *dev)
 	int left = atomic_load(&f->nomem_left);
 
 	while (left > 0)
-		if (atomic_compare_exchange_weak(&f->nomem_left, &left,
-						 left - 1))
+		if (atomic_compare_exchange_weak(&f->nomem_left, &left, left - 1))
 			return true;
 	return false;
 }
@@ -178,7 +179,7 @@ void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
 
 	if (n < 1 || n > (int)UROCE_ARRAY_SIZE(body) ||
 	    iov[n - 1].iov_len < UROCE_ICRC_LEN)
-		return;		/* (no packet the engine builds) */
+		return; /* (no packet the engine builds) */
 	memcpy(body, iov, (size_t)n * sizeof(*iov));
 	body[n - 1].iov_len -= UROCE_ICRC_LEN;
 	tail = (uint8_t *)iov[n - 1].iov_base + body[n - 1].iov_len;
@@ -196,7 +197,7 @@ void uroce_net_icrc(struct uroce_dev *dev, const struct sockaddr_storage *src,
  * than a setsockopt: the QPs of one sendmmsg may each have their own,
  * and nothing is added for the default (0).
  */
-#define IP_CTL_SPACE	(2 * CMSG_SPACE(sizeof(int)))
+#define IP_CTL_SPACE (2 * CMSG_SPACE(sizeof(int)))
 
 static size_t ip_cmsgs(struct msghdr *m, size_t len, int family,
 		       struct uroce_ipopt ip)
@@ -242,7 +243,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 
 	int local = uroce_local_send(dev, dst, iov, iovcnt);
 
-	if (local > 0)				/* went through a ring */
+	if (local > 0) /* went through a ring */
 		uroce_tap_tx(dev, dst, ip, iov, iovcnt, 0);
 	if (local)
 		return local < 0 ? local : 0;
@@ -264,8 +265,7 @@ static int raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 }
 
 static int fault_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
-		      struct uroce_ipopt ip, const struct iovec *iov,
-		      int iovcnt)
+		      struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
 {
 	struct uroce_fault *f = &dev->net.fault;
 	bool had_held = f->held_len != 0;
@@ -421,9 +421,9 @@ static int find_ifaddr(const char *ifname, struct sockaddr_storage *ss)
 			    strcmp(it->ifa_name, ifname))
 				continue;
 			memset(ss, 0, sizeof(*ss));
-			memcpy(ss, it->ifa_addr, fam == AF_INET ?
-			       sizeof(struct sockaddr_in) :
-			       sizeof(struct sockaddr_in6));
+			memcpy(ss, it->ifa_addr,
+			       fam == AF_INET ? sizeof(struct sockaddr_in) :
+						sizeof(struct sockaddr_in6));
 			ret = 0;
 			break;
 		}
@@ -447,10 +447,12 @@ static uint32_t netdev_mtu_of(const struct sockaddr_storage *addr)
 		if (!it->ifa_addr || it->ifa_addr->sa_family != addr->ss_family)
 			continue;
 		if (addr->ss_family == AF_INET ?
-		    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr !=
-		    ((const struct sockaddr_in *)addr)->sin_addr.s_addr :
-		    memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
-			   &((const struct sockaddr_in6 *)addr)->sin6_addr, 16))
+			    ((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr !=
+				    ((const struct sockaddr_in *)addr)
+					    ->sin_addr.s_addr :
+			    memcmp(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr,
+				   &((const struct sockaddr_in6 *)addr)->sin6_addr,
+				   16))
 			continue;
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", it->ifa_name);
 		break;
@@ -519,7 +521,8 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 		pmtu = IPV6_PMTUDISC_DO;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu,
 			   sizeof(pmtu));
-		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one,
+			   sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	}
 	*sh = NULL;
@@ -536,7 +539,8 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 	 * message in the same recvmmsg), and a capture shows them */
 	if (dev->cc.on || uroce_config()->pcap) {
 		if (fam == AF_INET)
-			setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+			setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one,
+				   sizeof(one));
 		else
 			setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one,
 				   sizeof(one));
@@ -576,7 +580,8 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 		ss->ss_family = AF_INET;
 		return 0;
 	}
-	if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+	if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)ss)->sin6_addr) ==
+	    1) {
 		ss->ss_family = AF_INET6;
 		return 0;
 	}
@@ -586,8 +591,8 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 static const void *ip_of(const struct sockaddr_storage *ss)
 {
 	return ss->ss_family == AF_INET ?
-	       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-	       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+		       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+		       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
 }
 
 /* `uroce run` holds this address for a program about to bind it. */
@@ -616,7 +621,8 @@ int uroce_net_open(struct uroce_dev *dev)
 	if (addr_env && *addr_env) {
 		err = parse_addr(addr_env, &ss);
 		if (err) {
-			fprintf(stderr, "uroce: UROCE_ADDR=%s is not an IP address\n",
+			fprintf(stderr,
+				"uroce: UROCE_ADDR=%s is not an IP address\n",
 				addr_env);
 			return err;
 		}
@@ -624,7 +630,8 @@ int uroce_net_open(struct uroce_dev *dev)
 	} else if (if_env && *if_env) {
 		err = find_ifaddr(if_env, &ss);
 		if (err) {
-			fprintf(stderr, "uroce: UROCE_IFNAME=%s has no IP address\n",
+			fprintf(stderr,
+				"uroce: UROCE_IFNAME=%s has no IP address\n",
 				if_env);
 			return err;
 		}
@@ -652,11 +659,12 @@ int uroce_net_open(struct uroce_dev *dev)
 			}
 		}
 	}
-	if (fd == -ENOSPC)	/* (share.c said which limit) */
+	if (fd == -ENOSPC) /* (share.c said which limit) */
 		return fd;
 	if (fd == -EADDRINUSE && !(addr_env && *addr_env) &&
 	    !(if_env && *if_env)) {
-		fprintf(stderr, "uroce: no free default address: UDP port %d is "
+		fprintf(stderr,
+			"uroce: no free default address: UDP port %d is "
 			"taken on every one of 127.0.0.1-254 (by other uroce "
 			"processes?); set UROCE_ADDR=127.0.0.1 to share one "
 			"address among processes (docs/shared.md)\n",
@@ -666,9 +674,10 @@ int uroce_net_open(struct uroce_dev *dev)
 	if (fd < 0) {
 		char buf[INET6_ADDRSTRLEN] = "?";
 
-		inet_ntop(ss.ss_family, ss.ss_family == AF_INET ?
-			  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
-			  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+		inet_ntop(ss.ss_family,
+			  ss.ss_family == AF_INET ?
+				  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
+				  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
 			  buf, sizeof(buf));
 		fprintf(stderr, "uroce: cannot bind UDP %s port %d: %s\n", buf,
 			UROCE_UDP_PORT, strerror(-fd));
@@ -733,7 +742,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	uroce_local_rebind(dev);
 	uroce_rx_resume(dev);
 	if (old_sh)
-		uroce_share_release(old_sh, old);	/* closes old */
+		uroce_share_release(old_sh, old); /* closes old */
 	else
 		close(old);
 	return 0;
@@ -830,7 +839,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 		rx_reset(RX_BATCH);
 		rx_ready = true;
 	}
-	local = uroce_local_poll(dev);		/* the same-host rings */
+	local = uroce_local_poll(dev); /* the same-host rings */
 	if (!uroce_local_sock_due(dev))
 		return local;
 	n = recvmmsg(dev->net.sock, msgs, RX_BATCH, MSG_DONTWAIT, NULL);

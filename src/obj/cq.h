@@ -20,7 +20,7 @@
 struct uroce_async_node;
 
 struct uroce_context {
-	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct verbs_context vctx; /* ibv_context is its last member */
 	struct uroce_dev *dev;
 	/*
 	 * Async events wait in a queue (verbs/cq.c); async_pipe is an
@@ -46,32 +46,32 @@ static inline struct uroce_dev *ctx_dev(struct ibv_context *ctx)
 /* ---- CQ ---- */
 struct uroce_cqe {
 	struct ibv_wc wc;
-	uint64_t ts_ns;			/* CLOCK_MONOTONIC, if the CQ asked for it */
-	uint64_t wallclock_ns;		/* CLOCK_REALTIME, likewise */
+	uint64_t ts_ns;	       /* CLOCK_MONOTONIC, if the CQ asked for it */
+	uint64_t wallclock_ns; /* CLOCK_REALTIME, likewise */
 };
 
 struct uroce_cq {
-	struct ibv_cq_ex ex;		/* ibv_cq is its head */
+	struct ibv_cq_ex ex; /* ibv_cq is its head */
 	struct uroce_dev *dev;
 	pthread_mutex_t lock;
 	struct uroce_cqe *ring;
-	uint32_t size;			/* power of two, >= cqe + 1 */
-	uint32_t head;			/* next to poll (consumer) */
-	uint32_t tail;			/* next to fill (producer) */
-	bool armed;			/* req_notify_cq pending */
+	uint32_t size; /* power of two, >= cqe + 1 */
+	uint32_t head; /* next to poll (consumer) */
+	uint32_t tail; /* next to fill (producer) */
+	bool armed;    /* req_notify_cq pending */
 	bool solicited_only;
 	bool overrun;
-	uint64_t wc_flags;		/* cq_ex: which fields may be read */
+	uint64_t wc_flags; /* cq_ex: which fields may be read */
 	/* cq_ex: copy of the entry being read.  start_poll/next_poll pop it
 	 * and drop cq->lock, so the application may post between them. */
 	struct uroce_cqe cur;
-	_Atomic int refs;		/* QPs using it; destroy_cq says EBUSY */
+	_Atomic int refs; /* QPs using it; destroy_cq says EBUSY */
 
 	/* completion channel bookkeeping (verbs/cq.c, channel lock) */
 	struct uroce_cq *ev_next;	/* in the channel's pending list */
 	uint32_t ev_pending;		/* events queued, not yet read */
 	uint32_t comp_events_reported;	/* read by ibv_get_cq_event */
-	uint32_t async_events_reported;	/* read by ibv_get_async_event */
+	uint32_t async_events_reported; /* read by ibv_get_async_event */
 };
 
 static inline struct uroce_cq *to_ucq(struct ibv_cq *cq)

@@ -18,7 +18,7 @@
 struct uroce_pd {
 	struct ibv_pd ibpd;
 	uint32_t pdn;
-	_Atomic int refs;		/* MRs, QPs, AHs using it */
+	_Atomic int refs; /* MRs, QPs, AHs using it */
 };
 
 static inline struct uroce_pd *to_upd(struct ibv_pd *pd)
@@ -28,19 +28,19 @@ static inline struct uroce_pd *to_upd(struct ibv_pd *pd)
 
 /* ---- MR ---- */
 struct uroce_mr {
-	struct ibv_mr ibmr;		/* lkey, rkey, addr, length (verbs_mr is not public) */
+	struct ibv_mr ibmr; /* lkey, rkey, addr, length (verbs_mr is not public) */
 	struct uroce_pd *pd;
-	uint64_t iova;			/* what remote addresses are relative to */
-	uint8_t *addr;			/* where iova maps to */
+	uint64_t iova; /* what remote addresses are relative to */
+	uint8_t *addr; /* where iova maps to */
 	uint64_t length;
-	unsigned int access;		/* enum ibv_access_flags */
-	uint32_t key;			/* lkey == rkey */
+	unsigned int access; /* enum ibv_access_flags */
+	uint32_t key;	     /* lkey == rkey */
 	/* memory windows live in the same key table (verbs/mw.c) */
-	struct uroce_mr *parent;	/* MW: the MR it is bound over */
-	uint8_t mw_type;		/* 0: an MR; 1 or 2: a window */
+	struct uroce_mr *parent; /* MW: the MR it is bound over */
+	uint8_t mw_type;	 /* 0: an MR; 1 or 2: a window */
 	bool mw_bound;
-	uint32_t mw_qpn;		/* type 2: the QP it is bound to */
-	_Atomic int mw_refs;		/* MR: windows bound over it */
+	uint32_t mw_qpn;     /* type 2: the QP it is bound to */
+	_Atomic int mw_refs; /* MR: windows bound over it */
 };
 
 static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
@@ -53,7 +53,7 @@ static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
  * 0..7 are random for an MR.  IBA leaves the low 8 bits to the consumer
  * for windows (ibv_inc_rkey), so a window's key keeps its upper 24 bits.
  */
-#define UROCE_KEY_INDEX_SHIFT	8
+#define UROCE_KEY_INDEX_SHIFT 8
 static inline uint32_t uroce_key_index(uint32_t key)
 {
 	return (key >> UROCE_KEY_INDEX_SHIFT) & (UROCE_MAX_MR - 1);
@@ -61,7 +61,7 @@ static inline uint32_t uroce_key_index(uint32_t key)
 
 struct uroce_mw {
 	struct ibv_mw ibmw;
-	struct uroce_mr win;		/* the key table entry */
+	struct uroce_mr win; /* the key table entry */
 };
 
 static inline struct uroce_mw *to_umw(struct ibv_mw *mw)

@@ -26,14 +26,13 @@ static bool bind_allowed(const struct uroce_mr *win, const struct uroce_mr *mr,
 {
 	if (mr->mw_type || mr->pd != win->pd)
 		return false;
-	if (!(mr->access & IBV_ACCESS_MW_BIND))		/* C10-73 */
+	if (!(mr->access & IBV_ACCESS_MW_BIND)) /* C10-73 */
 		return false;
 	/* zero-based windows are not offered (o10-36.2.2 for type 1) */
 	if (access & IBV_ACCESS_ZERO_BASED)
 		return false;
 	/* C10-74: a writable window over an MR we may not write */
-	return !((access & (IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_ATOMIC)) &&
+	return !((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		 !(mr->access & IBV_ACCESS_LOCAL_WRITE));
 }
 
@@ -57,7 +56,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw,
 	if (win->mw_type == 2 && win->mw_bound)
 		return IBV_WC_MW_BIND_ERR;
 	if (!info->mr || !info->length) {
-		if (win->mw_type == 2)			/* o10-37.2.40 */
+		if (win->mw_type == 2) /* o10-37.2.40 */
 			return IBV_WC_MW_BIND_ERR;
 		uroce_mw_unbind(win);
 		win->key = new_key;
@@ -69,7 +68,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw,
 		return IBV_WC_MW_BIND_ERR;
 	if (info->addr < mr->iova || info->length > mr->length ||
 	    info->addr - mr->iova > mr->length - info->length)
-		return IBV_WC_MW_BIND_ERR;			/* C10-75 */
+		return IBV_WC_MW_BIND_ERR; /* C10-75 */
 	uroce_mw_unbind(win);
 	win->parent = mr;
 	win->iova = info->addr;

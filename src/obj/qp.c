@@ -6,7 +6,7 @@
 static struct uroce_qpn_range *range_of(struct uroce_dev *dev, uint32_t idx)
 {
 	return &dev->obj.qpn_range[dev->obj.qpn_mask == UROCE_QPN_MASK ? 0 :
-				   idx >> 16];
+									 idx >> 16];
 }
 
 uint32_t uroce_qp_index(const struct uroce_dev *dev, uint32_t qpn)
@@ -34,8 +34,7 @@ bool uroce_qp_has_gsi(struct uroce_dev *dev)
 			       __ATOMIC_RELAXED) != NULL;
 }
 
-void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
-			uint32_t qpn)
+void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp, uint32_t qpn)
 {
 	uint32_t idx = uroce_qp_index(dev, qpn);
 

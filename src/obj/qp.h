@@ -23,8 +23,8 @@
 struct uroce_mcast_grp {
 	struct uroce_mcast_grp *next;
 	union ibv_gid gid;
-	struct sockaddr_storage addr;	/* the group's IP address, port 4791 */
-	int fd;				/* bound to addr, member of the group */
+	struct sockaddr_storage addr; /* the group's IP address, port 4791 */
+	int fd;			      /* bound to addr, member of the group */
 	uint32_t nqps;
 	struct uroce_qp *qps[UROCE_MAX_MCAST_QP_ATTACH];
 };
@@ -43,16 +43,16 @@ struct uroce_mcast_grp {
  *   and from any state but DONE: --> ERROR (status says which)
  */
 enum uroce_wqe_state {
-	UROCE_WQE_POSTED,	/* in the SQ, not yet looked at (IBA 10.8.3) */
-	UROCE_WQE_PENDING,	/* PSNs given, packets sent or being sent, no
+	UROCE_WQE_POSTED,  /* in the SQ, not yet looked at (IBA 10.8.3) */
+	UROCE_WQE_PENDING, /* PSNs given, packets sent or being sent, no
 				 * answer yet (9.7.4) */
-	UROCE_WQE_READING,	/* RDMA READ: responses placed up to read_done
+	UROCE_WQE_READING, /* RDMA READ: responses placed up to read_done
 				 * (9.7.5.1.3: they come in PSN order) */
-	UROCE_WQE_QUEUED,	/* UC/UD: its last packet in a send batch
+	UROCE_WQE_QUEUED,  /* UC/UD: its last packet in a send batch
 				 * not yet with the kernel (engine/xmit.c);
 				 * done when it is (9.8.4: once on the wire) */
-	UROCE_WQE_DONE,		/* complete, successfully */
-	UROCE_WQE_ERROR,	/* complete, in error: status says which */
+	UROCE_WQE_DONE,	   /* complete, successfully */
+	UROCE_WQE_ERROR,   /* complete, in error: status says which */
 	UROCE_WQE_NSTATES
 };
 
@@ -61,49 +61,49 @@ struct uroce_send_wqe {
 	uint64_t wr_id;
 	enum ibv_wr_opcode opcode;
 	unsigned int send_flags;
-	uint32_t imm;			/* big-endian as posted (imm or inv rkey) */
-	uint64_t length;		/* total bytes */
+	uint32_t imm;	 /* big-endian as posted (imm or inv rkey) */
+	uint64_t length; /* total bytes */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint64_t compare_add;
 	uint64_t swap;
-	struct ibv_mw *bind_mw;		/* BIND_MW: the window, rkey = new key */
+	struct ibv_mw *bind_mw; /* BIND_MW: the window, rkey = new key */
 	struct ibv_mw_bind_info bind_info;
-	struct sockaddr_storage ud_dst;	/* UD: where the AH points */
+	struct sockaddr_storage ud_dst; /* UD: where the AH points */
 	struct uroce_ipopt ud_ip;	/* UD: the AH's TOS and TTL */
 	uint32_t ud_qpn, ud_qkey;
-	uint32_t xrc_srqn;		/* XRC INI: the SRQ it is sent to */
+	uint32_t xrc_srqn; /* XRC INI: the SRQ it is sent to */
 	uint32_t num_sge;
-	struct ibv_sge *sge;		/* sq->sge + idx * max_sge */
-	uint8_t *inline_data;		/* sq->inline_buf + idx * max_inline; NULL if not inline */
+	struct ibv_sge *sge; /* sq->sge + idx * max_sge */
+	uint8_t *inline_data; /* sq->inline_buf + idx * max_inline; NULL if not inline */
 
 	/* requester progress */
 	uint32_t first_psn;
 	uint32_t last_psn;
 	uint32_t npkts;
 	enum uroce_wqe_state state;
-	uint64_t read_done;		/* READING: response bytes placed */
-	uint64_t tx_seq;		/* QUEUED: its last packet's batch */
+	uint64_t read_done; /* READING: response bytes placed */
+	uint64_t tx_seq;    /* QUEUED: its last packet's batch */
 	uint64_t atomic_orig;
-	enum ibv_wc_status status;	/* ERROR: which */
+	enum ibv_wc_status status; /* ERROR: which */
 };
 
 struct uroce_recv_wqe {
 	uint64_t wr_id;
 	uint32_t num_sge;
-	struct ibv_sge *sge;		/* rq->sge + idx * max_sge */
-	uint64_t length;		/* sum of sge lengths */
+	struct ibv_sge *sge; /* rq->sge + idx * max_sge */
+	uint64_t length;     /* sum of sge lengths */
 };
 
 struct uroce_sq {
 	struct uroce_send_wqe *wqe;
 	struct ibv_sge *sge;
 	uint8_t *inline_buf;
-	uint32_t size;			/* power of two */
+	uint32_t size; /* power of two */
 	uint32_t max_wr, max_sge, max_inline;
-	uint32_t head;			/* next slot to post into */
-	uint32_t next;			/* next WQE the requester starts */
-	uint32_t tail;			/* oldest WQE not yet completed */
+	uint32_t head; /* next slot to post into */
+	uint32_t next; /* next WQE the requester starts */
+	uint32_t tail; /* oldest WQE not yet completed */
 };
 
 /*
@@ -113,12 +113,12 @@ struct uroce_sq {
  * engine lock.  Same geometry as the send queue.
  */
 struct uroce_wr_stage {
-	pthread_mutex_t lock;		/* wr_start until complete/abort */
-	struct uroce_send_wqe *wqe;	/* sq.max_wr of them */
+	pthread_mutex_t lock;	    /* wr_start until complete/abort */
+	struct uroce_send_wqe *wqe; /* sq.max_wr of them */
 	struct ibv_sge *sge;
 	uint8_t *inline_buf;
-	uint32_t n;			/* staged so far */
-	int err;			/* first error seen since wr_start */
+	uint32_t n; /* staged so far */
+	int err;    /* first error seen since wr_start */
 };
 
 struct uroce_rq {
@@ -126,17 +126,17 @@ struct uroce_rq {
 	struct ibv_sge *sge;
 	uint32_t size;
 	uint32_t max_wr, max_sge;
-	uint32_t head;			/* next slot to post into */
-	uint32_t tail;			/* oldest posted, not consumed */
+	uint32_t head; /* next slot to post into */
+	uint32_t tail; /* oldest posted, not consumed */
 };
 
 /* ---- XRC domain (verbs/xrc.c) ---- */
-struct uroce_xrcd_dom;		/* shared by handles on one file */
+struct uroce_xrcd_dom; /* shared by handles on one file */
 
 struct uroce_xrcd {
 	struct ibv_xrcd ibxrcd;
 	struct uroce_xrcd_dom *dom;
-	_Atomic int refs;		/* XRC SRQs and TGT QPs made on it */
+	_Atomic int refs; /* XRC SRQs and TGT QPs made on it */
 };
 
 static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *xrcd)
@@ -150,11 +150,11 @@ struct uroce_srq {
 	struct uroce_dev *dev;
 	struct uroce_pd *pd;
 	struct uroce_rq rq;
-	uint32_t srqn;			/* ibv_get_srq_num */
-	struct uroce_xrcd *xrcd;	/* XRC SRQ: its domain, else NULL */
-	struct uroce_cq *cq;		/* XRC SRQ: its receives' CQ */
-	uint32_t limit;			/* armed SRQ limit, 0 = not armed */
-	_Atomic int refs;		/* QPs attached */
+	uint32_t srqn;		 /* ibv_get_srq_num */
+	struct uroce_xrcd *xrcd; /* XRC SRQ: its domain, else NULL */
+	struct uroce_cq *cq;	 /* XRC SRQ: its receives' CQ */
+	uint32_t limit;		 /* armed SRQ limit, 0 = not armed */
+	_Atomic int refs;	 /* QPs attached */
 	uint32_t async_events_reported;
 };
 
@@ -167,58 +167,58 @@ static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
  * again (duplicate READs are simply served again: no side effects). */
 struct uroce_resp_res {
 	bool valid;
-	uint32_t psn;			/* of the atomic request */
-	uint64_t orig;			/* the value it returned */
+	uint32_t psn;  /* of the atomic request */
+	uint64_t orig; /* the value it returned */
 };
 
 struct uroce_req_state {
-	uint32_t psn;			/* next PSN to send */
-	uint32_t psn_max;		/* one past the highest PSN ever sent */
-	uint32_t cur_off;		/* byte offset in the WQE at sq.next */
-	uint32_t cur_psn_idx;		/* packet index in that WQE */
-	uint64_t deadline_ns;		/* retransmit timer, 0 = off */
-	uint64_t rnr_deadline_ns;	/* RNR wait, 0 = none */
-	uint64_t pace_deadline_ns;	/* UC/UD pacing wait, 0 = none */
+	uint32_t psn;		   /* next PSN to send */
+	uint32_t psn_max;	   /* one past the highest PSN ever sent */
+	uint32_t cur_off;	   /* byte offset in the WQE at sq.next */
+	uint32_t cur_psn_idx;	   /* packet index in that WQE */
+	uint64_t deadline_ns;	   /* retransmit timer, 0 = off */
+	uint64_t rnr_deadline_ns;  /* RNR wait, 0 = none */
+	uint64_t pace_deadline_ns; /* UC/UD pacing wait, 0 = none */
 	unsigned int retry_left;
 	unsigned int rnr_retry_left;
-	uint32_t cwnd;			/* packets; shrinks on timeout */
-	uint32_t ring_slots;		/* the peer's ring, 0: not by a ring */
-	uint64_t path_ns;		/* when ring_slots was asked */
-	uint32_t backoff;		/* consecutive timeouts, for the timer */
+	uint32_t cwnd;	     /* packets; shrinks on timeout */
+	uint32_t ring_slots; /* the peer's ring, 0: not by a ring */
+	uint64_t path_ns;    /* when ring_slots was asked */
+	uint32_t backoff;    /* consecutive timeouts, for the timer */
 	bool need_retry;
 	/* RTT (RFC 6298): one PSN timed at a time, never a resent one
 	 * (Karn's rule); srtt_ns 0 until the first sample */
 	uint32_t rtt_psn;
-	uint64_t rtt_sent_ns;		/* 0 = none being timed */
+	uint64_t rtt_sent_ns; /* 0 = none being timed */
 	uint64_t srtt_ns, rttvar_ns;
 	/* tail-loss probe: a few RTTs without an ACK resend the last packet
 	 * sent, asking for an ACK; not a retry (IBA timeout is untouched) */
-	uint64_t probe_deadline_ns;	/* 0 = off */
-	uint32_t probes;		/* since the last progress */
-	bool probing;			/* the packet now sent is a probe */
+	uint64_t probe_deadline_ns; /* 0 = off */
+	uint32_t probes;	    /* since the last progress */
+	bool probing;		    /* the packet now sent is a probe */
 };
 
 /* engine/cc.c: ECN and the DCQCN rate (docs/congestion.md) */
 struct uroce_cc_state {
-	uint64_t rate;			/* bytes/s the QP may send, 0 = unpaced */
-	uint64_t target;		/* DCQCN's target rate */
-	uint64_t free_rate;		/* the fastest it was measured at:
+	uint64_t rate;		   /* bytes/s the QP may send, 0 = unpaced */
+	uint64_t target;	   /* DCQCN's target rate */
+	uint64_t free_rate;	   /* the fastest it was measured at:
 					 * back to unpaced there */
-	uint32_t alpha;			/* DCQCN's alpha, of 1024 */
-	uint32_t stage;			/* rate increases since the last cut */
-	uint64_t alpha_ns, inc_ns;	/* when alpha / the rate last moved */
-	int64_t tokens;			/* bytes the pacer lets go now */
+	uint32_t alpha;		   /* DCQCN's alpha, of 1024 */
+	uint32_t stage;		   /* rate increases since the last cut */
+	uint64_t alpha_ns, inc_ns; /* when alpha / the rate last moved */
+	int64_t tokens;		   /* bytes the pacer lets go now */
 	uint64_t tok_ns;
-	uint64_t sent_rate;		/* bytes/s sent, measured */
-	uint64_t win_ns, win_bytes;	/* the measuring window */
-	uint64_t cnp_sent_ns;		/* notification point: the last CNP */
-	uint64_t ce_seen, cnp_sent, cnp_rx, cuts;	/* for uroce qps */
+	uint64_t sent_rate;	    /* bytes/s sent, measured */
+	uint64_t win_ns, win_bytes; /* the measuring window */
+	uint64_t cnp_sent_ns;	    /* notification point: the last CNP */
+	uint64_t ce_seen, cnp_sent, cnp_rx, cuts; /* for uroce qps */
 };
 
 struct uroce_comp_state {
-	uint32_t psn;			/* oldest unacknowledged PSN */
-	uint32_t rewind_psn;		/* last PSN we went back to on a gap */
-	uint64_t rewind_ns;		/* when */
+	uint32_t psn;	     /* oldest unacknowledged PSN */
+	uint32_t rewind_psn; /* last PSN we went back to on a gap */
+	uint64_t rewind_ns;  /* when */
 	bool rewound;
 	/* WQEs QUEUED (engine/comp.c uroce_comp_settle): on dev->tx's list */
 	uint32_t nqueued;
@@ -226,11 +226,11 @@ struct uroce_comp_state {
 };
 
 struct uroce_resp_state {
-	uint32_t epsn;			/* expected PSN */
+	uint32_t epsn; /* expected PSN */
 	uint32_t msn;
-	bool nak_sent;			/* a PSN sequence NAK is outstanding */
-	uint64_t nak_ns;		/* when it (or its repeat) was sent */
-	uint32_t nak_max_psn;		/* highest PSN seen since */
+	bool nak_sent;	      /* a PSN sequence NAK is outstanding */
+	uint64_t nak_ns;      /* when it (or its repeat) was sent */
+	uint32_t nak_max_psn; /* highest PSN seen since */
 	/* an ACK held until the end of the receive burst (engine/resp.c),
 	 * so that several AckReq packets of one burst get one ACK */
 	bool ack_pending;
@@ -254,10 +254,10 @@ struct uroce_resp_state {
 	struct uroce_mr *write_mr;
 	uint64_t write_va;
 	uint64_t write_remaining;
-	uint64_t write_len;		/* RETH length of the current write */
+	uint64_t write_len; /* RETH length of the current write */
 	uint32_t write_rkey;
-	uint32_t xrc_srqn;		/* XRC TGT: SRQ of the open message */
-	struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
+	uint32_t xrc_srqn;	    /* XRC TGT: SRQ of the open message */
+	struct uroce_resp_res *res; /* max_dest_rd_atomic entries */
 	uint32_t nres;
 	uint32_t res_next;
 };
@@ -267,33 +267,33 @@ typedef void (*uroce_wr_flush_fn)(struct ibv_qp_ex *qp, uint32_t rkey,
 				  uint8_t type, uint8_t level);
 
 struct uroce_qp {
-	struct ibv_qp_ex ex;		/* ibv_qp is its head */
-	uroce_wr_flush_fn wr_flush;	/* ibv_qp_ex.wr_flush in rdma-core 45+ */
+	struct ibv_qp_ex ex;	    /* ibv_qp is its head */
+	uroce_wr_flush_fn wr_flush; /* ibv_qp_ex.wr_flush in rdma-core 45+ */
 	struct uroce_dev *dev;
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
-	struct uroce_srq *srq;		/* receives come from here if set */
-	struct uroce_xrcd *xrcd;	/* XRC TGT: its domain */
-	uint32_t live_idx;		/* in dev->obj.live */
+	struct uroce_srq *srq;	 /* receives come from here if set */
+	struct uroce_xrcd *xrcd; /* XRC TGT: its domain */
+	uint32_t live_idx;	 /* in dev->obj.live */
 	enum ibv_qp_type type;
 	bool sq_sig_all;
-	bool is_ex;			/* created with send_ops_flags */
-	struct uroce_wr_stage *stage;	/* is_ex: ibv_wr_* staging */
-	bool blocked;			/* on dev's list, waiting for room */
-	bool flow_turn;			/* started from that list: may take
+	bool is_ex;		      /* created with send_ops_flags */
+	struct uroce_wr_stage *stage; /* is_ex: ibv_wr_* staging */
+	bool blocked;		      /* on dev's list, waiting for room */
+	bool flow_turn;		      /* started from that list: may take
 					 * room while others still wait */
 	struct uroce_qp *blocked_next;
-	bool comm_est;			/* COMM_EST raised */
-	bool sqd_notify;		/* raise SQ_DRAINED when drained */
-	bool block_self_mcast;		/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB */
-	uint32_t nmcast;		/* groups attached (verbs/mcast.c) */
+	bool comm_est;	       /* COMM_EST raised */
+	bool sqd_notify;       /* raise SQ_DRAINED when drained */
+	bool block_self_mcast; /* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB */
+	uint32_t nmcast;       /* groups attached (verbs/mcast.c) */
 	uint64_t send_ops_flags;
 
-	struct ibv_qp_attr attr;	/* current attributes (query_qp) */
-	struct sockaddr_storage peer;	/* from ah_attr.grh.dgid at RTR */
-	struct uroce_ipopt ip;		/* from ah_attr.grh at RTR: every
+	struct ibv_qp_attr attr;      /* current attributes (query_qp) */
+	struct sockaddr_storage peer; /* from ah_attr.grh.dgid at RTR */
+	struct uroce_ipopt ip;	      /* from ah_attr.grh at RTR: every
 					 * packet's TOS and TTL */
-	uint32_t mtu;			/* path MTU, bytes */
+	uint32_t mtu;		      /* path MTU, bytes */
 
 	struct uroce_sq sq;
 	struct uroce_rq rq;
@@ -343,7 +343,7 @@ void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 			uint32_t qpn);
 void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp);
 /* QP1 (the CM's, verbs/private.c) sits in this slot of the table */
-#define UROCE_QP_GSI_SLOT	1
+#define UROCE_QP_GSI_SLOT 1
 /* whether the device has a QP1: no lock needed (net/share.c asks with
  * rx_lock only), so the table's slots are stored atomically */
 bool uroce_qp_has_gsi(struct uroce_dev *dev);
@@ -380,26 +380,26 @@ struct uroce_objs {
 	 * more taken as they fill (net/share.c).  Set by net/udp.c.
 	 */
 	struct uroce_qpn_range {
-		uint32_t base;		/* slot << 16, or 0 alone */
-		uint32_t next;		/* the counter n */
-		uint32_t n;		/* live QPs in the range */
+		uint32_t base; /* slot << 16, or 0 alone */
+		uint32_t next; /* the counter n */
+		uint32_t n;    /* live QPs in the range */
 	} qpn_range[UROCE_QPN_RANGES];
 	uint32_t nranges;
 	uint32_t qpn_mask;
-	uint8_t range_of_slot[256];	/* shared: slot -> range, 0xff none */
+	uint8_t range_of_slot[256]; /* shared: slot -> range, 0xff none */
 	uint32_t nqps;
 	/* per qp_tbl slot: the QPN its last QP had, and when that was
 	 * destroyed (ms, 0: never) */
 	struct uroce_qp_freed {
 		uint32_t qpn, ms;
-	} *qp_freed;
+	} * qp_freed;
 	/* the same nqps QPs, packed in no order: what walks every QP (timers,
 	 * the stats snapshot) visits, instead of UROCE_MAX_QP slots */
 	struct uroce_qp **live;
 
 	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */
 	struct uroce_mr **mr_tbl;
-	uint32_t *mr_last_key;		/* per slot: the key it last had */
+	uint32_t *mr_last_key; /* per slot: the key it last had */
 	uint32_t next_mr_index;
 	uint32_t nmrs;
 
@@ -413,8 +413,8 @@ struct uroce_objs {
 	struct uroce_srq **srq_tbl;
 	uint32_t next_srqn;
 
-	_Atomic unsigned int npds;	/* verbs/pd.c, against UROCE_MAX_PD */
-	_Atomic unsigned int ncqs;	/* verbs/cq.c, against UROCE_MAX_CQ */
+	_Atomic unsigned int npds; /* verbs/pd.c, against UROCE_MAX_PD */
+	_Atomic unsigned int ncqs; /* verbs/cq.c, against UROCE_MAX_CQ */
 };
 
 #endif /* UROCE_OBJ_QP_H */

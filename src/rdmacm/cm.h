@@ -23,15 +23,15 @@
 #include "core/config.h"
 #include "core/core.h"
 
-#define CM_EXPORT	__attribute__((visibility("default")))
+#define CM_EXPORT __attribute__((visibility("default")))
 
 /* ---- mad.c: CM MAD wire format (IBA vol 1 ch. 12, tables 106-120) ---- */
 
-#define CM_MAD_SIZE		256
-#define CM_GRH_SIZE		40
-#define CM_MGMT_CLASS		0x07
-#define CM_CLASS_VERSION	2
-#define CM_METHOD_SEND		0x03
+#define CM_MAD_SIZE	 256
+#define CM_GRH_SIZE	 40
+#define CM_MGMT_CLASS	 0x07
+#define CM_CLASS_VERSION 2
+#define CM_METHOD_SEND	 0x03
 
 enum cm_attr {
 	CM_ATTR_REQ = 0x0010,
@@ -46,13 +46,13 @@ enum cm_attr {
 };
 
 /* private data sizes of each message (IBA table 105) */
-#define CM_REQ_PDATA	92
-#define CM_MRA_PDATA	222
-#define CM_REJ_PDATA	148
-#define CM_REP_PDATA	196
-#define CM_RTU_PDATA	224
-#define CM_DREQ_PDATA	220
-#define CM_DREP_PDATA	224
+#define CM_REQ_PDATA	  92
+#define CM_MRA_PDATA	  222
+#define CM_REJ_PDATA	  148
+#define CM_REP_PDATA	  196
+#define CM_RTU_PDATA	  224
+#define CM_DREQ_PDATA	  220
+#define CM_DREP_PDATA	  224
 #define CM_SIDR_REQ_PDATA 216
 #define CM_SIDR_REP_PDATA 136
 
@@ -68,35 +68,39 @@ enum {
 	CM_SIDR_UNSUPPORTED = 1,
 	CM_SIDR_REJECT = 2,
 };
-enum { CM_REJ_MSG_REQ = 0, CM_REJ_MSG_REP = 1, CM_REJ_MSG_OTHER = 2 };
+enum {
+	CM_REJ_MSG_REQ = 0,
+	CM_REJ_MSG_REP = 1,
+	CM_REJ_MSG_OTHER = 2
+};
 
 /* The rdma_cm private-data header in REQ and SIDR_REQ (kernel cma.c). */
-#define CMA_HDR_SIZE	36
-#define CM_SID_PREFIX	0x0000000001000000ULL
+#define CMA_HDR_SIZE  36
+#define CM_SID_PREFIX 0x0000000001000000ULL
 
 /* Every CM message, parsed to host order; which fields mean anything
  * depends on attr. */
 struct cm_msg {
 	uint16_t attr;
 	uint64_t tid;
-	uint32_t local_id, remote_id;	/* comm IDs; SIDR: request ID */
+	uint32_t local_id, remote_id; /* comm IDs; SIDR: request ID */
 	uint64_t sid;
 	uint64_t ca_guid;
 	uint32_t qkey, qpn, psn;
 	uint8_t resp_res, init_depth;
-	uint8_t remote_resp_to, local_resp_to;	/* CM response timeouts */
-	uint8_t qp_type;		/* REQ transport: 0 RC, 1 UC, 3 XRC */
-	uint8_t ext_transport;		/* REQ, with qp_type 3: 1 = XRC */
-	uint32_t eecn;			/* REP local EECN: XRC TGT QPN */
+	uint8_t remote_resp_to, local_resp_to; /* CM response timeouts */
+	uint8_t qp_type;       /* REQ transport: 0 RC, 1 UC, 3 XRC */
+	uint8_t ext_transport; /* REQ, with qp_type 3: 1 = XRC */
+	uint32_t eecn;	       /* REP local EECN: XRC TGT QPN */
 	uint8_t flow_ctrl, retry_cnt, rnr_retry, max_cm_retries, srq;
 	uint8_t mtu;
-	uint8_t ack_timeout;		/* REQ primary local ACK timeout */
+	uint8_t ack_timeout; /* REQ primary local ACK timeout */
 	uint8_t tclass, hop_limit;
-	union ibv_gid sgid, dgid;	/* REQ primary local / remote GID */
+	union ibv_gid sgid, dgid; /* REQ primary local / remote GID */
 	uint8_t target_ack_delay;
-	uint8_t msg_mraed, service_to;	/* MRA */
-	uint8_t msg_rejected;		/* REJ */
-	uint16_t reason;		/* REJ reason, SIDR_REP status */
+	uint8_t msg_mraed, service_to; /* MRA */
+	uint8_t msg_rejected;	       /* REJ */
+	uint16_t reason;	       /* REJ reason, SIDR_REP status */
 	const uint8_t *pdata;
 	uint8_t pdata_len;
 };
@@ -125,7 +129,7 @@ struct cm_mad_desc {
 	const char *name;
 	const struct cm_field *fields;
 	size_t nfields;
-	uint8_t pdata_off, pdata_len;	/* private data, in the CM data */
+	uint8_t pdata_off, pdata_len; /* private data, in the CM data */
 };
 
 /* NULL: not a message we know */
@@ -209,17 +213,17 @@ void cm_heap_pop(struct cm_heap *hp);
 
 enum cm_state {
 	CM_IDLE,
-	CM_BOUND,		/* rdma_bind_addr */
+	CM_BOUND, /* rdma_bind_addr */
 	CM_ADDR_RESOLVED,
 	CM_ROUTE_RESOLVED,
 	CM_LISTEN,
-	CM_REQ_SENT,		/* active: waiting for REP/REJ/MRA */
-	CM_REP_RCVD,		/* active: CONNECT_RESPONSE, no QP */
-	CM_REQ_RCVD,		/* passive: CONNECT_REQUEST being decided */
-	CM_REP_SENT,		/* passive: waiting for RTU */
+	CM_REQ_SENT, /* active: waiting for REP/REJ/MRA */
+	CM_REP_RCVD, /* active: CONNECT_RESPONSE, no QP */
+	CM_REQ_RCVD, /* passive: CONNECT_REQUEST being decided */
+	CM_REP_SENT, /* passive: waiting for RTU */
 	CM_ESTABLISHED,
 	CM_DREQ_SENT,
-	CM_DISCONNECTED,	/* DISCONNECTED reported, or rejected */
+	CM_DISCONNECTED, /* DISCONNECTED reported, or rejected */
 	CM_SIDR_REQ_SENT,
 	CM_SIDR_REQ_RCVD,
 	CM_SIDR_DONE,
@@ -227,95 +231,95 @@ enum cm_state {
 };
 
 struct cm_event {
-	struct rdma_cm_event ev;	/* first: what the user holds */
-	struct cm_id *owner;		/* counted against this id */
-	struct cm_chan *chan;		/* queued here if not owner's */
+	struct rdma_cm_event ev; /* first: what the user holds */
+	struct cm_id *owner;	 /* counted against this id */
+	struct cm_chan *chan;	 /* queued here if not owner's */
 	struct cm_event *next;
 	bool delivered;
 	uint8_t pdata[256];
 };
 
 struct cm_chan {
-	struct rdma_event_channel ch;	/* first: fd, an eventfd readable
+	struct rdma_event_channel ch; /* first: fd, an eventfd readable
 					 * while the queue is not empty */
 	struct cm_event *head, *tail;
 	unsigned int nids;
-	unsigned int waiters;		/* threads in rdma_get_cm_event */
-	bool sync;			/* private to one synchronous id */
-	bool dead;			/* destroyed while waited on */
+	unsigned int waiters; /* threads in rdma_get_cm_event */
+	bool sync;	      /* private to one synchronous id */
+	bool dead;	      /* destroyed while waited on */
 };
 
 struct cm_id {
-	struct rdma_cm_id id;		/* first: what the user holds */
-	struct cm_link node;		/* cm.ids */
-	struct cm_hnode local_node;	/* cm.by_local, by local_id */
-	struct cm_hnode remote_node;	/* cm.by_remote: passive ids */
-	struct cm_hnode port_node;	/* in *port_table, by (ps, port) */
-	struct cm_hash *port_table;	/* cm.ports, cm.child_ports or NULL */
-	struct cm_link listen_node;	/* cm.listeners, while CM_LISTEN */
-	struct cm_link children;	/* listener: ids whose request is
+	struct rdma_cm_id id;	      /* first: what the user holds */
+	struct cm_link node;	      /* cm.ids */
+	struct cm_hnode local_node;   /* cm.by_local, by local_id */
+	struct cm_hnode remote_node;  /* cm.by_remote: passive ids */
+	struct cm_hnode port_node;    /* in *port_table, by (ps, port) */
+	struct cm_hash *port_table;   /* cm.ports, cm.child_ports or NULL */
+	struct cm_link listen_node;   /* cm.listeners, while CM_LISTEN */
+	struct cm_link children;      /* listener: ids whose request is
 					 * not yet read (->listener) */
-	struct cm_link child_node;	/* in the listener's children */
-	struct cm_link deferred_q;	/* listener: ->deferred ids, FIFO */
-	struct cm_link deferred_node;	/* in the listener's deferred_q */
+	struct cm_link child_node;    /* in the listener's children */
+	struct cm_link deferred_q;    /* listener: ->deferred ids, FIFO */
+	struct cm_link deferred_node; /* in the listener's deferred_q */
 	enum cm_state state;
-	unsigned int nevents;		/* queued or delivered, not acked */
-	unsigned int nqueued;		/* of those, still on a channel */
+	unsigned int nevents; /* queued or delivered, not acked */
+	unsigned int nqueued; /* of those, still on a channel */
 	bool sync;
 
-	uint16_t port;			/* bound port (host order), 0 = none */
+	uint16_t port; /* bound port (host order), 0 = none */
 	bool bound;
-	bool pinned;			/* its bind moved the device */
+	bool pinned; /* its bind moved the device */
 	bool reuseaddr;
-	bool afonly;			/* RDMA_OPTION_ID_AFONLY, or the
+	bool afonly;		      /* RDMA_OPTION_ID_AFONLY, or the
 					 * family's default at bind */
-	bool afonly_set;		/* ... set by the application */
-	int backlog;			/* listener */
-	unsigned int queued_reqs;	/* listener: CONNECT_REQUESTs not
+	bool afonly_set;	      /* ... set by the application */
+	int backlog;		      /* listener */
+	unsigned int queued_reqs;     /* listener: CONNECT_REQUESTs not
 					 * yet retrieved */
-	struct cm_id *listener;		/* child: until its request is read */
-	bool deferred;			/* child: held back by the backlog */
-	struct cm_event *deferred_ev;	/* its CONNECT_REQUEST meanwhile */
+	struct cm_id *listener;	      /* child: until its request is read */
+	bool deferred;		      /* child: held back by the backlog */
+	struct cm_event *deferred_ev; /* its CONNECT_REQUEST meanwhile */
 
-	uint32_t local_id, remote_id;	/* CM comm IDs */
-	uint64_t tid;			/* of the REQ / DREQ we answer */
+	uint32_t local_id, remote_id; /* CM comm IDs */
+	uint64_t tid;		      /* of the REQ / DREQ we answer */
 	uint64_t sid;
-	union ibv_gid peer_gid;		/* where MADs go */
+	union ibv_gid peer_gid; /* where MADs go */
 	uint32_t remote_qpn, remote_psn, local_psn, remote_qkey;
-	uint32_t param_qpn;		/* conn_param->qp_num, without id->qp */
+	uint32_t param_qpn; /* conn_param->qp_num, without id->qp */
 	uint8_t resp_res, init_depth;
 	uint8_t retry_cnt, rnr_retry, peer_rnr_retry, srq;
-	uint8_t mtu;			/* enum ibv_mtu agreed */
+	uint8_t mtu; /* enum ibv_mtu agreed */
 	uint8_t tos;
 	uint8_t ack_timeout;
-	uint8_t peer_resp_to;		/* exponent for our retransmissions */
+	uint8_t peer_resp_to; /* exponent for our retransmissions */
 	uint8_t peer_max_retries;
 	bool connect_error;
 
-	uint64_t timewait_ns;		/* TIMEWAIT_EXIT due; 0: none */
+	uint64_t timewait_ns; /* TIMEWAIT_EXIT due; 0: none */
 
 	/* the MAD we retransmit until its answer comes */
 	uint8_t mad[CM_MAD_SIZE];
-	bool mad_pending;		/* cleared by cm_mad_done */
-	struct cm_peer *win_peer;	/* window.c: counted or waiting */
-	bool win_waiting;		/* ... waiting, in win_node */
+	bool mad_pending;	  /* cleared by cm_mad_done */
+	struct cm_peer *win_peer; /* window.c: counted or waiting */
+	bool win_waiting;	  /* ... waiting, in win_node */
 	struct cm_link win_node;
 	int retries_left;
 	uint64_t timeout_ns, deadline_ns;
 
 	struct ibv_sa_path_rec path;
-	struct ibv_qp_init_attr *ep_qp_attr;	/* rdma_create_ep passive */
-	uint8_t ep_pdata[CM_REQ_PDATA];		/* rai->ai_connect */
+	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep passive */
+	uint8_t ep_pdata[CM_REQ_PDATA];	     /* rai->ai_connect */
 	uint8_t ep_pdata_len;
 	bool own_cqs;
-	struct cm_mc *mcs;		/* mcast.c: groups joined */
+	struct cm_mc *mcs; /* mcast.c: groups joined */
 };
 
 struct cm_counters {
-	uint64_t rx, tx, drop_malformed, drop_state, drop_nolistener,
-		 retrans, timeouts, tx_fail;
-	uint64_t held;			/* REQs held for a listen to come */
-	uint64_t held_rejected;		/* ... and rejected: none came */
+	uint64_t rx, tx, drop_malformed, drop_state, drop_nolistener, retrans,
+		timeouts, tx_fail;
+	uint64_t held;		/* REQs held for a listen to come */
+	uint64_t held_rejected; /* ... and rejected: none came */
 };
 
 /*
@@ -323,59 +327,59 @@ struct cm_counters {
  * nobody listens on yet, kept for a while in case rdma_listen follows
  * (proto.c, docs/rdmacm.md "Early requests").
  */
-#define CM_HOLD_MAX		16
-#define CM_HOLD_MS_DEFAULT	1000
-#define CM_HOLD_MS_MAX		60000
+#define CM_HOLD_MAX	   16
+#define CM_HOLD_MS_DEFAULT 1000
+#define CM_HOLD_MS_MAX	   60000
 
 struct cm_held {
 	bool used;
-	struct cm_msg m;		/* m.pdata points at pdata below */
+	struct cm_msg m; /* m.pdata points at pdata below */
 	uint8_t pdata[CM_SIDR_REQ_PDATA];
 	union ibv_gid peer;
-	struct sockaddr_storage dst;	/* from the cma_hdr */
+	struct sockaddr_storage dst; /* from the cma_hdr */
 	uint64_t deadline_ns;
 };
 
 struct cm_global {
 	pthread_mutex_t lock;
 	bool dev_up, gsi_up, thread_up;
-	struct ibv_context *ctx;	/* the CM's own: PD, CQ, QP1 */
-	struct ibv_context *app_ctx;	/* handed out as id->verbs */
+	struct ibv_context *ctx;     /* the CM's own: PD, CQ, QP1 */
+	struct ibv_context *app_ctx; /* handed out as id->verbs */
 	struct ibv_pd *pd, *app_pd;
-	struct ibv_xrcd *xrcd;		/* XRC ids' domain (ep.c) */
+	struct ibv_xrcd *xrcd; /* XRC ids' domain (ep.c) */
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	struct ibv_qp *gsi;
 	struct ibv_mr *mr;
-	uint8_t *buf;			/* recv slots, then send slots */
+	uint8_t *buf; /* recv slots, then send slots */
 	struct ibv_ah *send_ah[256];
 	bool send_busy[256];
 	int timerfd;
 	pthread_t thread;
-	struct cm_link ids;		/* every id (table.c) */
-	struct cm_link listeners;	/* ids in CM_LISTEN */
-	struct cm_hash by_local;	/* ids by local comm ID */
-	struct cm_hash by_remote;	/* passive ids by peer's comm ID */
-	struct cm_hash ports;		/* bound ids by (ps, port) */
-	struct cm_hash child_ports;	/* passive ids by (ps, port) */
-	struct cm_heap timers;		/* retransmission deadlines */
-	struct cm_hash peers;		/* window.c, by peer GID */
-	uint64_t armed_ns;		/* what the timerfd is set to */
-	uint16_t next_port;		/* ephemeral port cursor */
-	bool ports_full;		/* the last search found none free */
+	struct cm_link ids;	    /* every id (table.c) */
+	struct cm_link listeners;   /* ids in CM_LISTEN */
+	struct cm_hash by_local;    /* ids by local comm ID */
+	struct cm_hash by_remote;   /* passive ids by peer's comm ID */
+	struct cm_hash ports;	    /* bound ids by (ps, port) */
+	struct cm_hash child_ports; /* passive ids by (ps, port) */
+	struct cm_heap timers;	    /* retransmission deadlines */
+	struct cm_hash peers;	    /* window.c, by peer GID */
+	uint64_t armed_ns;	    /* what the timerfd is set to */
+	uint16_t next_port;	    /* ephemeral port cursor */
+	bool ports_full;	    /* the last search found none free */
 	struct ibv_device_attr attr;
 	enum ibv_mtu mtu;
 	uint64_t guid;
-	struct sockaddr_storage addr;	/* the device's (port 0) */
+	struct sockaddr_storage addr; /* the device's (port 0) */
 	union ibv_gid gid;
-	unsigned int npins;		/* ids whose bind moved the device:
+	unsigned int npins;	      /* ids whose bind moved the device:
 					 * while > 0 the address is chosen */
-	struct sockaddr_storage home;	/* the device's address before */
+	struct sockaddr_storage home; /* the device's address before */
 	uint64_t tid_hi;
 	struct cm_counters cnt;
 	struct cm_held held[CM_HOLD_MAX];
-	uint64_t hold_ns;		/* UROCE_CM_HOLD_MS; 0: no holding */
-	pid_t pid;			/* the process that opened it (a
+	uint64_t hold_ns; /* UROCE_CM_HOLD_MS; 0: no holding */
+	pid_t pid;	  /* the process that opened it (a
 					 * forked child's exit ends nothing) */
 };
 
@@ -413,17 +417,17 @@ static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
 int cm_sync_wait(struct cm_id *id);
 
 /* table.c: the ids' indexes; cm.lock held */
-void cm_id_link(struct cm_id *id);	/* cm_id_alloc */
-void cm_id_unlink(struct cm_id *id);	/* cm_id_free: out of every index */
+void cm_id_link(struct cm_id *id);   /* cm_id_alloc */
+void cm_id_unlink(struct cm_id *id); /* cm_id_free: out of every index */
 struct cm_id *cm_find_local(uint32_t local_id);
 void cm_set_local_id(struct cm_id *id, uint32_t local_id);
-void cm_index_passive(struct cm_id *id);	/* remote_id, peer_gid set */
+void cm_index_passive(struct cm_id *id); /* remote_id, peer_gid set */
 struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 			      uint64_t tid);
-void cm_index_port(struct cm_id *id, bool passive);	/* port set */
+void cm_index_port(struct cm_id *id, bool passive); /* port set */
 struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port);
 struct cm_id *cm_port_next(struct cm_id *id);
-void cm_timer_add(struct cm_id *id);	/* after setting deadline_ns */
+void cm_timer_add(struct cm_id *id); /* after setting deadline_ns */
 
 #define cm_for_each_id(pos) \
 	for (struct cm_link *l_ = cm.ids.next; \
@@ -432,7 +436,7 @@ void cm_timer_add(struct cm_id *id);	/* after setting deadline_ns */
 
 /* ---- window.c: requests outstanding per peer; cm.lock held ---- */
 
-#define CM_WINDOW	512		/* a quarter of the peer's NRECV */
+#define CM_WINDOW 512 /* a quarter of the peer's NRECV */
 
 struct cm_peer;
 /* true: id's request must wait (sent later by cm_mad_start) */
@@ -445,8 +449,8 @@ void cm_mad_done(struct cm_id *id);
 /* ---- mcast.c: multicast joins; cm.lock held ---- */
 
 struct cm_mc;
-void cm_mc_leave_all(struct cm_id *id);	/* rdma_destroy_id */
-void cm_mc_detach_qp(struct cm_id *id);	/* before its QP goes */
+void cm_mc_leave_all(struct cm_id *id); /* rdma_destroy_id */
+void cm_mc_detach_qp(struct cm_id *id); /* before its QP goes */
 
 /* ---- gsi.c: QP1, MAD send and receive, the CM thread, timers ---- */
 

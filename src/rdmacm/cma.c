@@ -21,9 +21,9 @@
 #include "cm.h"
 #include "uroce_private.h"
 
-#define CM_DEFAULT_BACKLOG	1024
-#define CM_USER_REQ_PDATA	(CM_REQ_PDATA - CMA_HDR_SIZE)
-#define CM_USER_SIDR_PDATA	(CM_SIDR_REQ_PDATA - CMA_HDR_SIZE)
+#define CM_DEFAULT_BACKLOG 1024
+#define CM_USER_REQ_PDATA  (CM_REQ_PDATA - CMA_HDR_SIZE)
+#define CM_USER_SIDR_PDATA (CM_SIDR_REQ_PDATA - CMA_HDR_SIZE)
 
 int cm_set_errno(int err)
 {
@@ -78,7 +78,7 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 }
 
 /* destroyed channels whose memory is kept a while; cm.lock */
-#define DEAD_CHANS	64
+#define DEAD_CHANS 64
 static struct cm_chan *dead_chans[DEAD_CHANS];
 static unsigned int dead_next;
 
@@ -276,8 +276,8 @@ static int sync_wait(struct cm_id *ci)
 	if (id->event->status) {
 		if (id->event->event == RDMA_CM_EVENT_REJECTED)
 			return cm_set_errno(ECONNREFUSED);
-		return cm_set_errno(id->event->status < 0 ?
-				    -id->event->status : id->event->status);
+		return cm_set_errno(id->event->status < 0 ? -id->event->status :
+							    id->event->status);
 	}
 	return 0;
 }
@@ -295,7 +295,8 @@ CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 		[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
 		[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
 		[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
-		[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		[RDMA_CM_EVENT_CONNECT_RESPONSE] =
+			"RDMA_CM_EVENT_CONNECT_RESPONSE",
 		[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
 		[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
 		[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
@@ -489,7 +490,7 @@ static void __attribute__((destructor)) end_connections_at_exit(void)
 	if (!cm.dev_up || cm.pid != getpid())
 		return;
 	pthread_mutex_lock(&cm.lock);
-	cm_for_each_id(ci)
+	cm_for_each_id (ci)
 		if (ci->state != CM_LISTEN && tell_peer_gone(ci))
 			sent = true;
 	if (sent)
@@ -510,8 +511,7 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		id->event = NULL;
 	}
 	pthread_mutex_lock(&cm.lock);
-	for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e;
-	     e = e->next)
+	for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e; e = e->next)
 		if (e->owner == ci)
 			queued++;
 	if (ci->nevents > queued) {
@@ -537,14 +537,14 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 static socklen_t sa_len(const struct sockaddr *sa)
 {
 	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-	       sizeof(struct sockaddr_in);
+					   sizeof(struct sockaddr_in);
 }
 
 static uint16_t get_port(const struct sockaddr *sa)
 {
 	return ntohs(sa->sa_family == AF_INET6 ?
-		     ((const struct sockaddr_in6 *)sa)->sin6_port :
-		     ((const struct sockaddr_in *)sa)->sin_port);
+			     ((const struct sockaddr_in6 *)sa)->sin6_port :
+			     ((const struct sockaddr_in *)sa)->sin_port);
 }
 
 static void set_port(struct sockaddr *sa, uint16_t port)
@@ -568,9 +568,10 @@ static bool is_any(const struct sockaddr *sa)
 static bool is_loopback(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr)
-			>> 24) == 127;
-	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+			24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(
+		&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
 static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
@@ -655,17 +656,17 @@ static bool port_taken(const struct cm_id *ci, sa_family_t family,
 	/* passive ids never hold their listener's port for a bind */
 	for (id = cm_port_first(false, (uint16_t)ps, port); id;
 	     id = cm_port_next(id))
-		if (id != ci && id->bound && !id->listener &&
-		    id->id.ps == ps && !apart_by_family(ci, family, id) &&
-		    id->port == port && id->state != CM_REQ_RCVD &&
-		    id->state != CM_REP_SENT && id->state != CM_ESTABLISHED &&
-		    id->state != CM_DREQ_SENT && id->state != CM_DISCONNECTED &&
+		if (id != ci && id->bound && !id->listener && id->id.ps == ps &&
+		    !apart_by_family(ci, family, id) && id->port == port &&
+		    id->state != CM_REQ_RCVD && id->state != CM_REP_SENT &&
+		    id->state != CM_ESTABLISHED && id->state != CM_DREQ_SENT &&
+		    id->state != CM_DISCONNECTED &&
 		    (!reuse || !id->reuseaddr || id->state == CM_LISTEN))
 			return true;
 	return false;
 }
 
-#define EPHEMERAL_FIRST	32768
+#define EPHEMERAL_FIRST 32768
 #define EPHEMERAL_N	28232
 #define SHARE_AFTER	64
 
@@ -682,9 +683,8 @@ uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared)
 	uint16_t p = 0;
 	int i;
 
-	if (!cm.next_port &&
-	    getrandom(&cm.next_port, sizeof(cm.next_port), 0) !=
-	    sizeof(cm.next_port))
+	if (!cm.next_port && getrandom(&cm.next_port, sizeof(cm.next_port),
+				       0) != sizeof(cm.next_port))
 		cm.next_port = (uint16_t)cm_now_ns();
 	for (i = 0; i < EPHEMERAL_N; i++) {
 		p = (uint16_t)(EPHEMERAL_FIRST + cm.next_port++ % EPHEMERAL_N);
@@ -771,8 +771,7 @@ static int bind_locked(struct cm_id *ci, const struct sockaddr *addr,
 	port = get_port(addr);
 	if (!port)
 		port = cm_alloc_port(ci->id.ps, implicit);
-	else if (port_taken(ci, addr->sa_family, ci->id.ps, port,
-			    ci->reuseaddr))
+	else if (port_taken(ci, addr->sa_family, ci->id.ps, port, ci->reuseaddr))
 		return EADDRINUSE;
 	if (!port)
 		return EADDRINUSE;
@@ -824,8 +823,7 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 }
 
 /* Which local address the kernel's routing would send to dst from. */
-static int route_source(const struct sockaddr *dst,
-			struct sockaddr_storage *src)
+static int route_source(const struct sockaddr *dst, struct sockaddr_storage *src)
 {
 	struct sockaddr_storage d;
 	socklen_t len = sizeof(*src);
@@ -923,8 +921,10 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		set_port((struct sockaddr *)&dst, get_port(dst_addr));
 	}
 	err = select_source((struct sockaddr *)&dst);
-	e = cm_event_new(ci, err ? RDMA_CM_EVENT_ADDR_ERROR :
-			 RDMA_CM_EVENT_ADDR_RESOLVED, err ? -err : 0);
+	e = cm_event_new(ci,
+			 err ? RDMA_CM_EVENT_ADDR_ERROR :
+			       RDMA_CM_EVENT_ADDR_RESOLVED,
+			 err ? -err : 0);
 	if (!e) {
 		err = ENOMEM;
 		goto out;
@@ -997,8 +997,10 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 		return cm_set_errno(EINVAL);
 	}
 	err = cm_ensure_gsi();
-	e = cm_event_new(ci, err ? RDMA_CM_EVENT_ROUTE_ERROR :
-			 RDMA_CM_EVENT_ROUTE_RESOLVED, err);
+	e = cm_event_new(ci,
+			 err ? RDMA_CM_EVENT_ROUTE_ERROR :
+			       RDMA_CM_EVENT_ROUTE_RESOLVED,
+			 err);
 	if (!e) {
 		pthread_mutex_unlock(&cm.lock);
 		return cm_set_errno(ENOMEM);
@@ -1061,11 +1063,14 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	 * accepted on the port, must reach this process, whose CM holds or
 	 * rejects it as before, docs/rdmacm.md "Early requests") */
 	if (!err && ci->state != CM_LISTEN)
-		err = uroce_dev_listen(cm.ctx, CM_SID_PREFIX |
-				       (uint64_t)id->ps << 16 | ci->port, 1);
+		err = uroce_dev_listen(cm.ctx,
+				       CM_SID_PREFIX | (uint64_t)id->ps << 16 |
+					       ci->port,
+				       1);
 	if (!err) {
 		ci->backlog = backlog > 0 && backlog < CM_DEFAULT_BACKLOG ?
-			      backlog : CM_DEFAULT_BACKLOG;
+				      backlog :
+				      CM_DEFAULT_BACKLOG;
 		if (ci->state != CM_LISTEN)
 			cm_link_add_tail(&cm.listeners, &ci->listen_node);
 		ci->state = CM_LISTEN;
@@ -1132,14 +1137,14 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 		err = EINVAL;
 		goto out;
 	}
-	ci->init_depth = conn_param &&
-			 conn_param->initiator_depth != RDMA_MAX_INIT_DEPTH ?
-			 conn_param->initiator_depth :
-			 (uint8_t)cm.attr.max_qp_init_rd_atom;
-	ci->resp_res = conn_param &&
-		       conn_param->responder_resources != RDMA_MAX_RESP_RES ?
-		       conn_param->responder_resources :
-		       (uint8_t)cm.attr.max_qp_rd_atom;
+	ci->init_depth = conn_param && conn_param->initiator_depth !=
+						 RDMA_MAX_INIT_DEPTH ?
+				 conn_param->initiator_depth :
+				 (uint8_t)cm.attr.max_qp_init_rd_atom;
+	ci->resp_res = conn_param && conn_param->responder_resources !=
+					       RDMA_MAX_RESP_RES ?
+			       conn_param->responder_resources :
+			       (uint8_t)cm.attr.max_qp_rd_atom;
 	ci->retry_cnt = conn_param ? conn_param->retry_count & 7 : 7;
 	ci->rnr_retry = conn_param ? conn_param->rnr_retry_count & 7 : 7;
 	if (id->qp) {
@@ -1212,7 +1217,8 @@ static int qp_attr_for(struct cm_id *ci, struct ibv_qp_attr *a, int *mask)
 		if (responder) {
 			a->max_dest_rd_atomic = ci->resp_res;
 			a->min_rnr_timer = 12;
-			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
+				 IBV_QP_MIN_RNR_TIMER;
 		}
 		return 0;
 	case IBV_QPS_RTS:
@@ -1287,11 +1293,14 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 		return cm_set_errno(EINVAL);
 	pthread_mutex_lock(&cm.lock);
 	if (ci->state == CM_SIDR_REQ_RCVD) {
-		uint32_t qpn = id->qp ? id->qp->qp_num :
-			       conn_param ? conn_param->qp_num : 0;
+		uint32_t qpn = id->qp	  ? id->qp->qp_num :
+			       conn_param ? conn_param->qp_num :
+					    0;
 
-		err = len > CM_SIDR_REP_PDATA ? EINVAL :
-		      -cm_send_sidr_rep(ci, CM_SIDR_SUCCESS, qpn, pd, len);
+		err = len > CM_SIDR_REP_PDATA ?
+			      EINVAL :
+			      -cm_send_sidr_rep(ci, CM_SIDR_SUCCESS, qpn, pd,
+						len);
 		pthread_mutex_unlock(&cm.lock);
 		if (err)
 			return cm_set_errno(err);
@@ -1310,15 +1319,14 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 		ci->init_depth = conn_param->initiator_depth;
 	else if (ci->init_depth > cm.attr.max_qp_init_rd_atom)
 		ci->init_depth = (uint8_t)cm.attr.max_qp_init_rd_atom;
-	if (conn_param &&
-	    conn_param->responder_resources != RDMA_MAX_RESP_RES)
+	if (conn_param && conn_param->responder_resources != RDMA_MAX_RESP_RES)
 		ci->resp_res = conn_param->responder_resources;
 	else if (ci->resp_res > cm.attr.max_qp_rd_atom)
 		ci->resp_res = (uint8_t)cm.attr.max_qp_rd_atom;
 	ci->rnr_retry = conn_param ? conn_param->rnr_retry_count & 7 : 7;
 	if (id->qp) {
 		ci->srq = id->qp->srq != NULL;
-		ci->state = CM_REP_SENT;	/* what qp_attr_for checks */
+		ci->state = CM_REP_SENT; /* what qp_attr_for checks */
 		err = cm_qp_to_rtr_rts(ci);
 		ci->state = CM_REQ_RCVD;
 		if (err)
@@ -1347,7 +1355,8 @@ static int reject(struct rdma_cm_id *id, const void *pdata, uint8_t len,
 	if (ci->state == CM_SIDR_REQ_RCVD) {
 		err = -cm_send_sidr_rep(ci, CM_SIDR_REJECT, 0, pdata,
 					len > CM_SIDR_REP_PDATA ?
-					CM_SIDR_REP_PDATA : len);
+						CM_SIDR_REP_PDATA :
+						len);
 	} else if (ci->state == CM_REQ_RCVD || ci->state == CM_REP_RCVD) {
 		err = -cm_send_rej(ci, reason, pdata,
 				   len > CM_REJ_PDATA ? CM_REJ_PDATA : len);

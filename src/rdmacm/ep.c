@@ -24,8 +24,7 @@ static void destroy_cqs(struct rdma_cm_id *id)
 {
 	/* an XRC SRQ completes on the id's receive CQ: it goes with the
 	 * SRQ (rdma_destroy_srq), not with the QP */
-	if (!to_cid(id)->own_cqs ||
-	    (id->qp_type == IBV_QPT_XRC_RECV && id->srq))
+	if (!to_cid(id)->own_cqs || (id->qp_type == IBV_QPT_XRC_RECV && id->srq))
 		return;
 	if (id->recv_cq && id->recv_cq != id->send_cq)
 		ibv_destroy_cq(id->recv_cq);
@@ -129,10 +128,11 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 			return -1;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
 	}
-	if (create_cqs(id, attr->send_cq || id->send_cq ? 0 :
-			   (int)attr->cap.max_send_wr,
+	if (create_cqs(id,
+		       attr->send_cq || id->send_cq ? 0 :
+						      (int)attr->cap.max_send_wr,
 		       attr->recv_cq || id->recv_cq ? 0 :
-			   (int)attr->cap.max_recv_wr))
+						      (int)attr->cap.max_recv_wr))
 		return -1;
 	if (!attr->send_cq)
 		attr->send_cq = id->send_cq;
@@ -153,13 +153,12 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id,
 	id->pd = qp->pd;
 	id->qp = qp;
 	return 0;
-err:
-	{
-		int e = errno;
+err : {
+	int e = errno;
 
-		destroy_cqs(id);
-		errno = e ? e : EINVAL;
-	}
+	destroy_cqs(id);
+	errno = e ? e : EINVAL;
+}
 	return -1;
 }
 
@@ -208,8 +207,7 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 	}
 	if (attr->srq_type == IBV_SRQT_XRC) {
 		/* the id's domain and receive CQ, unless given */
-		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
-		    !attr->xrcd) {
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
 			attr->xrcd = get_xrcd(id);
 			if (!attr->xrcd)
 				return -1;
@@ -219,8 +217,7 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 				return -1;
 			attr->cq = id->recv_cq;
 		}
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD |
-				   IBV_SRQ_INIT_ATTR_CQ;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
 	}
 	srq = ibv_create_srq_ex(id_verbs(id), attr);
 	if (!srq)
@@ -243,7 +240,7 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	memcpy(&ex, attr, sizeof(*attr));
 	ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ex.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC :
-			IBV_SRQT_BASIC;
+							IBV_SRQT_BASIC;
 	ex.pd = pd;
 	ret = rdma_create_srq_ex(id, &ex);
 	memcpy(attr, &ex, sizeof(*attr));
@@ -280,7 +277,7 @@ CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 	}
 	if (event->status) {
 		ret = cm_set_errno(event->status < 0 ? -event->status :
-				   event->status);
+						       event->status);
 		goto err;
 	}
 	if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -331,7 +328,8 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 				goto err;
 			}
 			*ci->ep_qp_attr = *qp_init_attr;
-			ci->ep_qp_attr->qp_type = (enum ibv_qp_type)res->ai_qp_type;
+			ci->ep_qp_attr->qp_type =
+				(enum ibv_qp_type)res->ai_qp_type;
 		}
 		*id = cid;
 		return 0;
@@ -349,21 +347,20 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 			goto err;
 	}
 	if (res->ai_connect_len && res->ai_connect) {
-		ci->ep_pdata_len = (uint8_t)(res->ai_connect_len >
-					     sizeof(ci->ep_pdata) ?
-					     sizeof(ci->ep_pdata) :
-					     res->ai_connect_len);
+		ci->ep_pdata_len =
+			(uint8_t)(res->ai_connect_len > sizeof(ci->ep_pdata) ?
+					  sizeof(ci->ep_pdata) :
+					  res->ai_connect_len);
 		memcpy(ci->ep_pdata, res->ai_connect, ci->ep_pdata_len);
 	}
 	*id = cid;
 	return 0;
-err:
-	{
-		int e = errno;
+err : {
+	int e = errno;
 
-		rdma_destroy_ep(cid);
-		errno = e;
-	}
+	rdma_destroy_ep(cid);
+	errno = e;
+}
 	return ret;
 }
 
@@ -423,10 +420,10 @@ static int rai_resolve(struct rdma_addrinfo *r, const char *node,
 	if (node)
 		ah.ai_flags |= AI_CANONNAME;
 	if (ah.ai_family == AF_UNSPEC && (r->ai_flags & RAI_PASSIVE) && !node)
-		ah.ai_family = AF_INET;	/* a wildcard listener on IPv4 */
+		ah.ai_family = AF_INET; /* a wildcard listener on IPv4 */
 	ret = getaddrinfo(node, service, &ah, &ai);
 	if (ret)
-		return ret;	/* librdmacm returns the getaddrinfo error code */
+		return ret; /* librdmacm returns the getaddrinfo error code */
 	r->ai_family = ai->ai_family;
 	if (r->ai_flags & RAI_PASSIVE) {
 		r->ai_src_addr = dup_sa(ai->ai_addr, ai->ai_addrlen);
@@ -470,10 +467,10 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	}
 	if (!r->ai_port_space)
 		r->ai_port_space = r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP :
-				   RDMA_PS_TCP;
+								 RDMA_PS_TCP;
 	if (!r->ai_qp_type)
 		r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD :
-				IBV_QPT_RC;
+								  IBV_QPT_RC;
 
 	if (node || service) {
 		ret = rai_resolve(r, node, service, hints);
@@ -494,7 +491,8 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	}
 	if (!r->ai_family)
 		r->ai_family = r->ai_dst_addr ? r->ai_dst_addr->sa_family :
-			       r->ai_src_addr ? r->ai_src_addr->sa_family : 0;
+			       r->ai_src_addr ? r->ai_src_addr->sa_family :
+						0;
 	*res = r;
 	return 0;
 }

@@ -22,10 +22,10 @@
 #include "core/thread.h"
 #include "uroce_private.h"
 
-#define NRECV		2048
-#define NSEND		256
-#define RECV_SLOT	(CM_GRH_SIZE + CM_MAD_SIZE)
-#define SEND_WRID	0x10000u
+#define NRECV	  2048
+#define NSEND	  256
+#define RECV_SLOT (CM_GRH_SIZE + CM_MAD_SIZE)
+#define SEND_WRID 0x10000u
 
 struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -401,7 +401,8 @@ static void __attribute__((destructor)) print_stats(void)
 {
 	if (!cm.dev_up || !uroce_config()->stats)
 		return;
-	fprintf(stderr, "uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
+	fprintf(stderr,
+		"uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
 		"drop_state=%llu drop_nolistener=%llu retrans=%llu "
 		"timeouts=%llu tx_fail=%llu held=%llu held_rejected=%llu\n",
 		(unsigned long long)cm.cnt.rx, (unsigned long long)cm.cnt.tx,

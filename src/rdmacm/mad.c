@@ -16,16 +16,20 @@
 
 #include "cm.h"
 
-#define CM_DATA		24	/* the CM data follows the MAD header */
+#define CM_DATA 24 /* the CM data follows the MAD header */
 
 /* a field carried in member m of struct cm_msg */
 #define F(n, o, b, w, m) \
-	{ .name = n, .off = o, .bit = b, .width = w, \
-	  .size = sizeof(((struct cm_msg *)0)->m), \
-	  .member = offsetof(struct cm_msg, m) }
+	{ \
+		.name = n, .off = o, .bit = b, .width = w, \
+		.size = sizeof(((struct cm_msg *)0)->m), \
+		.member = offsetof(struct cm_msg, m) \
+	}
 /* a field we always send with value v and ignore when received */
 #define K(n, o, b, w, v) \
-	{ .name = n, .off = o, .bit = b, .width = w, .value = v }
+	{ \
+		.name = n, .off = o, .bit = b, .width = w, .value = v \
+	}
 
 /* IBA table 106 */
 static const struct cm_field req_fields[] = {
@@ -48,11 +52,11 @@ static const struct cm_field req_fields[] = {
 	F("max_cm_retries", 51, 0, 4, max_cm_retries),
 	F("srq", 51, 4, 1, srq),
 	F("extended_transport_type", 51, 5, 3, ext_transport),
-	K("primary_local_port_lid", 52, 0, 16, 0xffff),	/* permissive */
+	K("primary_local_port_lid", 52, 0, 16, 0xffff), /* permissive */
 	K("primary_remote_port_lid", 54, 0, 16, 0xffff),
 	F("primary_local_port_gid", 56, 0, 128, sgid),
 	F("primary_remote_port_gid", 72, 0, 128, dgid),
-	K("primary_packet_rate", 91, 2, 6, 2),		/* 2.5 Gb/s */
+	K("primary_packet_rate", 91, 2, 6, 2), /* 2.5 Gb/s */
 	F("primary_traffic_class", 92, 0, 8, tclass),
 	F("primary_hop_limit", 93, 0, 8, hop_limit),
 	F("primary_local_ack_timeout", 95, 0, 5, ack_timeout),
@@ -121,9 +125,11 @@ static const struct cm_field sidr_rep_fields[] = {
 };
 
 #define M(a, n, fl, po, pl) \
-	{ .attr = a, .name = n, .fields = fl, \
-	  .nfields = sizeof(fl) / sizeof(fl[0]), .pdata_off = po, \
-	  .pdata_len = pl }
+	{ \
+		.attr = a, .name = n, .fields = fl, \
+		.nfields = sizeof(fl) / sizeof(fl[0]), .pdata_off = po, \
+		.pdata_len = pl \
+	}
 
 static const struct cm_mad_desc cm_mads[] = {
 	M(CM_ATTR_REQ, "REQ", req_fields, 140, CM_REQ_PDATA),
@@ -133,10 +139,8 @@ static const struct cm_mad_desc cm_mads[] = {
 	M(CM_ATTR_RTU, "RTU", ids_fields, 8, CM_RTU_PDATA),
 	M(CM_ATTR_DREQ, "DREQ", dreq_fields, 12, CM_DREQ_PDATA),
 	M(CM_ATTR_DREP, "DREP", ids_fields, 8, CM_DREP_PDATA),
-	M(CM_ATTR_SIDR_REQ, "SIDR_REQ", sidr_req_fields, 16,
-	  CM_SIDR_REQ_PDATA),
-	M(CM_ATTR_SIDR_REP, "SIDR_REP", sidr_rep_fields, 96,
-	  CM_SIDR_REP_PDATA),
+	M(CM_ATTR_SIDR_REQ, "SIDR_REQ", sidr_req_fields, 16, CM_SIDR_REQ_PDATA),
+	M(CM_ATTR_SIDR_REP, "SIDR_REP", sidr_rep_fields, 96, CM_SIDR_REP_PDATA),
 };
 
 const struct cm_mad_desc *cm_mad_descs(size_t *n)
@@ -195,12 +199,20 @@ static uint64_t load(const struct cm_msg *m, const struct cm_field *f)
 	uint64_t v64;
 
 	switch (f->size) {
-	case 1: memcpy(&v8, p, 1); return v8;
-	case 2: memcpy(&v16, p, 2); return v16;
-	case 4: memcpy(&v32, p, 4); return v32;
-	case 8: memcpy(&v64, p, 8); return v64;
+	case 1:
+		memcpy(&v8, p, 1);
+		return v8;
+	case 2:
+		memcpy(&v16, p, 2);
+		return v16;
+	case 4:
+		memcpy(&v32, p, 4);
+		return v32;
+	case 8:
+		memcpy(&v64, p, 8);
+		return v64;
 	}
-	return f->value;	/* a constant field */
+	return f->value; /* a constant field */
 }
 
 static void store(struct cm_msg *m, const struct cm_field *f, uint64_t v)
@@ -211,10 +223,18 @@ static void store(struct cm_msg *m, const struct cm_field *f, uint64_t v)
 	uint32_t v32 = (uint32_t)v;
 
 	switch (f->size) {
-	case 1: memcpy(p, &v8, 1); break;
-	case 2: memcpy(p, &v16, 2); break;
-	case 4: memcpy(p, &v32, 4); break;
-	case 8: memcpy(p, &v, 8); break;
+	case 1:
+		memcpy(p, &v8, 1);
+		break;
+	case 2:
+		memcpy(p, &v16, 2);
+		break;
+	case 4:
+		memcpy(p, &v32, 4);
+		break;
+	case 8:
+		memcpy(p, &v, 8);
+		break;
 	}
 }
 
@@ -246,10 +266,10 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 
 	for (f = d->fields; f < d->fields + d->nfields; f++) {
 		if (!f->size)
-			continue;	/* constant: what the peer sent is moot */
+			continue; /* constant: what the peer sent is moot */
 		if (f->width == 128)
-			memcpy((uint8_t *)m + f->member,
-			       mad + CM_DATA + f->off, 16);
+			memcpy((uint8_t *)m + f->member, mad + CM_DATA + f->off,
+			       16);
 		else
 			store(m, f, get_bits(mad + CM_DATA, f));
 	}
@@ -285,5 +305,5 @@ void cm_mad_build(uint8_t *mad, const struct cm_msg *m)
 	if (m->pdata && m->pdata_len)
 		memcpy(mad + CM_DATA + d->pdata_off, m->pdata,
 		       m->pdata_len < d->pdata_len ? m->pdata_len :
-		       d->pdata_len);
+						     d->pdata_len);
 }

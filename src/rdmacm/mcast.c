@@ -15,14 +15,14 @@
 
 #include "cm.h"
 
-#define MC_QPN		0xffffff
-#define MC_HOP_LIMIT	64	/* what the kernel gives a RoCE v2 group */
+#define MC_QPN	     0xffffff
+#define MC_HOP_LIMIT 64 /* what the kernel gives a RoCE v2 group */
 
 struct cm_mc {
 	struct cm_mc *next;
 	union ibv_gid mgid;
 	void *context;
-	bool attached;			/* id->qp is attached to mgid */
+	bool attached; /* id->qp is attached to mgid */
 };
 
 /* The MGID of a multicast address; false if addr is none. */
@@ -56,7 +56,7 @@ static void fill_event(struct cm_id *ci, struct cm_event *e,
 {
 	struct rdma_ud_param *ud = &e->ev.param.ud;
 
-	ud->private_data = mc->context;	/* rdma-core hands the join's back */
+	ud->private_data = mc->context; /* rdma-core hands the join's back */
 	ud->ah_attr.is_global = 1;
 	ud->ah_attr.port_num = 1;
 	ud->ah_attr.grh.dgid = mc->mgid;
@@ -107,8 +107,7 @@ CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
 	}
 	mc->mgid = mgid;
 	mc->context = context;
-	if (id->qp &&
-	    attr->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
+	if (id->qp && attr->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
 		err = ibv_attach_mcast(id->qp, &mgid, 0);
 		if (err) {
 			free(mc);

@@ -19,18 +19,18 @@
 
 /* Our CM response timeout: 4.096 us * 2^18 = 1.07 s (IBA 12.7.39), and
  * how often we retry a request before giving up on the peer. */
-#define CM_RESP_TIMEOUT		18
-#define CM_MAX_RETRIES		8
-#define CM_DREQ_RETRIES		3
+#define CM_RESP_TIMEOUT 18
+#define CM_MAX_RETRIES	8
+#define CM_DREQ_RETRIES 3
 /* MRA service timeout: 4.096 us * 2^19 = 2.1 s */
-#define CM_MRA_TIMEOUT		19
+#define CM_MRA_TIMEOUT 19
 /*
  * Time wait (IBA 12.9.7.4): 4.096 us * 2^14 = 67 ms, what the kernel's
  * IB CM waits for our path: its packet lifetime (13, cm_fill_path) + 1
  * on the active side, the REQ's local ACK timeout (ours: 14) on the
  * passive side.
  */
-#define CM_TIMEWAIT		14
+#define CM_TIMEWAIT 14
 
 static const char *const state_names[CM_NSTATES] = {
 	[CM_IDLE] = "IDLE",
@@ -270,8 +270,7 @@ int cm_send_rep(struct cm_id *id, const void *pdata, uint8_t len)
 	}
 	cm_mad_build(id->mad, &m);
 	id->state = CM_REP_SENT;
-	return send_armed(id, id->peer_resp_to, id->peer_max_retries,
-			   false);
+	return send_armed(id, id->peer_resp_to, id->peer_max_retries, false);
 }
 
 int cm_send_rtu(struct cm_id *id)
@@ -297,7 +296,7 @@ int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
 		.remote_id = id->remote_id,
 		.msg_rejected = id->state == CM_REP_RCVD ? CM_REJ_MSG_REP :
 				id->state == CM_REQ_RCVD ? CM_REJ_MSG_REQ :
-				CM_REJ_MSG_OTHER,
+							   CM_REJ_MSG_OTHER,
 		.reason = reason,
 		.pdata = pdata,
 		.pdata_len = len,
@@ -375,8 +374,8 @@ int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 
 /* What a REQ or REP says of the connection, seen from the receiver: the
  * peer's depth is our resources. */
-static void peer_conn_param(struct rdma_conn_param *c,
-			    const struct cm_msg *m, uint32_t qpn)
+static void peer_conn_param(struct rdma_conn_param *c, const struct cm_msg *m,
+			    uint32_t qpn)
 {
 	c->responder_resources = m->init_depth;
 	c->initiator_depth = m->resp_res;
@@ -403,9 +402,12 @@ static void conn_event(struct cm_id *id, enum rdma_cm_event_type type,
 	}
 	if (m && (m->attr == CM_ATTR_REP || m->attr == CM_ATTR_REQ))
 		/* an XRC TGT QP answers in the REP's EECN field */
-		peer_conn_param(c, m, m->attr == CM_ATTR_REP &&
-				      id->id.qp_type == IBV_QPT_XRC_SEND ?
-				      m->eecn : m->qpn);
+		peer_conn_param(c, m,
+				m->attr == CM_ATTR_REP &&
+						id->id.qp_type ==
+							IBV_QPT_XRC_SEND ?
+					m->eecn :
+					m->qpn);
 	cm_event_queue(e);
 }
 
@@ -618,7 +620,8 @@ static bool hold_req(const struct cm_msg *m, const union ibv_gid *peer,
 	h->used = true;
 	h->m = *m;
 	h->m.pdata_len = m->pdata_len < sizeof(h->pdata) ?
-			 m->pdata_len : (uint8_t)sizeof(h->pdata);
+				 m->pdata_len :
+				 (uint8_t)sizeof(h->pdata);
 	memcpy(h->pdata, m->pdata, h->m.pdata_len);
 	h->m.pdata = h->pdata;
 	h->peer = *peer;
@@ -644,7 +647,7 @@ static bool answer_repeat(const struct cm_msg *m, const union ibv_gid *peer)
 		return true;
 	}
 	if (find_held(m, peer)) {
-		cm.cnt.drop_state++;	/* a repeat; the first one waits */
+		cm.cnt.drop_state++; /* a repeat; the first one waits */
 		return true;
 	}
 	return false;
@@ -693,8 +696,10 @@ static bool req_qp_type(const struct cm_msg *m, const struct cm_id *lid,
 	    (!sidr && m->qp_type > 1 && !xrc) ||
 	    (!sidr && xrc != (lid->id.qp_type == IBV_QPT_XRC_RECV)))
 		return false;
-	*type = sidr ? IBV_QPT_UD : xrc ? IBV_QPT_XRC_RECV :
-		m->qp_type == 1 ? IBV_QPT_UC : IBV_QPT_RC;
+	*type = sidr		? IBV_QPT_UD :
+		xrc		? IBV_QPT_XRC_RECV :
+		m->qp_type == 1 ? IBV_QPT_UC :
+				  IBV_QPT_RC;
 	return true;
 }
 
@@ -710,8 +715,7 @@ static void passive_addr(struct cm_id *id, const union ibv_gid *peer,
 	if (dst->ss_family == AF_INET)
 		((struct sockaddr_in *)&a->src_storage)->sin_port = htons(port);
 	else
-		((struct sockaddr_in6 *)&a->src_storage)->sin6_port =
-			htons(port);
+		((struct sockaddr_in6 *)&a->src_storage)->sin6_port = htons(port);
 	a->addr.ibaddr.sgid = cm.gid;
 	a->addr.ibaddr.dgid = *peer;
 	a->addr.ibaddr.pkey = htobe16(0xffff);
@@ -744,8 +748,7 @@ static void passive_conn(struct cm_id *id, const struct cm_msg *m)
 /* The new id a request makes on the listener's channel (a synchronous
  * listener's children get a private one); NULL: no resources. */
 static struct cm_id *passive_id(struct cm_id *lid, const struct cm_msg *m,
-				const union ibv_gid *peer,
-				enum ibv_qp_type type,
+				const union ibv_gid *peer, enum ibv_qp_type type,
 				const struct sockaddr_storage *src,
 				const struct sockaddr_storage *dst)
 {
@@ -812,8 +815,7 @@ static struct cm_event *req_event(struct cm_id *id, struct cm_id *lid,
 
 /* Beyond the backlog, requests wait (answering repeats with MRA) until
  * the application has read earlier ones. */
-static void deliver_req(struct cm_id *id, struct cm_id *lid,
-			struct cm_event *e)
+static void deliver_req(struct cm_id *id, struct cm_id *lid, struct cm_event *e)
 {
 	if (lid->queued_reqs >= (unsigned int)lid->backlog) {
 		id->deferred = true;
@@ -1067,8 +1069,10 @@ static void handle_sidr_rep(const struct cm_msg *m)
 	}
 	cm_mad_done(id);
 	id->state = CM_SIDR_DONE;
-	e = cm_event_new(id, m->reason == CM_SIDR_SUCCESS ?
-			 RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_UNREACHABLE,
+	e = cm_event_new(id,
+			 m->reason == CM_SIDR_SUCCESS ?
+				 RDMA_CM_EVENT_ESTABLISHED :
+				 RDMA_CM_EVENT_UNREACHABLE,
 			 m->reason);
 	if (!e)
 		return;

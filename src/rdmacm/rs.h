@@ -48,11 +48,11 @@
  * the operation, bits 28-0 its datum.
  */
 enum {
-	RS_OP_DATA = 0,		/* datum: bytes written into our ring */
-	RS_OP_WRITE = 2,	/* never on the wire (a plain RDMA WRITE) */
-	RS_OP_SGL = 4,		/* datum: the sender may send up to this seq */
+	RS_OP_DATA = 0,	 /* datum: bytes written into our ring */
+	RS_OP_WRITE = 2, /* never on the wire (a plain RDMA WRITE) */
+	RS_OP_SGL = 4,	 /* datum: the sender may send up to this seq */
 	RS_OP_IOMAP_SGL = 6,
-	RS_OP_CTRL = 7,		/* datum: one of RS_CTRL_* */
+	RS_OP_CTRL = 7, /* datum: one of RS_CTRL_* */
 };
 
 enum {
@@ -61,9 +61,9 @@ enum {
 	RS_CTRL_SHUTDOWN,
 };
 
-#define rs_msg(op, data)	(((uint32_t)(op) << 29) | (uint32_t)(data))
-#define rs_msg_op(m)		((m) >> 29)
-#define rs_msg_data(m)		((m) & 0x1fffffff)
+#define rs_msg(op, data) (((uint32_t)(op) << 29) | (uint32_t)(data))
+#define rs_msg_op(m)	 ((m) >> 29)
+#define rs_msg_data(m)	 ((m)&0x1fffffff)
 
 /*
  * Where the peer may write next: written by the peer itself (RS_OP_SGL) in
@@ -85,41 +85,41 @@ struct rs_iomap {
 struct rs_iomr {
 	struct ibv_mr *mr;
 	uint64_t offset;
-	bool pending;			/* the peer has not been told yet */
+	bool pending; /* the peer has not been told yet */
 };
 
 /* the private data of the REQ and of the REP (40 bytes) */
 struct rs_conn_data {
-	uint8_t version;		/* 1 */
-	uint8_t flags;			/* RS_CONN_FLAG_* */
-	uint16_t credits;		/* be: receives posted */
+	uint8_t version;  /* 1 */
+	uint8_t flags;	  /* RS_CONN_FLAG_* */
+	uint16_t credits; /* be: receives posted */
 	uint8_t reserved[3];
-	uint8_t target_iomap_size;	/* scaled: no riomap here, 0 */
-	struct rs_sge target_sgl;	/* be: where the peer's SGL lives */
-	struct rs_sge data_buf;		/* be: the first half of the ring */
+	uint8_t target_iomap_size; /* scaled: no riomap here, 0 */
+	struct rs_sge target_sgl;  /* be: where the peer's SGL lives */
+	struct rs_sge data_buf;	   /* be: the first half of the ring */
 } __attribute__((packed));
 
-#define RS_CONN_FLAG_NET	(1 << 0)
-#define RS_CONN_FLAG_IOMAP	(1 << 1)
+#define RS_CONN_FLAG_NET   (1 << 0)
+#define RS_CONN_FLAG_IOMAP (1 << 1)
 
-#define RS_SGL_SIZE		2	/* the ring's two halves */
-#define RS_CTRL_MAX		4	/* control messages in flight */
-#define RS_SNDLOWAT		2048
-#define RS_MAX_TRANSFER		65536
-#define RS_OLAP_START		2048
-#define RS_SIG_EVERY		8	/* data messages per signalled one */
+#define RS_SGL_SIZE	2 /* the ring's two halves */
+#define RS_CTRL_MAX	4 /* control messages in flight */
+#define RS_SNDLOWAT	2048
+#define RS_MAX_TRANSFER 65536
+#define RS_OLAP_START	2048
+#define RS_SIG_EVERY	8 /* data messages per signalled one */
 
 /* the socket's life; bits, so that a test asks for what it needs */
 enum {
 	RS_INIT = 0,
 	RS_BOUND = 1 << 0,
 	RS_LISTENING = 1 << 1,
-	RS_OPENING = 1 << 2,	/* resolving, connecting */
+	RS_OPENING = 1 << 2, /* resolving, connecting */
 	RS_CONNECTED = 1 << 3,
 	RS_READABLE = 1 << 4,
 	RS_WRITABLE = 1 << 5,
 	RS_DISCONNECTED = 1 << 6, /* the peer closed (or we did) */
-	RS_ERROR = 1 << 7,	/* the QP failed, the connect failed */
+	RS_ERROR = 1 << 7,	  /* the QP failed, the connect failed */
 };
 #define RS_RDWR (RS_CONNECTED | RS_READABLE | RS_WRITABLE)
 
@@ -138,16 +138,16 @@ struct rs_rmsg {
 struct rs_dgram;
 
 struct rsocket {
-	int fd;				/* our number: ch->fd, or ds->udp */
+	int fd; /* our number: ch->fd, or ds->udp */
 	int domain;
-	struct rs_dgram *ds;		/* SOCK_DGRAM: rs_dgram.c */
+	struct rs_dgram *ds; /* SOCK_DGRAM: rs_dgram.c */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool sleeper;			/* a thread waits in poll() */
+	bool sleeper; /* a thread waits in poll() */
 	int state;
-	int err;			/* SO_ERROR */
-	bool nonblock;			/* O_NONBLOCK */
-	bool peer_closed;		/* the peer sent DISCONNECT */
+	int err;	  /* SO_ERROR */
+	bool nonblock;	  /* O_NONBLOCK */
+	bool peer_closed; /* the peer sent DISCONNECT */
 
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -164,17 +164,17 @@ struct rsocket {
 	int keepidle;
 
 	/* sending: our ring, the peer's ring halves, credits */
-	uint8_t *sbuf;			/* sbuf_size + control area */
+	uint8_t *sbuf; /* sbuf_size + control area */
 	struct ibv_mr *smr;
-	uint32_t shead;			/* next byte of sbuf to fill */
+	uint32_t shead; /* next byte of sbuf to fill */
 	uint32_t sbuf_avail;
 	int sqe_avail;
-	uint16_t sseq_no, sseq_comp;	/* messages sent, allowed */
-	struct rs_sig *sig;		/* sq_size + 1, signalled in flight */
+	uint16_t sseq_no, sseq_comp; /* messages sent, allowed */
+	struct rs_sig *sig;	     /* sq_size + 1, signalled in flight */
 	int sig_head, sig_tail;
 	uint32_t unsig_cnt, unsig_bytes; /* since the last signalled */
 	unsigned int ctrl_seqno, ctrl_max_seqno;
-	struct rs_sge *target_sgl;	/* RS_SGL_SIZE, written by the peer */
+	struct rs_sge *target_sgl; /* RS_SGL_SIZE, written by the peer */
 	struct ibv_mr *target_mr;
 	/*
 	 * Our copy of the target SGL, taken when the SGL message's
@@ -183,29 +183,29 @@ struct rsocket {
 	 */
 	struct rs_sge tsgl[RS_SGL_SIZE];
 	int tsgl_in;
-	int target_sge;			/* the entry we send into */
-	bool swap_sgl;			/* the peer's byte order differs */
-	struct rs_sge remote_sgl;	/* the peer's target_sgl */
+	int target_sge;		  /* the entry we send into */
+	bool swap_sgl;		  /* the peer's byte order differs */
+	struct rs_sge remote_sgl; /* the peer's target_sgl */
 	int remote_sge;
 
 	/* riomap: the table the peer writes, our copy, our mappings */
-	uint16_t iomap_size;		/* entries of our table */
-	struct rs_iomap *target_iomap;	/* behind target_sgl, same MR */
-	struct rs_iomap *iomap;		/* our copy, iomap_size entries */
-	struct rs_sge remote_iomap;	/* the peer's table (length: entries) */
-	struct rs_iomr *maps;		/* remote_iomap.length slots */
-	struct rs_iomr *local_maps;	/* PROT_NONE mappings */
+	uint16_t iomap_size;	       /* entries of our table */
+	struct rs_iomap *target_iomap; /* behind target_sgl, same MR */
+	struct rs_iomap *iomap;	       /* our copy, iomap_size entries */
+	struct rs_sge remote_iomap;    /* the peer's table (length: entries) */
+	struct rs_iomr *maps;	       /* remote_iomap.length slots */
+	struct rs_iomr *local_maps;    /* PROT_NONE mappings */
 	int nlocal_maps;
 	bool iomap_pending;
 
 	/* receiving: our ring, messages not yet read */
 	uint8_t *rbuf;
 	struct ibv_mr *rmr;
-	uint32_t roff;			/* next byte to read */
-	uint32_t rbuf_avail;		/* read, not yet given back */
-	uint32_t rfree;			/* the half given back next */
+	uint32_t roff;	     /* next byte to read */
+	uint32_t rbuf_avail; /* read, not yet given back */
+	uint32_t rfree;	     /* the half given back next */
 	uint16_t rseq_no, rseq_comp;
-	struct rs_rmsg *rmsg;		/* rq_size + 1 */
+	struct rs_rmsg *rmsg; /* rq_size + 1 */
 	int rmsg_head, rmsg_tail;
 };
 
@@ -218,8 +218,7 @@ struct rsocket *rs_alloc(int domain);
 void rs_free(struct rsocket *rs);
 int rs_make_cq(struct rsocket *rs);
 int rs_process_cm(struct rsocket *rs);
-int rs_connect(struct rsocket *rs, const struct sockaddr *addr,
-	       socklen_t len);
+int rs_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t len);
 int rs_listen(struct rsocket *rs, int backlog);
 struct rsocket *rs_accept(struct rsocket *rs);
 int rs_set_nonblock(struct rsocket *rs, bool on);
@@ -233,7 +232,7 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	    bool nonblock);
 int rs_wait_connected(struct rsocket *rs, bool nonblock);
 void rs_probe(struct rsocket *rs);
-#define RS_IDLE_PROBE_MS	1000
+#define RS_IDLE_PROBE_MS 1000
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags);
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
@@ -270,8 +269,7 @@ int rs_ds_process_cq(struct rsocket *rs);
 bool rs_ds_have_data(struct rsocket *rs);
 bool rs_ds_can_send(struct rsocket *rs);
 short rs_ds_revents(struct rsocket *rs);
-int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr,
-	       socklen_t len);
+int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr, socklen_t len);
 int rs_ds_connect(struct rsocket *rs, const struct sockaddr *addr,
 		  socklen_t len);
 ssize_t rs_ds_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
@@ -281,8 +279,7 @@ ssize_t rs_ds_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 void rs_ds_close(struct rsocket *rs);
 int rs_ds_getname(struct rsocket *rs, struct sockaddr *addr, socklen_t *len,
 		  bool peer);
-int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name,
-		  void *val, socklen_t *len);
-
+int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name, void *val,
+		  socklen_t *len);
 
 #endif

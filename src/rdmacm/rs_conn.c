@@ -14,12 +14,12 @@
 
 #include "rs.h"
 
-#define RS_DEF_QSIZE	384
-#define RS_DEF_INLINE	64
-#define RS_DEF_MEM	(1 << 20)
-#define RS_QP_MIN	16
-#define RS_QP_MAX	0xfffe
-#define RS_RESOLVE_MS	2000
+#define RS_DEF_QSIZE  384
+#define RS_DEF_INLINE 64
+#define RS_DEF_MEM    (1 << 20)
+#define RS_QP_MIN     16
+#define RS_QP_MAX     0xfffe
+#define RS_RESOLVE_MS 2000
 
 static int set_fd_nonblock(int fd, bool on)
 {
@@ -201,7 +201,7 @@ static int create_ep(struct rsocket *rs)
 	qa.send_cq = rs->cq;
 	qa.recv_cq = rs->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.sq_sig_all = 0;		/* rs_data.c: data signalled in batches */
+	qa.sq_sig_all = 0; /* rs_data.c: data signalled in batches */
 	qa.cap.max_send_wr = rs->sq_size;
 	qa.cap.max_recv_wr = rs->rq_size;
 	qa.cap.max_send_sge = 2;
@@ -212,7 +212,8 @@ static int create_ep(struct rsocket *rs)
 	rs->sq_inline = (uint16_t)qa.cap.max_inline_data;
 
 	/* the send ring and, behind it, a slot per control message */
-	rs->sbuf = ring_alloc(rs->sbuf_size + sizeof(struct rs_sge) * RS_CTRL_MAX);
+	rs->sbuf = ring_alloc(rs->sbuf_size +
+			      sizeof(struct rs_sge) * RS_CTRL_MAX);
 	rs->rbuf = ring_alloc(rs->rbuf_size);
 	/* the target SGL, then the target iomap: one region, one key */
 	tlen = sizeof(struct rs_sge) * RS_SGL_SIZE +
@@ -232,7 +233,7 @@ static int create_ep(struct rsocket *rs)
 			     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	rs->target_mr = ibv_reg_mr(rs->pd, rs->target_sgl, tlen,
 				   IBV_ACCESS_LOCAL_WRITE |
-				   IBV_ACCESS_REMOTE_WRITE);
+					   IBV_ACCESS_REMOTE_WRITE);
 	if (!rs->smr || !rs->rmr || !rs->target_mr)
 		return -(errno ? errno : ENOMEM);
 
@@ -289,7 +290,8 @@ static int save_conn_data(struct rsocket *rs, const void *pdata, uint8_t len)
 	rs->swap_sgl = peer_net != (__BYTE_ORDER == __BIG_ENDIAN);
 	if (c.flags & RS_CONN_FLAG_IOMAP) {
 		rs->remote_iomap.addr = rs->remote_sgl.addr +
-			sizeof(struct rs_sge) * rs->remote_sgl.length;
+					sizeof(struct rs_sge) *
+						rs->remote_sgl.length;
 		rs->remote_iomap.length =
 			(uint32_t)rs_scale_to_value(c.target_iomap_size, 8);
 		rs->remote_iomap.key = rs->remote_sgl.key;
@@ -403,8 +405,7 @@ int rs_process_cm(struct rsocket *rs)
 	return 0;
 }
 
-int rs_connect(struct rsocket *rs, const struct sockaddr *addr,
-	       socklen_t len)
+int rs_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage dst;
 
@@ -441,7 +442,8 @@ int rs_listen(struct rsocket *rs, int backlog)
 		struct sockaddr_in6 any6 = { .sin6_family = AF_INET6 };
 		struct sockaddr_in any = { .sin_family = AF_INET };
 		struct sockaddr *a = rs->domain == AF_INET6 ?
-			(struct sockaddr *)&any6 : (struct sockaddr *)&any;
+					     (struct sockaddr *)&any6 :
+					     (struct sockaddr *)&any;
 
 		if (rdma_bind_addr(rs->id, a))
 			return -errno;

@@ -34,7 +34,7 @@
 
 #include "rs.h"
 
-#define RS_WR_RECV		(1ULL << 63)
+#define RS_WR_RECV (1ULL << 63)
 
 int rs_post_recv(struct rsocket *rs)
 {
@@ -130,8 +130,8 @@ static void send_credits(struct rsocket *rs)
 		}
 		ib.length = sizeof(sge);
 		post_write(rs, &ib, 1, msg, flags,
-			   rs->remote_sgl.addr +
-			   (uint64_t)rs->remote_sge * sizeof(struct rs_sge),
+			   rs->remote_sgl.addr + (uint64_t)rs->remote_sge *
+							 sizeof(struct rs_sge),
 			   rs->remote_sgl.key);
 		rs->rbuf_avail -= half;
 		rs->rfree += half;
@@ -331,8 +331,8 @@ static bool ctrl_or_closed(struct rsocket *rs)
 static bool all_sends_done(struct rsocket *rs)
 {
 	return !(rs->state & RS_CONNECTED) ||
-	       ((int)rs->ctrl_max_seqno - (int)rs->ctrl_seqno) +
-	       rs->sqe_avail == rs->sq_size;
+	       ((int)rs->ctrl_max_seqno - (int)rs->ctrl_seqno) + rs->sqe_avail ==
+		       rs->sq_size;
 }
 
 static bool not_opening(struct rsocket *rs)
@@ -347,8 +347,7 @@ static bool not_opening(struct rsocket *rs)
  * for RS_IDLE_PROBE_MS sends a keepalive, so that a peer that died
  * without a word turns into an error (its retries run out), not a hang.
  */
-int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
-	    bool nonblock)
+int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock)
 {
 	struct pollfd pfd[2];
 	int n;
@@ -556,7 +555,8 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 	 * and credits per byte).
 	 */
 	uint32_t olen = rs->sbuf_avail < rs->sbuf_size ? RS_MAX_TRANSFER :
-							 RS_OLAP_START, x;
+							 RS_OLAP_START,
+		 x;
 	size_t total = 0, sent = 0;
 	size_t voff = 0;
 	int vi = 0, err = 0;
@@ -608,8 +608,7 @@ static size_t ring_copy(struct rsocket *rs, uint32_t *off,
 			n = len - done;
 		if (n > end)
 			n = end;
-		memcpy((uint8_t *)iov[*vi].iov_base + *voff,
-		       rs->rbuf + *off, n);
+		memcpy((uint8_t *)iov[*vi].iov_base + *voff, rs->rbuf + *off, n);
 		done += n;
 		*voff += n;
 		*off = (uint32_t)((*off + n) % rs->rbuf_size);
@@ -664,8 +663,10 @@ ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		if (!rs_have_rdata(rs)) {
 			rs_process_cq(rs);
 			if (!rs_have_rdata(rs)) {
-				err = rs_wait(rs, rdata_or_eof, nonblock ||
-					      (got && !(flags & MSG_WAITALL)));
+				err = rs_wait(rs, rdata_or_eof,
+					      nonblock ||
+						      (got &&
+						       !(flags & MSG_WAITALL)));
 				if (err || !rs_have_rdata(rs))
 					break;
 			}

@@ -28,27 +28,27 @@
 #include "cm.h"
 #include "rs.h"
 
-#define DS_UDP_TAG		0x55555555
-#define DS_IPV4_HDR_LEN		8
-#define DS_IPV6_HDR_LEN		24
-#define DS_UDP_IPV4_HDR_LEN	16
-#define DS_UDP_IPV6_HDR_LEN	28
-#define DS_GRH			40
+#define DS_UDP_TAG	    0x55555555
+#define DS_IPV4_HDR_LEN	    8
+#define DS_IPV6_HDR_LEN	    24
+#define DS_UDP_IPV4_HDR_LEN 16
+#define DS_UDP_IPV6_HDR_LEN 28
+#define DS_GRH		    40
 /* a receive slot: the GRH area, then RS_SNDLOWAT bytes at a 64-byte line */
-#define DS_RSLOT		(RS_SNDLOWAT + 64)
-#define DS_GRH_OFF		(64 - DS_GRH)
-#define DS_UDP_QUEUE		64	/* datagrams that came by UDP, unread */
-#define DS_DEF_QSIZE		384
-#define DS_DEF_MEM		(1 << 20)
-#define DS_WR_RECV		(1ULL << 63)
+#define DS_RSLOT     (RS_SNDLOWAT + 64)
+#define DS_GRH_OFF   (64 - DS_GRH)
+#define DS_UDP_QUEUE 64 /* datagrams that came by UDP, unread */
+#define DS_DEF_QSIZE 384
+#define DS_DEF_MEM   (1 << 20)
+#define DS_WR_RECV   (1ULL << 63)
 
 /* what precedes the payload of a UD datagram (rdma-core's ds_header) */
 struct ds_header {
-	uint8_t version;		/* 4 or 6 */
-	uint8_t length;			/* DS_IPV4_HDR_LEN, DS_IPV6_HDR_LEN */
-	uint16_t port;			/* be: the sender's UDP port */
+	uint8_t version; /* 4 or 6 */
+	uint8_t length;	 /* DS_IPV4_HDR_LEN, DS_IPV6_HDR_LEN */
+	uint16_t port;	 /* be: the sender's UDP port */
 	union {
-		uint32_t ipv4;		/* be */
+		uint32_t ipv4; /* be */
 		struct {
 			uint32_t flowinfo;
 			uint8_t addr[16];
@@ -58,43 +58,43 @@ struct ds_header {
 
 /* what precedes a datagram over UDP (rdma-core's ds_udp_header) */
 struct ds_udp_header {
-	uint32_t tag;			/* be: DS_UDP_TAG */
+	uint32_t tag; /* be: DS_UDP_TAG */
 	uint8_t version;
-	uint8_t op;			/* RS_OP_DATA, or RS_OP_CTRL: QPN only */
-	uint8_t length;			/* DS_UDP_IPV4/6_HDR_LEN */
+	uint8_t op;	/* RS_OP_DATA, or RS_OP_CTRL: QPN only */
+	uint8_t length; /* DS_UDP_IPV4/6_HDR_LEN */
 	uint8_t reserved;
-	uint32_t qpn;			/* be: the sender's UD QP, 24 bits */
+	uint32_t qpn; /* be: the sender's UD QP, 24 bits */
 	union {
 		uint32_t ipv4;
 		uint8_t ipv6[16];
-	} addr;				/* the sender's QP address */
+	} addr; /* the sender's QP address */
 } __attribute__((packed));
 
 struct ds_dest {
 	struct ds_dest *next;
 	struct sockaddr_storage addr;
-	struct ibv_ah *ah;		/* NULL: its QP number is not known */
+	struct ibv_ah *ah; /* NULL: its QP number is not known */
 	uint32_t qpn;
 };
 
 /* a datagram not yet read: in a receive slot, or a copy (slot -1) */
 struct ds_msg {
-	uint8_t *buf;			/* ds_header, then the payload */
+	uint8_t *buf; /* ds_header, then the payload */
 	uint32_t len;
 	int slot;
 };
 
 struct rs_dgram {
-	int udp;			/* the rsocket's number */
-	struct ibv_qp *qp;		/* made at the first peer */
-	struct ds_header hdr;		/* ours */
-	uint32_t max_msg;		/* header and payload: MTU, SNDLOWAT */
-	int *sfree;			/* free send slots, a stack */
+	int udp;	      /* the rsocket's number */
+	struct ibv_qp *qp;    /* made at the first peer */
+	struct ds_header hdr; /* ours */
+	uint32_t max_msg;     /* header and payload: MTU, SNDLOWAT */
+	int *sfree;	      /* free send slots, a stack */
 	int nsfree;
-	struct ds_msg *msg;		/* a ring of cap entries */
+	struct ds_msg *msg; /* a ring of cap entries */
 	int head, tail, cap, nudp;
 	struct ds_dest *dests;
-	struct ds_dest *conn;		/* rconnect's peer */
+	struct ds_dest *conn; /* rconnect's peer */
 };
 
 static socklen_t addr_len(const struct sockaddr *a)
@@ -103,13 +103,13 @@ static socklen_t addr_len(const struct sockaddr *a)
 					  sizeof(struct sockaddr_in);
 }
 
-static bool same_addr(const struct sockaddr_storage *a,
-		      const struct sockaddr *b)
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
 {
 	if (a->ss_family != b->sa_family)
 		return false;
 	if (b->sa_family == AF_INET) {
-		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		const struct sockaddr_in *x = (const void *)a,
+					 *y = (const void *)b;
 
 		return x->sin_port == y->sin_port &&
 		       x->sin_addr.s_addr == y->sin_addr.s_addr;
@@ -127,8 +127,9 @@ int rs_ds_init(struct rsocket *rs, int type)
 	if (!ds)
 		return -ENOMEM;
 	rs->ds = ds;
-	ds->udp = uroce_socket(rs->domain, SOCK_DGRAM | SOCK_NONBLOCK |
-			       (type & SOCK_CLOEXEC), 0);
+	ds->udp = uroce_socket(rs->domain,
+			       SOCK_DGRAM | SOCK_NONBLOCK | (type & SOCK_CLOEXEC),
+			       0);
 	if (ds->udp < 0)
 		return -errno;
 	rs->fd = ds->udp;
@@ -175,7 +176,9 @@ static int post_recv(struct rsocket *rs, int slot)
 		.lkey = rs->rmr->lkey,
 	};
 	struct ibv_recv_wr wr = { .wr_id = DS_WR_RECV | (uint64_t)slot,
-				  .sg_list = &sge, .num_sge = 1 }, *bad;
+				  .sg_list = &sge,
+				  .num_sge = 1 },
+			   *bad;
 
 	return -ibv_post_recv(rs->ds->qp, &wr, &bad);
 }
@@ -192,8 +195,9 @@ static int source_for(struct rsocket *rs, const struct sockaddr *dst,
 		return -errno;
 	*src = me;
 	if (me.ss_family == AF_INET ?
-	    ((struct sockaddr_in *)&me)->sin_addr.s_addr != INADDR_ANY :
-	    !IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&me)->sin6_addr))
+		    ((struct sockaddr_in *)&me)->sin_addr.s_addr != INADDR_ANY :
+		    !IN6_IS_ADDR_UNSPECIFIED(
+			    &((struct sockaddr_in6 *)&me)->sin6_addr))
 		return 0;
 	fd = uroce_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -293,8 +297,8 @@ static int make_qp(struct rsocket *rs, const struct sockaddr *dst)
 		return -ENODEV;
 	format_hdr(&ds->hdr, (struct sockaddr *)&src);
 	ds->max_msg = RS_SNDLOWAT;
-	if (!ibv_query_port(rs->id->verbs, rs->id->port_num ?
-			    rs->id->port_num : 1, &pa) &&
+	if (!ibv_query_port(rs->id->verbs,
+			    rs->id->port_num ? rs->id->port_num : 1, &pa) &&
 	    pa.active_mtu >= IBV_MTU_256 &&
 	    (128u << pa.active_mtu) < ds->max_msg)
 		ds->max_msg = 128u << pa.active_mtu;
@@ -333,8 +337,7 @@ static int make_qp(struct rsocket *rs, const struct sockaddr *dst)
 	ds->msg = calloc((size_t)ds->cap, sizeof(*ds->msg));
 	if (!rs->sbuf || !rs->rbuf || !ds->sfree || !ds->msg)
 		return -ENOMEM;
-	rs->smr = ibv_reg_mr(rs->pd, rs->sbuf,
-			     (size_t)rs->sq_size * RS_SNDLOWAT,
+	rs->smr = ibv_reg_mr(rs->pd, rs->sbuf, (size_t)rs->sq_size * RS_SNDLOWAT,
 			     IBV_ACCESS_LOCAL_WRITE);
 	rs->rmr = ibv_reg_mr(rs->pd, rs->rbuf, (size_t)rs->rq_size * DS_RSLOT,
 			     IBV_ACCESS_LOCAL_WRITE);
@@ -460,7 +463,8 @@ static void on_udp(struct rsocket *rs, uint8_t *buf, size_t n,
 	    !((h->version == 4 && from->ss_family == AF_INET &&
 	       h->length == DS_UDP_IPV4_HDR_LEN) ||
 	      (h->version == 6 && from->ss_family == AF_INET6 &&
-	       h->length == DS_UDP_IPV6_HDR_LEN)) || n < h->length)
+	       h->length == DS_UDP_IPV6_HDR_LEN)) ||
+	    n < h->length)
 		return;
 	qpn = be32toh(h->qpn) & 0xffffff;
 	if (get_dest(rs, (const struct sockaddr *)from, &d))
@@ -495,8 +499,8 @@ int rs_ds_process_udp(struct rsocket *rs)
 		n = recvfrom(rs->ds->udp, buf, sizeof(buf), MSG_DONTWAIT,
 			     (struct sockaddr *)&from, &flen);
 		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ?
-			       0 : -errno;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 :
+									 -errno;
 		on_udp(rs, buf, (size_t)n, &from);
 	}
 }
@@ -521,8 +525,8 @@ int rs_ds_process_cq(struct rsocket *rs)
 				continue;
 			}
 			buf = rs->rbuf + (size_t)slot * DS_RSLOT + 64;
-			len = wc[i].byte_len > DS_GRH ?
-			      wc[i].byte_len - DS_GRH : 0;
+			len = wc[i].byte_len > DS_GRH ? wc[i].byte_len - DS_GRH :
+							0;
 			if (wc[i].status != IBV_WC_SUCCESS ||
 			    !valid_hdr(buf, len) || queue_full(ds)) {
 				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
@@ -558,8 +562,7 @@ short rs_ds_revents(struct rsocket *rs)
 	return r;
 }
 
-int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr,
-	       socklen_t len)
+int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr, socklen_t len)
 {
 	if (rs->ds->qp)
 		return -EINVAL;
@@ -569,8 +572,7 @@ int rs_ds_bind(struct rsocket *rs, const struct sockaddr *addr,
 	return 0;
 }
 
-int rs_ds_connect(struct rsocket *rs, const struct sockaddr *addr,
-		  socklen_t len)
+int rs_ds_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage a;
 
@@ -591,9 +593,8 @@ static int ensure_bound(struct rsocket *rs)
 
 	if (getsockname(rs->ds->udp, (struct sockaddr *)&me, &len))
 		return -errno;
-	if (me.ss_family == AF_INET ?
-	    ((struct sockaddr_in *)&me)->sin_port :
-	    ((struct sockaddr_in6 *)&me)->sin6_port)
+	if (me.ss_family == AF_INET ? ((struct sockaddr_in *)&me)->sin_port :
+				      ((struct sockaddr_in6 *)&me)->sin6_port)
 		return 0;
 	memset(&me, 0, sizeof(me));
 	me.ss_family = (sa_family_t)rs->domain;
@@ -755,8 +756,8 @@ int rs_ds_getname(struct rsocket *rs, struct sockaddr *addr, socklen_t *len,
 	return r ? -errno : 0;
 }
 
-int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name,
-		  void *val, socklen_t *len)
+int rs_ds_sockopt(struct rsocket *rs, bool set, int level, int name, void *val,
+		  socklen_t *len)
 {
 	int r = set ? setsockopt(rs->ds->udp, level, name, val, *len) :
 		      getsockopt(rs->ds->udp, level, name, val, len);

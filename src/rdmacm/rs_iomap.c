@@ -24,14 +24,14 @@
 /* 8-bit sizes in the connect data: small values as is, large ones >> 8 */
 int rs_value_to_scale(int value, int bits)
 {
-	return value <= (1 << (bits - 1)) ?
-	       value : (1 << (bits - 1)) | (value >> bits);
+	return value <= (1 << (bits - 1)) ? value :
+					    (1 << (bits - 1)) | (value >> bits);
 }
 
 int rs_scale_to_value(int value, int bits)
 {
-	return value <= (1 << (bits - 1)) ?
-	       value : (value & ~(1 << (bits - 1))) << bits;
+	return value <= (1 << (bits - 1)) ? value :
+					    (value & ~(1 << (bits - 1))) << bits;
 }
 
 void rs_iomap_free(struct rsocket *rs)
@@ -80,7 +80,8 @@ off_t rs_iomap_add(struct rsocket *rs, void *buf, size_t len, int prot,
 		access |= IBV_ACCESS_REMOTE_WRITE;
 	} else {
 		struct rs_iomr *t = realloc(rs->local_maps,
-			(size_t)(rs->nlocal_maps + 1) * sizeof(*t));
+					    (size_t)(rs->nlocal_maps + 1) *
+						    sizeof(*t));
 
 		if (!t)
 			return -ENOMEM;
@@ -235,8 +236,7 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 			x = rs->sbuf_avail;
 		if (x > m->offset + m->sge.length - off)
 			x = (uint32_t)(m->offset + m->sge.length - off);
-		err = rs_post_data(rs, &v, &vi, &voff, x,
-				   rs_msg(RS_OP_WRITE, x),
+		err = rs_post_data(rs, &v, &vi, &voff, x, rs_msg(RS_OP_WRITE, x),
 				   m->sge.addr + (off - m->offset), m->sge.key);
 		if (err) {
 			rs_set_error(rs, -err);

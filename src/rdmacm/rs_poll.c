@@ -260,8 +260,8 @@ static int select_rsockets(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		if (ev || (ex && FD_ISSET(fd, ex)))
 			fds[n++] = (struct pollfd){ .fd = fd, .events = ev };
 	}
-	ret = rpoll(fds, (nfds_t)n, tv ? (int)(tv->tv_sec * 1000 +
-					      tv->tv_usec / 1000) : -1);
+	ret = rpoll(fds, (nfds_t)n,
+		    tv ? (int)(tv->tv_sec * 1000 + tv->tv_usec / 1000) : -1);
 	if (rd)
 		FD_ZERO(rd);
 	if (wr)

@@ -28,7 +28,7 @@
  * the current one); its slots are atomic.  Writers take rs_table_lock.
  */
 struct rs_table {
-	struct rs_table *old;		/* kept: a lookup may still read it */
+	struct rs_table *old; /* kept: a lookup may still read it */
 	int size;
 	_Atomic(struct rsocket *) slot[];
 };
@@ -67,8 +67,9 @@ int rs_table_set(int fd, struct rsocket *rs)
 		n->size = size;
 		n->old = t;
 		for (int i = 0; t && i < t->size; i++)
-			atomic_init(&n->slot[i], atomic_load_explicit(
-				&t->slot[i], memory_order_relaxed));
+			atomic_init(&n->slot[i],
+				    atomic_load_explicit(&t->slot[i],
+							 memory_order_relaxed));
 		atomic_store_explicit(&rs_table, n, memory_order_release);
 		t = n;
 	}
@@ -100,13 +101,14 @@ static ssize_t sret(ssize_t r)
  * programs print errno after cleanup (iperf3's "unable to read from
  * stream socket" said EAGAIN after an rclose, for ECONNRESET).
  */
-#define KEEP_ERRNO(call) ({					\
-	int saved_ = errno;					\
-	__typeof__(call) r_ = (call);				\
-	if (r_ >= 0)						\
-		errno = saved_;					\
-	r_;							\
-})
+#define KEEP_ERRNO(call) \
+	({ \
+		int saved_ = errno; \
+		__typeof__(call) r_ = (call); \
+		if (r_ >= 0) \
+			errno = saved_; \
+		r_; \
+	})
 
 /*
  * Stream and datagram sockets of AF_INET/AF_INET6 only: anything else
@@ -197,7 +199,8 @@ static void copy_addr(struct sockaddr *dst, socklen_t *len,
 		      const struct sockaddr *src)
 {
 	socklen_t size = src->sa_family == AF_INET6 ?
-			 sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+				 sizeof(struct sockaddr_in6) :
+				 sizeof(struct sockaddr_in);
 
 	if (!len)
 		return;
@@ -302,9 +305,8 @@ CM_EXPORT int rclose(int s)
  * from: where a datagram came from (a stream's peer), for rrecvfrom and
  * rrecvmsg; mflags: recvmsg's msg_flags (MSG_TRUNC).
  */
-static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov,
-		       int iovcnt, int flags, struct sockaddr_storage *from,
-		       int *mflags)
+static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		       int flags, struct sockaddr_storage *from, int *mflags)
 {
 	ssize_t r;
 
@@ -312,8 +314,7 @@ static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov,
 		return fail(EINVAL);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->ds) {
-		r = KEEP_ERRNO(rs_ds_recv(rs, iov, iovcnt, flags, from,
-					  mflags));
+		r = KEEP_ERRNO(rs_ds_recv(rs, iov, iovcnt, flags, from, mflags));
 	} else {
 		r = KEEP_ERRNO(rs_recv(rs, iov, iovcnt, flags));
 		if (from)
@@ -325,9 +326,8 @@ static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov,
 }
 
 /* to: a datagram's destination (a stream refuses one: EISCONN) */
-static ssize_t do_send(struct rsocket *rs, const struct iovec *iov,
-		       int iovcnt, int flags, const struct sockaddr *to,
-		       socklen_t tolen)
+static ssize_t do_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
+		       int flags, const struct sockaddr *to, socklen_t tolen)
 {
 	ssize_t r;
 
@@ -563,13 +563,16 @@ static int set_opt(struct rsocket *rs, int level, int name, int v)
 			return -EINVAL;
 		switch (name) {
 		case RDMA_SQSIZE:
-			rs->sq_size = (uint16_t)(v < 0 || v > 0xfffe ? 0xfffe : v);
+			rs->sq_size = (uint16_t)(v < 0 || v > 0xfffe ? 0xfffe :
+								       v);
 			return 0;
 		case RDMA_RQSIZE:
-			rs->rq_size = (uint16_t)(v < 0 || v > 0xfffe ? 0xfffe : v);
+			rs->rq_size = (uint16_t)(v < 0 || v > 0xfffe ? 0xfffe :
+								       v);
 			return 0;
 		case RDMA_INLINE:
-			rs->sq_inline = (uint16_t)(v < 0 || v > 0xffff ? 0xffff : v);
+			rs->sq_inline = (uint16_t)(v < 0 || v > 0xffff ? 0xffff :
+									 v);
 			return 0;
 		case RDMA_IOMAPSIZE:
 			/* as the connect data carries it: 8-bit scaled */
@@ -622,8 +625,7 @@ static int path_mss(struct rsocket *rs)
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
 
-	if (rs->id->qp &&
-	    !ibv_query_qp(rs->id->qp, &a, IBV_QP_PATH_MTU, &ia) &&
+	if (rs->id->qp && !ibv_query_qp(rs->id->qp, &a, IBV_QP_PATH_MTU, &ia) &&
 	    a.path_mtu >= IBV_MTU_256 && a.path_mtu <= IBV_MTU_4096)
 		return 128 << a.path_mtu;
 	return 1024;
@@ -647,7 +649,7 @@ static int tcp_info(struct rsocket *rs, void *val, socklen_t *len)
 		ti.tcpi_state = TCP_SYN_SENT;
 	else if (rs->state & RS_CONNECTED)
 		ti.tcpi_state = (rs->state & RS_READABLE) ? TCP_ESTABLISHED :
-							   TCP_CLOSE_WAIT;
+							    TCP_CLOSE_WAIT;
 	else
 		ti.tcpi_state = TCP_CLOSE;
 	ti.tcpi_snd_mss = ti.tcpi_rcv_mss = (uint32_t)path_mss(rs);
@@ -662,11 +664,21 @@ static int get_opt(struct rsocket *rs, int level, int name, int *v)
 	switch (level) {
 	case SOL_SOCKET:
 		switch (name) {
-		case SO_REUSEADDR: *v = rs->reuseaddr; return 0;
-		case SO_KEEPALIVE: *v = rs->keepalive; return 0;
-		case SO_SNDBUF: *v = (int)rs->sbuf_size; return 0;
-		case SO_RCVBUF: *v = (int)rs->rbuf_size; return 0;
-		case SO_TYPE: *v = SOCK_STREAM; return 0;
+		case SO_REUSEADDR:
+			*v = rs->reuseaddr;
+			return 0;
+		case SO_KEEPALIVE:
+			*v = rs->keepalive;
+			return 0;
+		case SO_SNDBUF:
+			*v = (int)rs->sbuf_size;
+			return 0;
+		case SO_RCVBUF:
+			*v = (int)rs->rbuf_size;
+			return 0;
+		case SO_TYPE:
+			*v = SOCK_STREAM;
+			return 0;
 		case SO_ERROR:
 			*v = rs->err;
 			rs->err = 0;
@@ -675,10 +687,15 @@ static int get_opt(struct rsocket *rs, int level, int name, int *v)
 		break;
 	case IPPROTO_TCP:
 		switch (name) {
-		case TCP_NODELAY: *v = rs->nodelay; return 0;
-		case TCP_KEEPIDLE: *v = rs->keepidle ? rs->keepidle : 7200;
+		case TCP_NODELAY:
+			*v = rs->nodelay;
 			return 0;
-		case TCP_MAXSEG: *v = path_mss(rs); return 0;
+		case TCP_KEEPIDLE:
+			*v = rs->keepidle ? rs->keepidle : 7200;
+			return 0;
+		case TCP_MAXSEG:
+			*v = path_mss(rs);
+			return 0;
 		}
 		break;
 	case IPPROTO_IPV6:
@@ -689,18 +706,25 @@ static int get_opt(struct rsocket *rs, int level, int name, int *v)
 		break;
 	case SOL_RDMA:
 		switch (name) {
-		case RDMA_SQSIZE: *v = rs->sq_size; return 0;
-		case RDMA_RQSIZE: *v = rs->rq_size; return 0;
-		case RDMA_INLINE: *v = rs->sq_inline; return 0;
-		case RDMA_IOMAPSIZE: *v = rs->iomap_size; return 0;
+		case RDMA_SQSIZE:
+			*v = rs->sq_size;
+			return 0;
+		case RDMA_RQSIZE:
+			*v = rs->rq_size;
+			return 0;
+		case RDMA_INLINE:
+			*v = rs->sq_inline;
+			return 0;
+		case RDMA_IOMAPSIZE:
+			*v = rs->iomap_size;
+			return 0;
 		}
 		break;
 	}
 	return -ENOTSUP;
 }
 
-CM_EXPORT int rgetsockopt(int s, int level, int name, void *val,
-			  socklen_t *len)
+CM_EXPORT int rgetsockopt(int s, int level, int name, void *val, socklen_t *len)
 {
 	struct rsocket *rs = rs_lookup(s);
 	int v = 0, ret;

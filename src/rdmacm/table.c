@@ -11,7 +11,7 @@
 
 #include "cm.h"
 
-#define HASH_MIN	64
+#define HASH_MIN 64
 
 /* Fibonacci hashing: keys are comm IDs (random below a per-process
  * prefix) and port numbers (sequential); both spread over the top bits */
@@ -235,8 +235,8 @@ void cm_index_port(struct cm_id *id, bool passive)
 
 struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port)
 {
-	struct cm_hnode *n = cm_hash_first(passive ? &cm.child_ports :
-					   &cm.ports, port_key(ps, port));
+	struct cm_hnode *n = cm_hash_first(passive ? &cm.child_ports : &cm.ports,
+					   port_key(ps, port));
 
 	uroce_assert_held(&cm.lock);
 	return n ? container_of(n, struct cm_id, port_node) : NULL;

@@ -17,10 +17,10 @@
 #include "cm.h"
 
 struct cm_peer {
-	struct cm_hnode node;		/* cm.peers, by gid_key */
+	struct cm_hnode node; /* cm.peers, by gid_key */
 	union ibv_gid gid;
-	unsigned int inflight;		/* sent, answer not yet come */
-	struct cm_link wait;		/* ids whose request waits */
+	unsigned int inflight; /* sent, answer not yet come */
+	struct cm_link wait;   /* ids whose request waits */
 };
 
 static uint64_t gid_key(const union ibv_gid *gid)
@@ -37,8 +37,7 @@ static struct cm_peer *peer_get(const union ibv_gid *gid, bool create)
 	struct cm_hnode *n;
 	struct cm_peer *p;
 
-	for (n = cm_hash_first(&cm.peers, gid_key(gid)); n;
-	     n = cm_hash_next(n)) {
+	for (n = cm_hash_first(&cm.peers, gid_key(gid)); n; n = cm_hash_next(n)) {
 		p = container_of(n, struct cm_peer, node);
 		if (!memcmp(p->gid.raw, gid->raw, 16))
 			return p;

@@ -99,8 +99,8 @@ UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
 		ah_attr->grh.dgid = grh->sgid;
 		ah_attr->grh.traffic_class =
 			(uint8_t)(be32toh(grh->version_tclass_flow) >> 20);
-		ah_attr->grh.flow_label =
-			be32toh(grh->version_tclass_flow) & 0xfffff;
+		ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) &
+					  0xfffff;
 	} else {
 		errno = EINVAL;
 		return -1;

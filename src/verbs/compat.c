@@ -23,9 +23,9 @@
  * hidden, non-default version).  The implementation name itself is made
  * local by the version script.
  */
-#define COMPAT_FN(ret, sym, ver, params)				\
-	ret uroce_compat_##sym params;					\
-	__asm__(".symver uroce_compat_" #sym ", " #sym "@" ver);	\
+#define COMPAT_FN(ret, sym, ver, params) \
+	ret uroce_compat_##sym params; \
+	__asm__(".symver uroce_compat_" #sym ", " #sym "@" ver); \
 	ret uroce_compat_##sym params
 
 #define V1_0 "IBVERBS_1.0"

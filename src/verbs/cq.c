@@ -32,11 +32,11 @@
 #include "uroce.h"
 
 struct uroce_comp_channel {
-	struct ibv_comp_channel ch;	/* ch.fd: read end of the socketpair */
-	int wfd;			/* its write end */
-	pthread_mutex_t lock;		/* the list below */
-	struct uroce_cq *head, *tail;	/* CQs with ev_pending > 0 */
-	bool bell_owed;			/* (lock) queued without the byte */
+	struct ibv_comp_channel ch;   /* ch.fd: read end of the socketpair */
+	int wfd;		      /* its write end */
+	pthread_mutex_t lock;	      /* the list below */
+	struct uroce_cq *head, *tail; /* CQs with ev_pending > 0 */
+	bool bell_owed;		      /* (lock) queued without the byte */
 };
 
 /* the channel this thread waits on in ibv_get_cq_event, receiving for
@@ -49,9 +49,9 @@ struct uroce_async_node {
 	struct ibv_async_event ev;
 };
 
-#define CQ_WC_FLAGS_SUPPORTED (IBV_WC_STANDARD_FLAGS | \
-			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
-			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+#define CQ_WC_FLAGS_SUPPORTED \
+	(IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 
 static _Atomic uint32_t next_cq_handle = 1;
 
@@ -108,8 +108,8 @@ static int bell_wait(int rfd)
 
 /* ---- completion channels ---- */
 
-UROCE_EXPORT struct ibv_comp_channel *
-ibv_create_comp_channel(struct ibv_context *ctx)
+UROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(
+	struct ibv_context *ctx)
 {
 	struct uroce_comp_channel *chan;
 	int sv[2];

@@ -60,19 +60,19 @@ struct _compat_ibv_port_attr {
 #define UROCE_PORT		1
 #define UROCE_GID_TBL_LEN	1
 #define UROCE_PKEY_DEFAULT	0xffff
-#define UROCE_PHYS_STATE_LINKUP	5	/* IBA 14.2.5.6 PortPhysicalState */
-#define UROCE_SPEED_EDR		32	/* 25.78 Gb/s per lane, as IBTA encodes it */
+#define UROCE_PHYS_STATE_LINKUP 5  /* IBA 14.2.5.6 PortPhysicalState */
+#define UROCE_SPEED_EDR		32 /* 25.78 Gb/s per lane, as IBTA encodes it */
 #define UROCE_WIDTH_4X		2
-#define UROCE_HCA_CLOCK_KHZ	1000000	/* completion timestamps are in ns */
+#define UROCE_HCA_CLOCK_KHZ	1000000 /* completion timestamps are in ns */
 #define UROCE_LOCAL_ACK_DELAY	15
 #define UROCE_MAX_AH		(1 << 16)
 
 /* how long exit waits for a thread that holds the device (then leaves it) */
-#define EXIT_WAIT_NS	(100 * 1000 * 1000ull)
+#define EXIT_WAIT_NS (100 * 1000 * 1000ull)
 
 static pthread_mutex_t dev_up_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned int nctx;		/* open contexts (dev_up_lock) */
-static pid_t up_pid;			/* the process that brought it up */
+static unsigned int nctx; /* open contexts (dev_up_lock) */
+static pid_t up_pid;	  /* the process that brought it up */
 
 /* Bind the socket and start progress, once; a failure may be retried.
  * dev_up_lock held. */
@@ -155,7 +155,7 @@ static void dev_down(struct uroce_dev *dev, const struct timespec *until)
 {
 	uroce_assert_held(&dev_up_lock);
 	if (!dev->net_up || up_pid != getpid())
-		return;		/* (a forked child has no progress thread) */
+		return; /* (a forked child has no progress thread) */
 	dev->net_up = false;
 	if (uroce_progress_stop(dev, until))
 		return;
@@ -240,8 +240,7 @@ UROCE_EXPORT int ibv_get_device_index(struct ibv_device *device)
 
 /* ---- context ---- */
 
-static int query_rt_values(struct ibv_context *ctx,
-			   struct ibv_values_ex *values)
+static int query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values)
 {
 	if (values->comp_mask & ~IBV_VALUES_MASK_RAW_CLOCK)
 		return EINVAL;
@@ -290,8 +289,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	uctx->dev = dev;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-		       uctx->async_pipe))
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, uctx->async_pipe))
 		goto err_free;
 	pthread_mutex_init(&uctx->async_lock, NULL);
 
@@ -335,7 +333,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	struct uroce_context *uctx = to_uctx(ctx);
 
-	uroce_async_purge(uctx, NULL);	/* events nobody read */
+	uroce_async_purge(uctx, NULL); /* events nobody read */
 	close(uctx->async_pipe[0]);
 	close(uctx->async_pipe[1]);
 	if (ctx->cmd_fd >= 0)
@@ -355,17 +353,15 @@ static void fill_device_attr(struct uroce_dev *dev, struct ibv_device_attr *a)
 	a->node_guid = dev->guid;
 	a->sys_image_guid = dev->guid;
 	a->max_mr_size = UROCE_MAX_MR_SIZE;
-	a->page_size_cap = 0xfffff000;	/* 4 KiB and every larger power */
+	a->page_size_cap = 0xfffff000; /* 4 KiB and every larger power */
 	a->vendor_id = UROCE_VENDOR_ID;
 	a->vendor_part_id = UROCE_VENDOR_PART_ID;
 	a->hw_ver = UROCE_HW_VER;
 	a->max_qp = UROCE_MAX_QP - UROCE_QPN_FIRST;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-			      IBV_DEVICE_MEM_WINDOW |
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW |
 			      IBV_DEVICE_MEM_WINDOW_TYPE_2B |
-			      IBV_DEVICE_SHUTDOWN_PORT |
-			      IBV_DEVICE_XRC |
+			      IBV_DEVICE_SHUTDOWN_PORT | IBV_DEVICE_XRC |
 			      IBV_DEVICE_SYS_IMAGE_GUID;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
@@ -412,21 +408,23 @@ int uroce_query_device_ex(struct ibv_context *ctx,
 	full.phys_port_cnt_ex = 1;
 	/* explicit ODP for every transport and op (verbs/mr.c) */
 	full.odp_caps.general_caps = IBV_ODP_SUPPORT;
-	full.odp_caps.per_transport_caps.rc_odp_caps =
-		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
-		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-		IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
-	full.odp_caps.per_transport_caps.uc_odp_caps =
-		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
-		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
-	full.odp_caps.per_transport_caps.ud_odp_caps =
-		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
-		IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND |
+						       IBV_ODP_SUPPORT_RECV |
+						       IBV_ODP_SUPPORT_WRITE |
+						       IBV_ODP_SUPPORT_READ |
+						       IBV_ODP_SUPPORT_ATOMIC |
+						       IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND |
+						       IBV_ODP_SUPPORT_RECV |
+						       IBV_ODP_SUPPORT_WRITE |
+						       IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND |
+						       IBV_ODP_SUPPORT_RECV |
+						       IBV_ODP_SUPPORT_SRQ_RECV;
 	full.xrc_odp_caps = full.odp_caps.per_transport_caps.rc_odp_caps;
 
 	if (attr_size > sizeof(full)) {
-		memset((char *)attr + sizeof(full), 0,
-		       attr_size - sizeof(full));
+		memset((char *)attr + sizeof(full), 0, attr_size - sizeof(full));
 		attr_size = sizeof(full);
 	}
 	memcpy(attr, &full, attr_size);

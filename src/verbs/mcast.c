@@ -94,7 +94,7 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 	struct uroce_mcast_grp *grp;
 	int err = check(ibqp, gid);
 
-	(void)lid;	/* RoCE: no LIDs, the GID is the address */
+	(void)lid; /* RoCE: no LIDs, the GID is the address */
 	if (err)
 		return err;
 	qp = to_uqp(ibqp);

@@ -18,19 +18,18 @@
 
 #include "uroce.h"
 
-#define KEY_INDEX_BITS	16
-#define KEY_INDEX_MASK	((1u << KEY_INDEX_BITS) - 1)
+#define KEY_INDEX_BITS 16
+#define KEY_INDEX_MASK ((1u << KEY_INDEX_BITS) - 1)
 
 _Static_assert(UROCE_MAX_MR == 1u << KEY_INDEX_BITS,
 	       "an MR key table index has 16 bits");
 
 /* What ibv_reg_mr accepts, as the kernel's ib_check_mr_access does:
  * the eight classic bits and the optional range, which we may ignore. */
-#define ACCESS_SUPPORTED (((IBV_ACCESS_HUGETLB << 1) - 1) | \
-			  IBV_ACCESS_ON_DEMAND | \
-			  UROCE_ACCESS_FLUSH_GLOBAL | \
-			  UROCE_ACCESS_FLUSH_PERSISTENT | \
-			  IBV_ACCESS_OPTIONAL_RANGE)
+#define ACCESS_SUPPORTED \
+	(((IBV_ACCESS_HUGETLB << 1) - 1) | IBV_ACCESS_ON_DEMAND | \
+	 UROCE_ACCESS_FLUSH_GLOBAL | UROCE_ACCESS_FLUSH_PERSISTENT | \
+	 IBV_ACCESS_OPTIONAL_RANGE)
 
 static int check_access(unsigned int access)
 {
@@ -82,8 +81,7 @@ static int check_range(const void *addr, size_t length, uint64_t iova)
 		return EINVAL;
 	if (!addr)
 		return EFAULT;
-	if ((uintptr_t)addr > UINTPTR_MAX - length ||
-	    iova > UINT64_MAX - length)
+	if ((uintptr_t)addr > UINTPTR_MAX - length || iova > UINT64_MAX - length)
 		return EINVAL;
 	return check_mapped(addr, length);
 }
@@ -257,7 +255,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	if (atomic_load(&mr->mw_refs)) {
 		uroce_dev_unlock(dev);
 		errno = EBUSY;
-		return IBV_REREG_MR_ERR_CMD;	/* the kernel's answer */
+		return IBV_REREG_MR_ERR_CMD; /* the kernel's answer */
 	}
 	if (new_pd != old_pd)
 		atomic_fetch_add(&new_pd->refs, 1);

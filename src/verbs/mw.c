@@ -61,8 +61,7 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 }
 
 /* ibv_bind_mw(3): type 1, through the send queue, with the next key. */
-int uroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
-		  struct ibv_mw_bind *bind)
+int uroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
 {
 	struct ibv_send_wr wr, *bad;
 	int err;

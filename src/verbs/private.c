@@ -55,8 +55,9 @@ UROCE_EXPORT struct ibv_qp *uroce_gsi_create(struct ibv_pd *pd,
 	attr.qp_state = IBV_QPS_INIT;
 	attr.port_num = 1;
 	attr.qkey = UROCE_GSI_QKEY;
-	err = ibv_modify_qp(ibqp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			    IBV_QP_PORT | IBV_QP_QKEY);
+	err = ibv_modify_qp(ibqp, &attr,
+			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_QKEY);
 	if (!err) {
 		attr.qp_state = IBV_QPS_RTR;
 		err = ibv_modify_qp(ibqp, &attr, IBV_QP_STATE);
@@ -90,8 +91,10 @@ UROCE_EXPORT int uroce_dev_set_addr(struct ibv_context *ctx,
 	/* the LID follows the address, as the GID does */
 	err = uroce_lid_claim(dev);
 	if (err)
-		uroce_log(UROCE_LOG_WARN, "no port LID for the new address: "
-			  "%s", strerror(-err));
+		uroce_log(UROCE_LOG_WARN,
+			  "no port LID for the new address: "
+			  "%s",
+			  strerror(-err));
 	uroce_shm_set_addr(dev);
 	return 0;
 }
@@ -122,8 +125,7 @@ UROCE_EXPORT void uroce_dev_send_acks(struct ibv_context *ctx)
 	uroce_ack_release_unlocked(ctx_dev(ctx));
 }
 
-UROCE_EXPORT int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid,
-				  int on)
+UROCE_EXPORT int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid, int on)
 {
 	return -uroce_share_listen(ctx_dev(ctx), sid, on != 0);
 }

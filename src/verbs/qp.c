@@ -13,20 +13,21 @@
 
 struct qp_transition {
 	bool valid;
-	int req;	/* required attribute mask */
-	int opt;	/* optional attribute mask */
+	int req; /* required attribute mask */
+	int opt; /* optional attribute mask */
 };
 
 #define QPS_NUM (IBV_QPS_ERR + 1)
 
-#define RC_RTR_REQ (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
-		    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | \
-		    IBV_QP_MIN_RNR_TIMER)
-#define RC_RTS_REQ (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
-		    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
-#define RC_RTS_OPT (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | \
-		    IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | \
-		    IBV_QP_PATH_MIG_STATE)
+#define RC_RTR_REQ \
+	(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | \
+	 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define RC_RTS_REQ \
+	(IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
+	 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
+#define RC_RTS_OPT \
+	(IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | \
+	 IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE)
 
 static const struct qp_transition rc_table[QPS_NUM][QPS_NUM] = {
 	[IBV_QPS_RESET] = {
@@ -63,8 +64,9 @@ static const struct qp_transition rc_table[QPS_NUM][QPS_NUM] = {
 	[IBV_QPS_ERR] = {},
 };
 
-#define UC_RTS_OPT (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | \
-		    IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE)
+#define UC_RTS_OPT \
+	(IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | \
+	 IBV_QP_PATH_MIG_STATE)
 
 static const struct qp_transition uc_table[QPS_NUM][QPS_NUM] = {
 	[IBV_QPS_RESET] = {
@@ -154,8 +156,7 @@ static bool transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 	if (type == IBV_QPT_XRC_SEND && cur == IBV_QPS_INIT &&
 	    next == IBV_QPS_RTR)
 		req &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR &&
-	    next == IBV_QPS_RTS)
+	if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR && next == IBV_QPS_RTS)
 		req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
 	if ((attrs & req) != req)
 		return false;
@@ -214,8 +215,8 @@ static int alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 	for (i = 0; i < sq->size; i++) {
 		sq->wqe[i].sge = sq->sge + (size_t)i * sq->max_sge;
 		if (sq->inline_buf)
-			sq->wqe[i].inline_data =
-				sq->inline_buf + (size_t)i * sq->max_inline;
+			sq->wqe[i].inline_data = sq->inline_buf +
+						 (size_t)i * sq->max_inline;
 	}
 	for (i = 0; i < rq->size; i++)
 		rq->wqe[i].sge = rq->sge + (size_t)i * rq->max_sge;
@@ -245,7 +246,8 @@ static bool quarantined(struct uroce_dev *dev, uint32_t slot, uint32_t qpn,
 static uint32_t range_room(const struct uroce_dev *dev)
 {
 	uint32_t space = dev->obj.qpn_mask + 1 < UROCE_MAX_QP ?
-			 dev->obj.qpn_mask + 1 : UROCE_MAX_QP;
+				 dev->obj.qpn_mask + 1 :
+				 UROCE_MAX_QP;
 
 	return space - UROCE_QPN_FIRST;
 }
@@ -258,7 +260,7 @@ static uint32_t range_room(const struct uroce_dev *dev)
  * quarantine (a process that destroys QPs faster than the quarantine
  * lets numbers come back), so that no create walks the whole range.
  */
-#define QUARANTINE_SKIP	4096
+#define QUARANTINE_SKIP 4096
 
 static int alloc_in(struct uroce_dev *dev, struct uroce_qp *qp, uint32_t r,
 		    uint32_t now_ms)
@@ -312,26 +314,28 @@ static int alloc_qpn(struct uroce_dev *dev, struct uroce_qp *qp)
 		uroce_log_emit(UROCE_LOG_ERROR, true, -1, -1,
 			       "ibv_create_qp: ENOSPC, every free QP number "
 			       "was destroyed less than %u ms ago "
-			       "(docs/scale.md)", UROCE_QPN_QUARANTINE_MS);
+			       "(docs/scale.md)",
+			       UROCE_QPN_QUARANTINE_MS);
 	else
 		uroce_log_emit(UROCE_LOG_ERROR, true, -1, -1,
 			       "ibv_create_qp: ENOSPC, %u QPs in use: the "
 			       "limit of a process%s (docs/scale.md)",
-			       dev->obj.nqps, dev->net.share ?
-			       " on a shared address, or no free slot left "
-			       "on it" : "");
+			       dev->obj.nqps,
+			       dev->net.share ?
+				       " on a shared address, or no free slot left "
+				       "on it" :
+				       "");
 	return ENOSPC;
 }
 
-#define SUPPORTED_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
-			    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
-			    IBV_QP_EX_WITH_SEND_WITH_INV | \
-			    IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH | \
-			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
-			    IBV_QP_EX_WITH_RDMA_READ | \
-			    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
-			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define SUPPORTED_SEND_OPS \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_BIND_MW | \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV | \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH | \
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 /*
  * What each QP type needs at creation: a PD and both CQs, except an XRC
@@ -490,7 +494,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx,
 	strip_caps(qp->type, qp->srq, &attr->cap);
 	err = alloc_queues(qp, &attr->cap);
 	if (!err && qp->is_ex)
-		err = uroce_qp_ex_init(qp);	/* (sized by the SQ) */
+		err = uroce_qp_ex_init(qp); /* (sized by the SQ) */
 	if (err)
 		goto err_free;
 	/* alloc_queues reports at least one of each; these have none */
@@ -564,14 +568,14 @@ static int check_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
  * drivers accept and ignore those; so do we, and say so once at debug.
  * A bit that no ibv_access_flags names is still refused (EINVAL).
  */
-#define QP_ACCESS_BITS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-			IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE | \
-			UROCE_ACCESS_FLUSH_GLOBAL | \
-			UROCE_ACCESS_FLUSH_PERSISTENT)
-#define QP_ACCESS_IGNORED (IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
-			   IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | \
-			   IBV_ACCESS_RELAXED_ORDERING | \
-			   IBV_ACCESS_OPTIONAL_RANGE)
+#define QP_ACCESS_BITS \
+	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE | \
+	 UROCE_ACCESS_FLUSH_GLOBAL | UROCE_ACCESS_FLUSH_PERSISTENT)
+#define QP_ACCESS_IGNORED \
+	(IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND | \
+	 IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING | \
+	 IBV_ACCESS_OPTIONAL_RANGE)
 
 static int check_access(struct uroce_qp *qp, unsigned int access)
 {
@@ -622,9 +626,8 @@ static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
 	    attr->max_dest_rd_atomic > UROCE_MAX_RD_ATOMIC)
 		return EINVAL;
-	if ((mask & IBV_QP_CAP) &&
-	    (attr->cap.max_send_wr > qp->sq.max_wr ||
-	     attr->cap.max_recv_wr > qp->rq.max_wr))
+	if ((mask & IBV_QP_CAP) && (attr->cap.max_send_wr > qp->sq.max_wr ||
+				    attr->cap.max_recv_wr > qp->rq.max_wr))
 		return EINVAL;
 	return 0;
 }
@@ -636,10 +639,10 @@ static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
  * error leaves the QP exactly as it was.
  */
 struct qp_change {
-	const union ibv_gid *dgid;	/* IBV_QP_AV: where it points */
-	union ibv_gid lid_gid;		/* a LID-only AV, resolved */
+	const union ibv_gid *dgid; /* IBV_QP_AV: where it points */
+	union ibv_gid lid_gid;	   /* a LID-only AV, resolved */
 	struct sockaddr_storage peer;
-	struct uroce_resp_res *res;	/* IBV_QP_MAX_DEST_RD_ATOMIC */
+	struct uroce_resp_res *res; /* IBV_QP_MAX_DEST_RD_ATOMIC */
 	uint32_t nres;
 	enum ibv_qp_state next;
 };
@@ -663,10 +666,11 @@ static int prepare(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 			return err;
 	}
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
-		chg->nres = attr->max_dest_rd_atomic ?
-			    attr->max_dest_rd_atomic : 1;
-		chg->res = uroce_fault_nomem(qp->dev) ? NULL :
-			   calloc(chg->nres, sizeof(*chg->res));
+		chg->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic :
+						       1;
+		chg->res = uroce_fault_nomem(qp->dev) ?
+				   NULL :
+				   calloc(chg->nres, sizeof(*chg->res));
 		if (!chg->res)
 			return ENOMEM;
 	}
@@ -674,9 +678,8 @@ static int prepare(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 }
 
 /* Under the engine lock: the state rules (IBA 10.3.1). */
-static int check_transition(struct uroce_qp *qp,
-			    const struct ibv_qp_attr *attr, int mask,
-			    struct qp_change *chg)
+static int check_transition(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+			    int mask, struct qp_change *chg)
 {
 	enum ibv_qp_state cur = qp->attr.qp_state;
 
@@ -714,9 +717,8 @@ static void commit_path(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
 }
 
-static void commit_responder(struct uroce_qp *qp,
-			     const struct ibv_qp_attr *attr, int mask,
-			     struct qp_change *chg)
+static void commit_responder(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
+			     int mask, struct qp_change *chg)
 {
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = attr->rq_psn;
@@ -818,7 +820,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		}
 		uroce_dev_unlock(dev);
 	}
-	free(chg.res);		/* not taken: an error */
+	free(chg.res); /* not taken: an error */
 	/* rdma-core's fails in the kernel's write(), which leaves errno set
 	 * too; programs print strerror(errno) */
 	if (err)
@@ -925,7 +927,7 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	if ((int)op == UROCE_WR_FLUSH)
 		return type == IBV_QPT_RC;
 	if (type == IBV_QPT_XRC_RECV)
-		return false;	/* a TGT QP sends nothing of its own */
+		return false; /* a TGT QP sends nothing of its own */
 	if (type == IBV_QPT_UD)
 		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 	if (type == IBV_QPT_UC)
@@ -966,7 +968,7 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	    wqe->opcode == (enum ibv_wr_opcode)UROCE_WR_FLUSH) {
 		if (wqe->opcode == IBV_WR_BIND_MW && !wqe->bind_mw)
 			return EINVAL;
-		wqe->num_sge = 0;	/* local operations move no data */
+		wqe->num_sge = 0; /* local operations move no data */
 	}
 	if (wqe->num_sge > qp->sq.max_sge)
 		return EINVAL;
@@ -984,7 +986,8 @@ int uroce_sq_check(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 			return EINVAL;
 		len = 8;
 	}
-	if ((wqe->send_flags & IBV_SEND_INLINE) && wqe->opcode == IBV_WR_RDMA_READ)
+	if ((wqe->send_flags & IBV_SEND_INLINE) &&
+	    wqe->opcode == IBV_WR_RDMA_READ)
 		return EINVAL;
 	wqe->length = len;
 	wqe->state = UROCE_WQE_POSTED;
@@ -1056,7 +1059,7 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	wqe->opcode = wr->opcode;
 	wqe->send_flags = wr->send_flags;
 	wqe->imm = wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey :
-		   wr->imm_data;
+							wr->imm_data;
 	wqe->compare_add = 0;
 	wqe->swap = 0;
 	wqe->bind_mw = NULL;
@@ -1081,7 +1084,8 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 		wqe->ud_qpn = wr->wr.ud.remote_qpn & UROCE_QPN_MASK;
 		/* IBA 10.2.5: a Q_Key with the high bit set means the QP's */
 		wqe->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ?
-			       qp->attr.qkey : wr->wr.ud.remote_qkey;
+				       qp->attr.qkey :
+				       wr->wr.ud.remote_qkey;
 	} else {
 		wqe->remote_addr = wr->wr.rdma.remote_addr;
 		wqe->rkey = wr->wr.rdma.rkey;
@@ -1172,8 +1176,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	} else {
 		err = uroce_rq_post(rq, wr, bad_wr);
 	}
-	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq &&
-	    !uroce_qp_is_xrc(qp))
+	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq && !uroce_qp_is_xrc(qp))
 		uroce_qp_flush_rq(qp);
 	uroce_dev_unlock(qp->dev);
 	return err;

@@ -25,7 +25,8 @@ static int insert_srq(struct uroce_dev *dev, struct uroce_srq *srq)
 
 	uroce_assert_held(&dev->lock);
 	if (!dev->obj.srq_tbl) {
-		dev->obj.srq_tbl = calloc(UROCE_MAX_SRQ, sizeof(*dev->obj.srq_tbl));
+		dev->obj.srq_tbl = calloc(UROCE_MAX_SRQ,
+					  sizeof(*dev->obj.srq_tbl));
 		if (!dev->obj.srq_tbl)
 			return ENOMEM;
 	}
@@ -56,9 +57,8 @@ static int check_init(struct ibv_srq_init_attr_ex *attr)
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
 	    attr->srq_type != IBV_SRQT_BASIC && !xrc)
 		return EOPNOTSUPP;
-	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
-		    !attr->xrcd || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
-		    !attr->cq))
+	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))
 		return EINVAL;
 	return 0;
 }
@@ -157,8 +157,8 @@ UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	return srq;
 }
 
-UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
-				int mask)
+UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
+				struct ibv_srq_attr *attr, int mask)
 {
 	struct uroce_srq *srq = to_usrq(ibsrq);
 	int err = 0;

@@ -53,8 +53,8 @@ struct ibv_query_device_ex_input;
  * Declare, then define, a symbol no installed header declares, so that
  * -Wmissing-prototypes still guards the rest of the file.
  */
-#define EXPORT_FN(ret, name, params)	\
-	ret name params;		\
+#define EXPORT_FN(ret, name, params) \
+	ret name params; \
 	ret name params
 
 static void *fail_ptr(void)
@@ -69,8 +69,7 @@ static void *fail_ptr(void)
 
 int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 				struct ibv_ah_attr *attr,
-				uint8_t eth_mac[ETHERNET_LL_SIZE],
-				uint16_t *vid)
+				uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t *vid)
 {
 	return EOPNOTSUPP;
 }
@@ -248,7 +247,7 @@ EXPORT_FN(int, ibv_read_ibdev_sysfs_file,
  */
 
 EXPORT_FN(void, ibv_copy_ah_attr_from_kern,
-	  (struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src))
+	  (struct ibv_ah_attr * dst, struct ib_uverbs_ah_attr *src))
 {
 	memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid.raw));
 	dst->grh.flow_label = src->grh.flow_label;
@@ -265,7 +264,7 @@ EXPORT_FN(void, ibv_copy_ah_attr_from_kern,
 }
 
 EXPORT_FN(void, ibv_copy_qp_attr_from_kern,
-	  (struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src))
+	  (struct ibv_qp_attr * dst, struct ib_uverbs_qp_attr *src))
 {
 	/* qp_state is left alone, as libibverbs does: callers rely on it. */
 	dst->cur_qp_state = src->cur_qp_state;
@@ -302,7 +301,7 @@ EXPORT_FN(void, ibv_copy_qp_attr_from_kern,
 }
 
 EXPORT_FN(void, ibv_copy_path_rec_from_kern,
-	  (struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src))
+	  (struct ibv_sa_path_rec * dst, struct ib_user_path_rec *src))
 {
 	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
 	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
@@ -326,7 +325,7 @@ EXPORT_FN(void, ibv_copy_path_rec_from_kern,
 }
 
 EXPORT_FN(void, ibv_copy_path_rec_to_kern,
-	  (struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src))
+	  (struct ib_user_path_rec * dst, struct ibv_sa_path_rec *src))
 {
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
@@ -362,40 +361,40 @@ EXPORT_FN(void, verbs_register_driver_34, (const struct verbs_device_ops *ops))
 }
 
 EXPORT_FN(void *, _verbs_init_and_alloc_context,
-	  (struct ibv_device *device, int cmd_fd, size_t alloc_size,
+	  (struct ibv_device * device, int cmd_fd, size_t alloc_size,
 	   struct verbs_context *context_offset, uint32_t driver_id))
 {
 	return fail_ptr();
 }
 
-EXPORT_FN(void, verbs_uninit_context, (struct verbs_context *context))
+EXPORT_FN(void, verbs_uninit_context, (struct verbs_context * context))
 {
 }
 
 EXPORT_FN(void, verbs_set_ops,
-	  (struct verbs_context *vctx, const struct verbs_context_ops *ops))
+	  (struct verbs_context * vctx, const struct verbs_context_ops *ops))
 {
 }
 
 EXPORT_FN(struct ibv_context *, verbs_open_device,
-	  (struct ibv_device *device, void *private_data))
+	  (struct ibv_device * device, void *private_data))
 {
 	return fail_ptr();
 }
 
 EXPORT_FN(void, verbs_init_cq,
-	  (struct ibv_cq *cq, struct ibv_context *context,
+	  (struct ibv_cq * cq, struct ibv_context *context,
 	   struct ibv_comp_channel *channel, void *cq_context))
 {
 }
 
 EXPORT_FN(void, __verbs_log,
-	  (struct verbs_context *ctx, uint32_t level, const char *fmt, ...))
+	  (struct verbs_context * ctx, uint32_t level, const char *fmt, ...))
 {
 }
 
 EXPORT_FN(int, execute_ioctl,
-	  (struct ibv_context *context, struct ibv_command_buffer *cmd))
+	  (struct ibv_context * context, struct ibv_command_buffer *cmd))
 {
 	return EOPNOTSUPP;
 }
@@ -413,29 +412,29 @@ EXPORT_FN(unsigned int, __ioctl_final_num_attrs,
 /* Device and context */
 
 EXPORT_FN(int, ibv_cmd_get_context,
-	  (struct verbs_context *context, void *cmd, size_t cmd_size,
+	  (struct verbs_context * context, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_query_context,
-	  (struct ibv_context *ctx, struct ibv_command_buffer *driver))
+	  (struct ibv_context * ctx, struct ibv_command_buffer *driver))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_query_device_any,
-	  (struct ibv_context *context,
+	  (struct ibv_context * context,
 	   const struct ibv_query_device_ex_input *input,
-	   struct ibv_device_attr_ex *attr, size_t attr_size,
-	   void *resp, size_t *resp_size))
+	   struct ibv_device_attr_ex *attr, size_t attr_size, void *resp,
+	   size_t *resp_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_query_port,
-	  (struct ibv_context *context, uint8_t port_num,
+	  (struct ibv_context * context, uint8_t port_num,
 	   struct ibv_port_attr *port_attr, void *cmd, size_t cmd_size))
 {
 	return EOPNOTSUPP;
@@ -444,19 +443,19 @@ EXPORT_FN(int, ibv_cmd_query_port,
 /* PD, MR, MW, DM, XRCD */
 
 EXPORT_FN(int, ibv_cmd_alloc_pd,
-	  (struct ibv_context *context, struct ibv_pd *pd, void *cmd,
+	  (struct ibv_context * context, struct ibv_pd *pd, void *cmd,
 	   size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_dealloc_pd, (struct ibv_pd *pd))
+EXPORT_FN(int, ibv_cmd_dealloc_pd, (struct ibv_pd * pd))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_reg_mr,
-	  (struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va,
+	  (struct ibv_pd * pd, void *addr, size_t length, uint64_t hca_va,
 	   int access, struct verbs_mr *vmr, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -464,7 +463,7 @@ EXPORT_FN(int, ibv_cmd_reg_mr,
 }
 
 EXPORT_FN(int, ibv_cmd_rereg_mr,
-	  (struct verbs_mr *vmr, uint32_t flags, void *addr, size_t length,
+	  (struct verbs_mr * vmr, uint32_t flags, void *addr, size_t length,
 	   uint64_t hca_va, int access, struct ibv_pd *pd, void *cmd,
 	   size_t cmd_sz, void *resp, size_t resp_sz))
 {
@@ -472,14 +471,14 @@ EXPORT_FN(int, ibv_cmd_rereg_mr,
 }
 
 EXPORT_FN(int, ibv_cmd_reg_dmabuf_mr,
-	  (struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+	  (struct ibv_pd * pd, uint64_t offset, size_t length, uint64_t iova,
 	   int fd, int access, struct verbs_mr *vmr))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_reg_dm_mr,
-	  (struct ibv_pd *pd, struct verbs_dm *dm, uint64_t offset,
+	  (struct ibv_pd * pd, struct verbs_dm *dm, uint64_t offset,
 	   size_t length, unsigned int access, struct verbs_mr *vmr,
 	   struct ibv_command_buffer *link))
 {
@@ -487,56 +486,56 @@ EXPORT_FN(int, ibv_cmd_reg_dm_mr,
 }
 
 EXPORT_FN(int, ibv_cmd_query_mr,
-	  (struct ibv_pd *pd, struct verbs_mr *vmr, uint32_t mr_handle))
+	  (struct ibv_pd * pd, struct verbs_mr *vmr, uint32_t mr_handle))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_dereg_mr, (struct verbs_mr *vmr))
+EXPORT_FN(int, ibv_cmd_dereg_mr, (struct verbs_mr * vmr))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_advise_mr,
-	  (struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+	  (struct ibv_pd * pd, enum ibv_advise_mr_advice advice, uint32_t flags,
 	   struct ibv_sge *sg_list, uint32_t num_sge))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_alloc_mw,
-	  (struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw,
+	  (struct ibv_pd * pd, enum ibv_mw_type type, struct ibv_mw *mw,
 	   void *cmd, size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_dealloc_mw, (struct ibv_mw *mw))
+EXPORT_FN(int, ibv_cmd_dealloc_mw, (struct ibv_mw * mw))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_alloc_dm,
-	  (struct ibv_context *ctx, const struct ibv_alloc_dm_attr *dm_attr,
+	  (struct ibv_context * ctx, const struct ibv_alloc_dm_attr *dm_attr,
 	   struct verbs_dm *dm, struct ibv_command_buffer *link))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_free_dm, (struct verbs_dm *dm))
+EXPORT_FN(int, ibv_cmd_free_dm, (struct verbs_dm * dm))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_open_xrcd,
-	  (struct ibv_context *context, struct verbs_xrcd *xrcd,
+	  (struct ibv_context * context, struct verbs_xrcd *xrcd,
 	   int vxrcd_size, struct ibv_xrcd_init_attr *attr, void *cmd,
 	   size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_close_xrcd, (struct verbs_xrcd *xrcd))
+EXPORT_FN(int, ibv_cmd_close_xrcd, (struct verbs_xrcd * xrcd))
 {
 	return EOPNOTSUPP;
 }
@@ -544,16 +543,15 @@ EXPORT_FN(int, ibv_cmd_close_xrcd, (struct verbs_xrcd *xrcd))
 /* CQ */
 
 EXPORT_FN(int, ibv_cmd_create_cq,
-	  (struct ibv_context *context, int cqe,
-	   struct ibv_comp_channel *channel, int comp_vector,
-	   struct ibv_cq *cq, void *cmd, size_t cmd_size, void *resp,
-	   size_t resp_size))
+	  (struct ibv_context * context, int cqe,
+	   struct ibv_comp_channel *channel, int comp_vector, struct ibv_cq *cq,
+	   void *cmd, size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_cq_ex,
-	  (struct ibv_context *context,
+	  (struct ibv_context * context,
 	   const struct ibv_cq_init_attr_ex *cq_attr, struct verbs_cq *cq,
 	   void *cmd, size_t cmd_size, void *resp, size_t resp_size,
 	   uint32_t cmd_flags))
@@ -562,31 +560,31 @@ EXPORT_FN(int, ibv_cmd_create_cq_ex,
 }
 
 EXPORT_FN(int, ibv_cmd_modify_cq,
-	  (struct ibv_cq *cq, struct ibv_modify_cq_attr *attr, void *cmd,
+	  (struct ibv_cq * cq, struct ibv_modify_cq_attr *attr, void *cmd,
 	   size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_resize_cq,
-	  (struct ibv_cq *cq, int cqe, void *cmd, size_t cmd_size, void *resp,
+	  (struct ibv_cq * cq, int cqe, void *cmd, size_t cmd_size, void *resp,
 	   size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_cq, (struct ibv_cq *cq))
+EXPORT_FN(int, ibv_cmd_destroy_cq, (struct ibv_cq * cq))
 {
 	return EOPNOTSUPP;
 }
 
 /* Like ibv_poll_cq(): a count of completions, or negative on error. */
-EXPORT_FN(int, ibv_cmd_poll_cq, (struct ibv_cq *cq, int ne, struct ibv_wc *wc))
+EXPORT_FN(int, ibv_cmd_poll_cq, (struct ibv_cq * cq, int ne, struct ibv_wc *wc))
 {
 	return -1;
 }
 
-EXPORT_FN(int, ibv_cmd_req_notify_cq, (struct ibv_cq *cq, int solicited_only))
+EXPORT_FN(int, ibv_cmd_req_notify_cq, (struct ibv_cq * cq, int solicited_only))
 {
 	return EOPNOTSUPP;
 }
@@ -594,7 +592,7 @@ EXPORT_FN(int, ibv_cmd_req_notify_cq, (struct ibv_cq *cq, int solicited_only))
 /* SRQ */
 
 EXPORT_FN(int, ibv_cmd_create_srq,
-	  (struct ibv_pd *pd, struct ibv_srq *srq,
+	  (struct ibv_pd * pd, struct ibv_srq *srq,
 	   struct ibv_srq_init_attr *attr, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -602,7 +600,7 @@ EXPORT_FN(int, ibv_cmd_create_srq,
 }
 
 EXPORT_FN(int, ibv_cmd_create_srq_ex,
-	  (struct ibv_context *context, struct verbs_srq *srq,
+	  (struct ibv_context * context, struct verbs_srq *srq,
 	   struct ibv_srq_init_attr_ex *attr_ex, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -610,20 +608,20 @@ EXPORT_FN(int, ibv_cmd_create_srq_ex,
 }
 
 EXPORT_FN(int, ibv_cmd_modify_srq,
-	  (struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+	  (struct ibv_srq * srq, struct ibv_srq_attr *srq_attr,
 	   int srq_attr_mask, void *cmd, size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_query_srq,
-	  (struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, void *cmd,
+	  (struct ibv_srq * srq, struct ibv_srq_attr *srq_attr, void *cmd,
 	   size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_srq, (struct ibv_srq *srq))
+EXPORT_FN(int, ibv_cmd_destroy_srq, (struct ibv_srq * srq))
 {
 	return EOPNOTSUPP;
 }
@@ -631,14 +629,14 @@ EXPORT_FN(int, ibv_cmd_destroy_srq, (struct ibv_srq *srq))
 /* QP */
 
 EXPORT_FN(int, ibv_cmd_create_qp,
-	  (struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
+	  (struct ibv_pd * pd, struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
 	   void *cmd, size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_qp_ex,
-	  (struct ibv_context *context, struct verbs_qp *qp,
+	  (struct ibv_context * context, struct verbs_qp *qp,
 	   struct ibv_qp_init_attr_ex *attr_ex, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -646,7 +644,7 @@ EXPORT_FN(int, ibv_cmd_create_qp_ex,
 }
 
 EXPORT_FN(int, ibv_cmd_create_qp_ex2,
-	  (struct ibv_context *context, struct verbs_qp *qp,
+	  (struct ibv_context * context, struct verbs_qp *qp,
 	   struct ibv_qp_init_attr_ex *qp_attr, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -654,7 +652,7 @@ EXPORT_FN(int, ibv_cmd_create_qp_ex2,
 }
 
 EXPORT_FN(int, ibv_cmd_open_qp,
-	  (struct ibv_context *context, struct verbs_qp *qp, int vqp_sz,
+	  (struct ibv_context * context, struct verbs_qp *qp, int vqp_sz,
 	   struct ibv_qp_open_attr *attr, void *cmd, size_t cmd_size,
 	   void *resp, size_t resp_size))
 {
@@ -662,34 +660,34 @@ EXPORT_FN(int, ibv_cmd_open_qp,
 }
 
 EXPORT_FN(int, ibv_cmd_query_qp,
-	  (struct ibv_qp *qp, struct ibv_qp_attr *qp_attr, int attr_mask,
+	  (struct ibv_qp * qp, struct ibv_qp_attr *qp_attr, int attr_mask,
 	   struct ibv_qp_init_attr *qp_init_attr, void *cmd, size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_modify_qp,
-	  (struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+	  (struct ibv_qp * qp, struct ibv_qp_attr *attr, int attr_mask,
 	   void *cmd, size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_modify_qp_ex,
-	  (struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+	  (struct ibv_qp * qp, struct ibv_qp_attr *attr, int attr_mask,
 	   void *cmd, size_t cmd_size, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_qp, (struct ibv_qp *qp))
+EXPORT_FN(int, ibv_cmd_destroy_qp, (struct ibv_qp * qp))
 {
 	return EOPNOTSUPP;
 }
 
 /* The post verbs point *bad_wr at the first request not posted. */
 EXPORT_FN(int, ibv_cmd_post_send,
-	  (struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+	  (struct ibv_qp * ibqp, struct ibv_send_wr *wr,
 	   struct ibv_send_wr **bad_wr))
 {
 	if (bad_wr)
@@ -698,7 +696,7 @@ EXPORT_FN(int, ibv_cmd_post_send,
 }
 
 EXPORT_FN(int, ibv_cmd_post_recv,
-	  (struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+	  (struct ibv_qp * ibqp, struct ibv_recv_wr *wr,
 	   struct ibv_recv_wr **bad_wr))
 {
 	if (bad_wr)
@@ -707,7 +705,7 @@ EXPORT_FN(int, ibv_cmd_post_recv,
 }
 
 EXPORT_FN(int, ibv_cmd_post_srq_recv,
-	  (struct ibv_srq *srq, struct ibv_recv_wr *wr,
+	  (struct ibv_srq * srq, struct ibv_recv_wr *wr,
 	   struct ibv_recv_wr **bad_wr))
 {
 	if (bad_wr)
@@ -718,25 +716,25 @@ EXPORT_FN(int, ibv_cmd_post_srq_recv,
 /* AH and multicast */
 
 EXPORT_FN(int, ibv_cmd_create_ah,
-	  (struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
+	  (struct ibv_pd * pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
 	   void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_ah, (struct ibv_ah *ah))
+EXPORT_FN(int, ibv_cmd_destroy_ah, (struct ibv_ah * ah))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_attach_mcast,
-	  (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid))
+	  (struct ibv_qp * qp, const union ibv_gid *gid, uint16_t lid))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_detach_mcast,
-	  (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid))
+	  (struct ibv_qp * qp, const union ibv_gid *gid, uint16_t lid))
 {
 	return EOPNOTSUPP;
 }
@@ -744,7 +742,7 @@ EXPORT_FN(int, ibv_cmd_detach_mcast,
 /* WQ, RSS indirection, flow steering, flow actions, counters */
 
 EXPORT_FN(int, ibv_cmd_create_wq,
-	  (struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr,
+	  (struct ibv_context * context, struct ibv_wq_init_attr *wq_init_attr,
 	   struct ibv_wq *wq, void *cmd, size_t cmd_size, void *resp,
 	   size_t resp_size))
 {
@@ -752,46 +750,45 @@ EXPORT_FN(int, ibv_cmd_create_wq,
 }
 
 EXPORT_FN(int, ibv_cmd_modify_wq,
-	  (struct ibv_wq *wq, struct ibv_wq_attr *attr, void *cmd,
+	  (struct ibv_wq * wq, struct ibv_wq_attr *attr, void *cmd,
 	   size_t cmd_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_wq, (struct ibv_wq *wq))
+EXPORT_FN(int, ibv_cmd_destroy_wq, (struct ibv_wq * wq))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_rwq_ind_table,
-	  (struct ibv_context *context,
+	  (struct ibv_context * context,
 	   struct ibv_rwq_ind_table_init_attr *init_attr,
-	   struct ibv_rwq_ind_table *rwq_ind_table, void *resp,
-	   size_t resp_size))
+	   struct ibv_rwq_ind_table *rwq_ind_table, void *resp, size_t resp_size))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_destroy_rwq_ind_table,
-	  (struct ibv_rwq_ind_table *rwq_ind_table))
+	  (struct ibv_rwq_ind_table * rwq_ind_table))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_flow,
-	  (struct ibv_qp *qp, struct ibv_flow *flow_id,
+	  (struct ibv_qp * qp, struct ibv_flow *flow_id,
 	   struct ibv_flow_attr *flow_attr, void *ucmd, size_t ucmd_size))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_flow, (struct ibv_flow *flow_id))
+EXPORT_FN(int, ibv_cmd_destroy_flow, (struct ibv_flow * flow_id))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_flow_action_esp,
-	  (struct ibv_context *ctx, struct ibv_flow_action_esp_attr *attr,
+	  (struct ibv_context * ctx, struct ibv_flow_action_esp_attr *attr,
 	   struct verbs_flow_action *flow_action,
 	   struct ibv_command_buffer *driver))
 {
@@ -799,36 +796,33 @@ EXPORT_FN(int, ibv_cmd_create_flow_action_esp,
 }
 
 EXPORT_FN(int, ibv_cmd_modify_flow_action_esp,
-	  (struct verbs_flow_action *flow_action,
+	  (struct verbs_flow_action * flow_action,
 	   struct ibv_flow_action_esp_attr *attr,
 	   struct ibv_command_buffer *driver))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_flow_action,
-	  (struct verbs_flow_action *action))
+EXPORT_FN(int, ibv_cmd_destroy_flow_action, (struct verbs_flow_action * action))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_create_counters,
-	  (struct ibv_context *context,
-	   struct ibv_counters_init_attr *init_attr,
+	  (struct ibv_context * context, struct ibv_counters_init_attr *init_attr,
 	   struct verbs_counters *vcounters, struct ibv_command_buffer *link))
 {
 	return EOPNOTSUPP;
 }
 
 EXPORT_FN(int, ibv_cmd_read_counters,
-	  (struct verbs_counters *vcounters, uint64_t *counters_value,
-	   uint32_t ncounters, uint32_t flags,
-	   struct ibv_command_buffer *link))
+	  (struct verbs_counters * vcounters, uint64_t *counters_value,
+	   uint32_t ncounters, uint32_t flags, struct ibv_command_buffer *link))
 {
 	return EOPNOTSUPP;
 }
 
-EXPORT_FN(int, ibv_cmd_destroy_counters, (struct verbs_counters *vcounters))
+EXPORT_FN(int, ibv_cmd_destroy_counters, (struct verbs_counters * vcounters))
 {
 	return EOPNOTSUPP;
 }

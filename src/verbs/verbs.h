@@ -18,8 +18,8 @@
 struct uroce_ah {
 	struct ibv_ah ibah;
 	struct ibv_ah_attr attr;
-	struct sockaddr_storage dst;	/* from attr.grh.dgid */
-	struct uroce_ipopt ip;		/* from attr.grh: TOS, TTL */
+	struct sockaddr_storage dst; /* from attr.grh.dgid */
+	struct uroce_ipopt ip;	     /* from attr.grh: TOS, TTL */
 };
 
 static inline struct uroce_ah *to_uah(struct ibv_ah *ah)

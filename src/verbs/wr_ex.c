@@ -44,8 +44,8 @@ static struct uroce_send_wqe *new_wqe(struct ibv_qp_ex *ibqpx,
 		return NULL;
 	}
 	wqe = &st->wqe[st->n++];
-	memset(&wqe->opcode, 0, sizeof(*wqe) - offsetof(struct uroce_send_wqe,
-							 opcode));
+	memset(&wqe->opcode, 0,
+	       sizeof(*wqe) - offsetof(struct uroce_send_wqe, opcode));
 	wqe->sge = st->sge + (size_t)(st->n - 1) * qp->sq.max_sge;
 	if (st->inline_buf)
 		wqe->inline_data = st->inline_buf +
@@ -155,8 +155,8 @@ static void wr_rdma_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
 	}
 }
 
-static void wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey,
-			      uint64_t addr, __be32 imm)
+static void wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			      __be32 imm)
 {
 	struct uroce_send_wqe *wqe = new_wqe(q, IBV_WR_RDMA_WRITE_WITH_IMM);
 
@@ -220,8 +220,7 @@ static void wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 {
 	struct uroce_send_wqe *wqe;
 
-	if (len > UINT32_MAX || !type || (type & ~3u) ||
-	    level > UROCE_FLUSH_MR) {
+	if (len > UINT32_MAX || !type || (type & ~3u) || level > UROCE_FLUSH_MR) {
 		ex_qp(q)->stage->err = EINVAL;
 		return;
 	}
@@ -297,8 +296,8 @@ static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 	wqe->send_flags |= IBV_SEND_INLINE;
 }
 
-static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah,
-			   uint32_t qpn, uint32_t qkey)
+static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t qpn,
+			   uint32_t qkey)
 {
 	struct uroce_qp *qp = ex_qp(q);
 	struct uroce_send_wqe *wqe = cur_wqe(qp);

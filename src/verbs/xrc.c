@@ -21,7 +21,7 @@ struct uroce_xrcd_dom {
 	ino_t st_ino;
 	bool has_file;
 	unsigned int handles;
-	struct uroce_xrcd_dom *next;	/* on doms, if has_file */
+	struct uroce_xrcd_dom *next; /* on doms, if has_file */
 };
 
 /* domains bound to a file; guarded by doms_lock */

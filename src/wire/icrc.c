@@ -17,13 +17,13 @@
 
 #include "wire/wire.h"
 
-#define LRH_LEN		8
-#define IPV4_LEN	20
-#define IPV6_LEN	40
-#define UDP_LEN		8
-#define PSHDR_MAX	(LRH_LEN + IPV6_LEN + UDP_LEN + UROCE_BTH_LEN)
+#define LRH_LEN	  8
+#define IPV4_LEN  20
+#define IPV6_LEN  40
+#define UDP_LEN	  8
+#define PSHDR_MAX (LRH_LEN + IPV6_LEN + UDP_LEN + UROCE_BTH_LEN)
 
-#define IPV4_DF		0x4000	/* in the flags/fragment offset word */
+#define IPV4_DF 0x4000 /* in the flags/fragment offset word */
 
 static void wr_be16(uint8_t *p, uint16_t v)
 {
@@ -48,19 +48,19 @@ static size_t build_pshdr(uint8_t *h, const struct uroce_icrc_ip *ip,
 		uroce_wr_be32(p, 0x6fffffff);
 		wr_be16(p + 4, udp_len);
 		p[6] = IPPROTO_UDP;
-		p[7] = 0xff;			/* hop limit */
+		p[7] = 0xff; /* hop limit */
 		memcpy(p + 8, &ip->src.v6, 16);
 		memcpy(p + 24, &ip->dst.v6, 16);
 		p += IPV6_LEN;
 	} else {
 		p[0] = 0x45;
-		p[1] = 0xff;			/* TOS */
+		p[1] = 0xff; /* TOS */
 		wr_be16(p + 2, (uint16_t)(IPV4_LEN + udp_len));
 		wr_be16(p + 4, ip->ip_id);
 		wr_be16(p + 6, ip->df ? IPV4_DF : 0);
-		p[8] = 0xff;			/* TTL */
+		p[8] = 0xff; /* TTL */
 		p[9] = IPPROTO_UDP;
-		p[10] = 0xff;			/* header checksum */
+		p[10] = 0xff; /* header checksum */
 		p[11] = 0xff;
 		memcpy(p + 12, &ip->src.v4, 4);
 		memcpy(p + 16, &ip->dst.v4, 4);
@@ -69,12 +69,12 @@ static size_t build_pshdr(uint8_t *h, const struct uroce_icrc_ip *ip,
 	wr_be16(p, ip->sport);
 	wr_be16(p + 2, ip->dport);
 	wr_be16(p + 4, udp_len);
-	p[6] = 0xff;				/* UDP checksum */
+	p[6] = 0xff; /* UDP checksum */
 	p[7] = 0xff;
 	p += UDP_LEN;
 
 	memcpy(p, bth, UROCE_BTH_LEN);
-	p[4] = 0xff;				/* FECN, BECN, resv6 */
+	p[4] = 0xff; /* FECN, BECN, resv6 */
 	p += UROCE_BTH_LEN;
 	return (size_t)(p - h);
 }
@@ -148,8 +148,8 @@ static bool in_span(uint32_t *vec, int n, uint32_t r)
 		uint32_t v = vec[i], pivot = v & -v;
 
 		for (k = i + 1; k < n; k++)
-			vec[k] ^= v & -(uint32_t)!!(vec[k] & pivot);
-		r ^= v & -(uint32_t)!!(r & pivot);
+			vec[k] ^= v & -(uint32_t) !!(vec[k] & pivot);
+		r ^= v & -(uint32_t) !!(r & pivot);
 	}
 	return r == 0;
 }
@@ -165,7 +165,7 @@ static uint32_t shift_bytes(uint32_t v, size_t n)
 
 	if (n > sizeof(zeros))
 		return (uint32_t)crc32_combine_op(v, 0,
-					crc32_combine_gen((z_off_t)n));
+						  crc32_combine_gen((z_off_t)n));
 	/* crc32_gzip_refl inverts before and after: cancel both */
 	return ~crc32_gzip_refl(~v, zeros, n);
 }
@@ -195,7 +195,7 @@ static bool check_ipv4(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
 	uint32_t vec[17], r, v;
 	int n = 0, bit;
 
-	ip0.df = true;		/* ip0.ip_id: the caller's guess */
+	ip0.df = true; /* ip0.ip_id: the caller's guess */
 	r = uroce_icrc_compute(&ip0, &iov, 1) ^ icrc_load(pkt + iov.iov_len);
 	if (!r)
 		return true;

@@ -8,19 +8,19 @@
  */
 #include "wire/wire.h"
 
-#define BTH	UROCE_BTH_LEN
-#define RETH	UROCE_RETH_LEN
-#define AETH	UROCE_AETH_LEN
-#define ATMETH	UROCE_ATMETH_LEN
-#define ATMACK	UROCE_ATMACK_LEN
-#define IMMDT	UROCE_IMMDT_LEN
-#define IETH	UROCE_IETH_LEN
-#define DETH	UROCE_DETH_LEN
-#define FETH	UROCE_FETH_LEN
-#define XRCETH	UROCE_XRCETH_LEN
+#define BTH    UROCE_BTH_LEN
+#define RETH   UROCE_RETH_LEN
+#define AETH   UROCE_AETH_LEN
+#define ATMETH UROCE_ATMETH_LEN
+#define ATMACK UROCE_ATMACK_LEN
+#define IMMDT  UROCE_IMMDT_LEN
+#define IETH   UROCE_IETH_LEN
+#define DETH   UROCE_DETH_LEN
+#define FETH   UROCE_FETH_LEN
+#define XRCETH UROCE_XRCETH_LEN
 
-#define M(x)	UROCE_M_##x
-#define H(x)	UROCE_HDR_##x
+#define M(x) UROCE_M_##x
+#define H(x) UROCE_HDR_##x
 
 const struct uroce_opcode_info uroce_opcode[256] = {
 	/* ---- RC requests ---- */

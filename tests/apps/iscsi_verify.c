@@ -37,17 +37,17 @@
 #include "../lib/pattern.h"
 
 /* libiscsi's iSER moves at most 256 KiB per command (DATA_BUFFER_SIZE) */
-#define MAX_EXTENT	(256u << 10)
+#define MAX_EXTENT (256u << 10)
 
 struct extent {
-	uint64_t off;		/* bytes from the start of the LUN */
+	uint64_t off; /* bytes from the start of the LUN */
 	uint32_t len;
 };
 
 struct io {
 	struct verify *v;
 	struct extent ext;
-	unsigned char *buf;	/* what a write sends */
+	unsigned char *buf; /* what a write sends */
 };
 
 struct verify {
@@ -55,7 +55,7 @@ struct verify {
 	int lun;
 	uint32_t block;
 	uint64_t seed;
-	uint64_t bytes;		/* size of the region */
+	uint64_t bytes; /* size of the region */
 	unsigned int depth;
 	unsigned int inflight;
 	uint64_t moved, checked;
@@ -103,8 +103,8 @@ static int64_t mismatch(uint64_t seed, uint64_t off, const unsigned char *p,
 
 /* Extents covering [0, bytes) in whole blocks: sizes from one block to
  * MAX_EXTENT, mostly small, with powers of two among them. */
-static size_t make_extents(struct extent **out, uint64_t bytes,
-			   uint32_t block, uint64_t *rng)
+static size_t make_extents(struct extent **out, uint64_t bytes, uint32_t block,
+			   uint64_t *rng)
 {
 	struct extent *e = NULL;
 	size_t n = 0, cap = 0;
@@ -141,8 +141,8 @@ static size_t make_extents(struct extent **out, uint64_t bytes,
 	return n;
 }
 
-static void io_done(struct iscsi_context *iscsi, int status,
-		    void *command_data, void *private_data)
+static void io_done(struct iscsi_context *iscsi, int status, void *command_data,
+		    void *private_data)
 {
 	struct scsi_task *task = command_data;
 	struct io *io = private_data;
@@ -231,12 +231,16 @@ static void run_pass(struct verify *v, const struct extent *e, size_t n,
 					fail("out of memory");
 				fill(v->seed, e[i].off, io->buf, e[i].len);
 				task = iscsi_write16_task(v->iscsi, v->lun,
-					e[i].off / v->block, io->buf, e[i].len,
-					(int)v->block, 0, 0, 0, 0, 0, io_done, io);
+							  e[i].off / v->block,
+							  io->buf, e[i].len,
+							  (int)v->block, 0, 0,
+							  0, 0, 0, io_done, io);
 			} else {
 				task = iscsi_read16_task(v->iscsi, v->lun,
-					e[i].off / v->block, e[i].len,
-					(int)v->block, 0, 0, 0, 0, 0, io_done, io);
+							 e[i].off / v->block,
+							 e[i].len,
+							 (int)v->block, 0, 0, 0,
+							 0, 0, io_done, io);
 			}
 			if (!task)
 				fail("cannot queue a %s: %s",
@@ -288,7 +292,7 @@ static void check_file(struct verify *v, const char *path)
 static void usage(void)
 {
 	fprintf(stderr, "usage: iscsi_verify [-i INITIATOR] [-s SEED] [-m MiB] "
-		"[-q DEPTH] [-w | -r] [-f FILE] URL\n");
+			"[-q DEPTH] [-w | -r] [-f FILE] URL\n");
 	exit(2);
 }
 
@@ -307,14 +311,29 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "i:s:m:q:wrf:")) != -1) {
 		switch (c) {
-		case 'i': initiator = optarg; break;
-		case 's': v.seed = strtoull(optarg, NULL, 0); break;
-		case 'm': mib = strtoull(optarg, NULL, 0); break;
-		case 'q': v.depth = (unsigned int)strtoul(optarg, NULL, 0); break;
-		case 'w': do_read = false; break;
-		case 'r': do_write = false; break;
-		case 'f': file = optarg; break;
-		default: usage();
+		case 'i':
+			initiator = optarg;
+			break;
+		case 's':
+			v.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'm':
+			mib = strtoull(optarg, NULL, 0);
+			break;
+		case 'q':
+			v.depth = (unsigned int)strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			do_read = false;
+			break;
+		case 'r':
+			do_write = false;
+			break;
+		case 'f':
+			file = optarg;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (optind != argc - 1 || !mib || !v.depth || (!do_write && !do_read))
@@ -355,7 +374,8 @@ int main(int argc, char **argv)
 		run_pass(&v, wext, nw, true);
 		task = iscsi_synchronizecache16_sync(v.iscsi, v.lun, 0, 0, 0, 0);
 		if (!task || task->status != SCSI_STATUS_GOOD)
-			fail("SYNCHRONIZE CACHE(16): %s", iscsi_get_error(v.iscsi));
+			fail("SYNCHRONIZE CACHE(16): %s",
+			     iscsi_get_error(v.iscsi));
 		scsi_free_scsi_task(task);
 	}
 	if (do_read)
@@ -367,10 +387,10 @@ int main(int argc, char **argv)
 	iscsi_destroy_url(url);
 	iscsi_destroy_context(v.iscsi);
 	printf("iscsi_verify: OK %s bytes_moved=%llu bytes_verified=%llu "
-	       "writes=%zu reads=%zu%s\n", argv[optind],
-	       (unsigned long long)v.moved, (unsigned long long)v.checked,
-	       do_write ? nw : 0, do_read ? nr : 0,
-	       file ? " file=checked" : "");
+	       "writes=%zu reads=%zu%s\n",
+	       argv[optind], (unsigned long long)v.moved,
+	       (unsigned long long)v.checked, do_write ? nw : 0,
+	       do_read ? nr : 0, file ? " file=checked" : "");
 	free(wext);
 	free(rext);
 	return 0;

@@ -33,7 +33,8 @@ static void fail(const char *what, long at, long got, long want)
 static int32_t val(int from, int to, int r, long i)
 {
 	return (int32_t)(((uint32_t)from * 7919u + (uint32_t)to * 104729u +
-			  (uint32_t)r * 31u + (uint32_t)i * 2654435761u) >> 1);
+			  (uint32_t)r * 31u + (uint32_t)i * 2654435761u) >>
+			 1);
 }
 
 static void ring(int r, long n)
@@ -62,7 +63,9 @@ static void ring(int r, long n)
 
 static void collectives(int r)
 {
-	enum { N = 4096 };
+	enum {
+		N = 4096
+	};
 	int root = r % size, k;
 	int32_t *a = malloc(N * sizeof(*a)), *b = malloc(N * sizeof(*b));
 	int32_t *all = malloc((size_t)size * N * sizeof(*all));
@@ -108,8 +111,7 @@ static void collectives(int r)
 	for (k = 0; k < size; k++)
 		for (i = 0; i < N; i++)
 			outs[k * N + i] = val(rank, k, r, i);
-	MPI_Alltoall(outs, N, MPI_INT32_T, all, N, MPI_INT32_T,
-		     MPI_COMM_WORLD);
+	MPI_Alltoall(outs, N, MPI_INT32_T, all, N, MPI_INT32_T, MPI_COMM_WORLD);
 	for (k = 0; k < size; k++)
 		for (i = 0; i < N; i++)
 			if (all[k * N + i] != val(k, rank, r, i))

@@ -10,7 +10,7 @@
 #include "harness.h"
 #include "../lib/qp_setup.h"
 
-#define LOCAL "127.0.80.1"
+#define LOCAL	  "127.0.80.1"
 #define BURST_MAX 64
 
 struct eng *E;
@@ -18,7 +18,7 @@ struct eng *E;
 /* ---- the wire: a heap of packets ordered by (delivery time, order sent) */
 struct wpkt {
 	uint64_t at, seq;
-	uint8_t tos;			/* its IP header's */
+	uint8_t tos; /* its IP header's */
 	size_t len;
 	uint8_t data[];
 };
@@ -26,7 +26,7 @@ struct wpkt {
 static struct wpkt **heap;
 static size_t nheap, heap_cap;
 static uint64_t wseq;
-static unsigned int io_calls;		/* calls of the packet IO so far */
+static unsigned int io_calls; /* calls of the packet IO so far */
 static uint64_t rng;
 static struct sockaddr_storage local;
 
@@ -103,8 +103,7 @@ static void describe(const uint8_t *b, size_t len, struct eng_pkt *p)
 		p->reth_va = reth_va(b + info->offset[UROCE_HDR_RETH]);
 		p->reth_len = reth_len(b + info->offset[UROCE_HDR_RETH]);
 	}
-	p->paylen = (uint32_t)(len - info->length - UROCE_ICRC_LEN -
-			       bth_pad(b));
+	p->paylen = (uint32_t)(len - info->length - UROCE_ICRC_LEN - bth_pad(b));
 }
 
 static void trace_print(const struct eng_pkt *p)
@@ -121,8 +120,7 @@ static void trace_print(const struct eng_pkt *p)
 	fprintf(stderr, "\n");
 }
 
-static void wire_put(const uint8_t *data, size_t len, uint64_t at,
-		     uint8_t tos)
+static void wire_put(const uint8_t *data, size_t len, uint64_t at, uint8_t tos)
 {
 	struct wpkt *w = malloc(sizeof(*w) + len);
 
@@ -169,7 +167,7 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	if (p->dropped)
 		return 0;
 	if (E->o.reorder_ppm && rnd_ppm() < E->o.reorder_ppm)
-		at += E->o.latency_ns / 2 + 1;	/* overtaken by later ones */
+		at += E->o.latency_ns / 2 + 1; /* overtaken by later ones */
 	/* a congested queue on the way marks ECN-capable packets CE */
 	if (E->mark_ce && (ip.tos & UROCE_ECN_MASK) && E->mark_ce(E, p))
 		ip.tos |= UROCE_ECN_CE;
@@ -226,8 +224,8 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 		for (off = 0; off < len; off += run[r].seg) {
 			struct iovec one = {
 				.iov_base = buf + off,
-				.iov_len = len - off < run[r].seg ?
-					   len - off : run[r].seg,
+				.iov_len = len - off < run[r].seg ? len - off :
+								    run[r].seg,
 			};
 
 			wire_send(dev, &run[r].dst, run[r].ip, &one, 1);
@@ -238,7 +236,8 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 
 static const struct uroce_pkt_io wire_io = { .send = wire_send_to };
 static const struct uroce_pkt_io wire_io_gso = {
-	.send = wire_send_to, .send_runs = wire_send_runs,
+	.send = wire_send_to,
+	.send_runs = wire_send_runs,
 };
 
 /* ---- setup ---- */
@@ -269,8 +268,11 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dqpn)
 	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	struct uroce_test_rc rts = {
-		.timeout = E->o.timeout, .retry_cnt = E->o.retry_cnt,
-		.rnr_retry = E->o.rnr_retry, .sq_psn = PSN0, .max_rd_atomic = 4,
+		.timeout = E->o.timeout,
+		.retry_cnt = E->o.retry_cnt,
+		.rnr_retry = E->o.rnr_retry,
+		.sq_psn = PSN0,
+		.max_rd_atomic = 4,
 	};
 	union ibv_gid gid;
 	const char *failed;
@@ -320,9 +322,9 @@ void eng_setup(const struct eng_opts *o)
 	in->sin_port = htons(UROCE_UDP_PORT);
 	inet_pton(AF_INET, LOCAL, &in->sin_addr);
 	E->dev = uroce_dev_get();
-	if (!E->dev || uroce_dev_up_offline(E->dev,
-					    E->o.gso ? &wire_io_gso : &wire_io,
-					    &local, E->o.rcvbuf))
+	if (!E->dev ||
+	    uroce_dev_up_offline(E->dev, E->o.gso ? &wire_io_gso : &wire_io,
+				 &local, E->o.rcvbuf))
 		die("uroce_dev_up_offline");
 	atomic_store(&E->dev->net.gso, E->o.gso);
 	E->dev->cc.on = E->o.cc;
@@ -462,10 +464,14 @@ void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + loff),
-			       .length = len, .lkey = mr_of(qp)->lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+			       .length = len,
+			       .lkey = mr_of(qp)->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
@@ -478,10 +484,14 @@ void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		     uint64_t compare_add, uint64_t swap)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + loff),
-			       .length = 8, .lkey = mr_of(qp)->lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+			       .length = 8,
+			       .lkey = mr_of(qp)->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	wr.wr.atomic.remote_addr = raddr;
 	wr.wr.atomic.rkey = rkey;
@@ -491,13 +501,13 @@ void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		die("ibv_post_send atomic");
 }
 
-void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off,
-		   uint32_t len)
+void eng_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint32_t off, uint32_t len)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + off),
-			       .length = len, .lkey = mr_of(qp)->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
+			       .length = len,
+			       .lkey = mr_of(qp)->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 },
+			   *bad;
 
 	if (ibv_post_recv(qp, &wr, &bad))
 		die("ibv_post_recv");
@@ -555,8 +565,7 @@ void eng_gid_unreach(union ibv_gid *gid)
 {
 	struct sockaddr_storage ss = local;
 
-	inet_pton(AF_INET, ENG_UNREACH,
-		  &((struct sockaddr_in *)&ss)->sin_addr);
+	inet_pton(AF_INET, ENG_UNREACH, &((struct sockaddr_in *)&ss)->sin_addr);
 	uroce_gid_from_addr(&ss, gid);
 }
 
@@ -584,8 +593,8 @@ void eng_dump_counters(void)
 {
 	int c;
 
-	fprintf(stderr, "at %.3f ms (fake clock), %u packets sent:\n",
-		eng_ms(), E->ntrace);
+	fprintf(stderr, "at %.3f ms (fake clock), %u packets sent:\n", eng_ms(),
+		E->ntrace);
 	for (c = 0; c < UROCE_CNT_NUM; c++)
 		if (eng_cnt(c) && uroce_counter_name[c])
 			fprintf(stderr, "  %s=%llu\n", uroce_counter_name[c],

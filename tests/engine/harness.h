@@ -24,8 +24,8 @@
 
 #include "uroce.h"
 
-#define ENG_BUF_SIZE	(1u << 20)	/* each side's registered buffer */
-#define ENG_TRACE_MAX	65536
+#define ENG_BUF_SIZE  (1u << 20) /* each side's registered buffer */
+#define ENG_TRACE_MAX 65536
 
 /* One packet on the wire, as a filter and the trace see it. */
 struct eng_pkt {
@@ -34,17 +34,17 @@ struct eng_pkt {
 	uint32_t psn;
 	uint32_t dqpn;
 	bool ackreq;
-	bool is_req;			/* a request (to a responder) */
-	uint8_t syn;			/* AETH syndrome, if it has one */
+	bool is_req; /* a request (to a responder) */
+	uint8_t syn; /* AETH syndrome, if it has one */
 	bool has_aeth;
-	uint64_t reth_va;		/* RETH fields, if it has one */
+	uint64_t reth_va; /* RETH fields, if it has one */
 	uint32_t reth_len;
 	bool has_reth;
 	uint32_t paylen;
-	uint8_t tos;			/* its IP header's TOS as sent */
-	bool dropped;			/* by the filter or the generator */
-	unsigned int nth;		/* its index in the trace */
-	unsigned int io_call;		/* which call of the packet IO sent
+	uint8_t tos;	      /* its IP header's TOS as sent */
+	bool dropped;	      /* by the filter or the generator */
+	unsigned int nth;     /* its index in the trace */
+	unsigned int io_call; /* which call of the packet IO sent
 					 * it (one sendmmsg, one sendmsg) */
 };
 
@@ -54,45 +54,44 @@ struct eng;
 typedef bool (*eng_filter_fn)(struct eng *e, const struct eng_pkt *p);
 
 struct eng_opts {
-	uint64_t latency_ns;		/* one way; default 10 us */
-	uint32_t drop_ppm, dup_ppm, reorder_ppm;	/* per million */
+	uint64_t latency_ns;			 /* one way; default 10 us */
+	uint32_t drop_ppm, dup_ppm, reorder_ppm; /* per million */
 	uint64_t seed;
-	uint32_t rcvbuf;		/* sizes the windows; default 4 MiB */
-	uint8_t timeout;		/* QP local ACK timeout; default 14 */
-	uint8_t retry_cnt, rnr_retry;	/* default 7, 7 */
-	bool gso;			/* the wire takes runs (send_runs), so
+	uint32_t rcvbuf;	      /* sizes the windows; default 4 MiB */
+	uint8_t timeout;	      /* QP local ACK timeout; default 14 */
+	uint8_t retry_cnt, rnr_retry; /* default 7, 7 */
+	bool gso;		      /* the wire takes runs (send_runs), so
 					 * the engine batches as over UDP GSO */
-	int unreach_err;		/* what a send to ENG_UNREACH returns;
+	int unreach_err;	      /* what a send to ENG_UNREACH returns;
 					 * default -ENETUNREACH */
-	bool cc;			/* ECN congestion control on, as
+	bool cc;		      /* ECN congestion control on, as
 					 * UROCE_CC=dcqcn (CNPs 50 us apart) */
-	bool acks_for_post;		/* bursts end as an application's own
+	bool acks_for_post;	      /* bursts end as an application's own
 					 * poll's do: ACKs wait for its post */
-	bool channel;			/* both CQs on one completion channel
+	bool channel;		      /* both CQs on one completion channel
 					 * (E->ch, its fd non-blocking) */
 };
 
 /* an address the wire has no route to */
-#define ENG_UNREACH	"192.0.2.1"
-
+#define ENG_UNREACH "192.0.2.1"
 
 struct eng {
 	struct uroce_dev *dev;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq_a, *cq_b;
-	struct ibv_comp_channel *ch;	/* eng_opts.channel */
+	struct ibv_comp_channel *ch; /* eng_opts.channel */
 	struct ibv_qp *a, *b;
 	struct ibv_mr *mr_a, *mr_b;
 	uint8_t *buf_a, *buf_b;
 	struct eng_opts o;
 	eng_filter_fn filter;
-	eng_filter_fn mark_ce;		/* an ECN-marking queue, or NULL */
+	eng_filter_fn mark_ce; /* an ECN-marking queue, or NULL */
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);
-	void *priv;			/* the scenario's own state */
-	uint64_t now;			/* the fake clock */
+	void *priv;   /* the scenario's own state */
+	uint64_t now; /* the fake clock */
 	uint64_t start;
 	/* the completions a test waits for (eng_wait, eng_all_done) */
 	unsigned int want_a, want_b, got_a, got_b;
@@ -103,8 +102,8 @@ struct eng {
 
 extern struct eng *E;
 
-#define PSN0	0x100u			/* both directions start here */
-#define MS	1000000ull
+#define PSN0 0x100u /* both directions start here */
+#define MS   1000000ull
 
 /* B's buffer at off, as A addresses it */
 static inline uint64_t rva(uint32_t off)
@@ -160,16 +159,16 @@ struct eng_test {
  * ctest test for each, so a test is listed only in its table) */
 int eng_main(int argc, char **argv, const struct eng_test *t, size_t n);
 
-#define ENG_CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__,	\
-				__LINE__, #cond);			\
-			fprintf(stderr, __VA_ARGS__);			\
-			fprintf(stderr, "\n");				\
-			eng_dump_counters();				\
-			exit(1);					\
-		}							\
+#define ENG_CHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, \
+				__LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fprintf(stderr, "\n"); \
+			eng_dump_counters(); \
+			exit(1); \
+		} \
 	} while (0)
 
 #endif

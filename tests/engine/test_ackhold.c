@@ -22,7 +22,7 @@ static struct eng_opts hold_opts(void)
 	struct eng_opts o;
 
 	memset(&o, 0, sizeof(o));
-	o.gso = true;			/* batches, as over UDP */
+	o.gso = true; /* batches, as over UDP */
 	o.acks_for_post = true;
 	return o;
 }
@@ -101,7 +101,7 @@ static void t_ack_before_reply(void)
 	eng_wait(2, 1);
 	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the ping-pong never ended");
 	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0 &&
-		  eng_cnt(UROCE_CNT_TLP_PROBES) == 0,
+			  eng_cnt(UROCE_CNT_TLP_PROBES) == 0,
 		  "a timer had to recover: %llu timeouts, %llu probes",
 		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS),
 		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
@@ -131,7 +131,7 @@ static void t_ack_before_reply_mid_burst(void)
 	unsigned int reply, ack;
 
 	memset(&o, 0, sizeof(o));
-	o.gso = true;		/* the progress thread's burst: ACKs at its end */
+	o.gso = true; /* the progress thread's burst: ACKs at its end */
 	eng_setup(&o);
 	eng_pattern();
 	eng_post_recv(E->b, 10, 0, 64);
@@ -149,8 +149,10 @@ static void t_ack_before_reply_mid_burst(void)
 	ack = next_of_b(0, b_ack_of_first);
 	ENG_CHECK(reply < E->ntrace, "B's answer was not sent");
 	/* the ACK of the message B's application answered goes first */
-	ENG_CHECK(ack < reply, "the answer %u before the ACK %u of what it "
-		  "answers", reply, ack);
+	ENG_CHECK(ack < reply,
+		  "the answer %u before the ACK %u of what it "
+		  "answers",
+		  reply, ack);
 	eng_wait(3, 1);
 	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "never ended");
 	/* A: the first SEND acknowledged, B's answer, the second SEND */
@@ -257,13 +259,15 @@ static void t_ack_hold_bound(void)
 	ENG_CHECK(ack < E->ntrace, "no ACK");
 	arrived = E->trace[ping].sent_ns + E->o.latency_ns;
 	waited = E->trace[ack].sent_ns - arrived;
-	ENG_CHECK(waited <= UROCE_ACK_HOLD_NS, "the ACK left %llu ns after "
-		  "its request arrived (bound %llu)", (unsigned long long)waited,
+	ENG_CHECK(waited <= UROCE_ACK_HOLD_NS,
+		  "the ACK left %llu ns after "
+		  "its request arrived (bound %llu)",
+		  (unsigned long long)waited,
 		  (unsigned long long)UROCE_ACK_HOLD_NS);
 	ENG_CHECK(E->trace[ack].psn == PSN0, "ACK of PSN 0x%x",
 		  E->trace[ack].psn);
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0 &&
-		  eng_cnt(UROCE_CNT_TIMEOUTS) == 0,
+			  eng_cnt(UROCE_CNT_TIMEOUTS) == 0,
 		  "A had to probe (%llu) or time out (%llu)",
 		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES),
 		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS));

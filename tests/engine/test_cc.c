@@ -10,8 +10,8 @@
 
 #include "harness.h"
 
-#define NWR	16
-#define WR_LEN	65536u
+#define NWR    16
+#define WR_LEN 65536u
 
 /* every data packet A sends goes through a congested queue */
 static bool mark_data(struct eng *e, const struct eng_pkt *p)
@@ -82,9 +82,11 @@ static void t_ecn_cnp(void)
 	ENG_CHECK(eng_uqp(E->b)->cc.cnp_sent == cnps, "B's count");
 	ENG_CHECK(marked > 4 * clean, "marked %.3f ms, clean %.3f ms",
 		  marked / 1e6, clean / 1e6);
-	fprintf(stderr, "clean %.3f ms, marked %.3f ms, %llu CNPs, rate %.1f "
-		"Mbit/s\n", clean / 1e6, marked / 1e6,
-		(unsigned long long)cnps, a->cc.rate * 8 / 1e6);
+	fprintf(stderr,
+		"clean %.3f ms, marked %.3f ms, %llu CNPs, rate %.1f "
+		"Mbit/s\n",
+		clean / 1e6, marked / 1e6, (unsigned long long)cnps,
+		a->cc.rate * 8 / 1e6);
 
 	/* the queue drains: 100 ms without a CNP and the rate is back */
 	E->mark_ce = NULL;

@@ -121,7 +121,7 @@ static void t_completion_then_arm(void)
 /* ---- the arm between two completions of one receive burst ---- */
 
 struct mid {
-	unsigned int pkts;		/* B's receives seen in the burst */
+	unsigned int pkts; /* B's receives seen in the burst */
 	bool armed;
 };
 
@@ -177,7 +177,8 @@ static void t_two_cqs_one_channel(void)
 	eng_setup(&o);
 	eng_post_recv(E->b, 10, 0, 64);
 	ENG_CHECK(!ibv_req_notify_cq(E->cq_a, 0) &&
-		  !ibv_req_notify_cq(E->cq_b, 0), "arm");
+			  !ibv_req_notify_cq(E->cq_b, 0),
+		  "arm");
 	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 8, 0, 0);
 	eng_settle(10 * MS);
 	/* B's receive completes first, then the ACK completes A's SEND */

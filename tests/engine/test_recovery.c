@@ -65,8 +65,7 @@ static void complete_at_rtt_scale(void)
 static void write_case(eng_filter_fn filter, uint32_t len)
 {
 	start(NULL, filter);
-	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, len, rva(0),
-		      E->mr_b->rkey);
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, len, rva(0), E->mr_b->rkey);
 	complete_at_rtt_scale();
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, len), "data");
 }
@@ -199,9 +198,8 @@ static void t_lost_retransmission(void)
 	 * again and A, half an RTT after its first go-back, went back
 	 * again (a third trip for PSN 10) */
 	ENG_CHECK(eng_cnt(UROCE_CNT_TX_NAK_SEQ_RESENT) >= 1, "NAK not repeated");
-	ENG_CHECK(eng_cnt(UROCE_CNT_EARLY_RETRANSMITS) == 2,
-		  "%llu go-backs", (unsigned long long)
-		  eng_cnt(UROCE_CNT_EARLY_RETRANSMITS));
+	ENG_CHECK(eng_cnt(UROCE_CNT_EARLY_RETRANSMITS) == 2, "%llu go-backs",
+		  (unsigned long long)eng_cnt(UROCE_CNT_EARLY_RETRANSMITS));
 }
 
 /* ---- READ: a lost response, a lost request, a lost resent response ---- */

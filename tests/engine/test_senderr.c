@@ -52,8 +52,10 @@ static void ud_rts(struct ibv_qp *qp)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qkey = QKEY;
-	ENG_CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				 IBV_QP_PORT | IBV_QP_QKEY), "UD INIT");
+	ENG_CHECK(!ibv_modify_qp(qp, &a,
+				 IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					 IBV_QP_PORT | IBV_QP_QKEY),
+		  "UD INIT");
 	a.qp_state = IBV_QPS_RTR;
 	ENG_CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE), "UD RTR");
 	a.qp_state = IBV_QPS_RTS;
@@ -64,8 +66,7 @@ static void ud_rts(struct ibv_qp *qp)
 
 /* a connected QP (UC, or RC with a 67 ms timeout and 7 retries) to a
  * QP numbered dqpn at gid */
-static void conn_rts(struct ibv_qp *qp, const union ibv_gid *gid,
-		     uint32_t dqpn)
+static void conn_rts(struct ibv_qp *qp, const union ibv_gid *gid, uint32_t dqpn)
 {
 	bool rc = qp->qp_type == IBV_QPT_RC;
 	struct ibv_qp_attr a;
@@ -74,8 +75,10 @@ static void conn_rts(struct ibv_qp *qp, const union ibv_gid *gid,
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	ENG_CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), "INIT");
+	ENG_CHECK(!ibv_modify_qp(qp, &a,
+				 IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+		  "INIT");
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = dqpn;
@@ -86,21 +89,26 @@ static void conn_rts(struct ibv_qp *qp, const union ibv_gid *gid,
 	a.ah_attr.port_num = 1;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.grh.dgid = *gid;
-	ENG_CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-				 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				 IBV_QP_RQ_PSN |
-				 (rc ? IBV_QP_MAX_DEST_RD_ATOMIC |
-				       IBV_QP_MIN_RNR_TIMER : 0)), "RTR");
+	ENG_CHECK(!ibv_modify_qp(qp, &a,
+				 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					 (rc ? IBV_QP_MAX_DEST_RD_ATOMIC |
+							  IBV_QP_MIN_RNR_TIMER :
+					       0)),
+		  "RTR");
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = PSN0;
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	ENG_CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-				 (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				       IBV_QP_RNR_RETRY |
-				       IBV_QP_MAX_QP_RD_ATOMIC : 0)), "RTS");
+	ENG_CHECK(!ibv_modify_qp(qp, &a,
+				 IBV_QP_STATE | IBV_QP_SQ_PSN |
+					 (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+							  IBV_QP_RNR_RETRY |
+							  IBV_QP_MAX_QP_RD_ATOMIC :
+					       0)),
+		  "RTS");
 }
 
 static struct ibv_ah *ahs[16];
@@ -159,11 +167,15 @@ static void post_ud(struct ibv_qp *qp, int n, struct ibv_ah **ah,
 static void post_send_len(struct ibv_qp *qp, enum ibv_wr_opcode op,
 			  uint64_t wr_id, uint32_t len)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)E->buf_a, .length = len,
+	struct ibv_sge sge = { .addr = (uintptr_t)E->buf_a,
+			       .length = len,
 			       .lkey = E->mr_a->lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	wr.wr.rdma.remote_addr = 0x1000;
 	wr.wr.rdma.rkey = 1;
@@ -349,7 +361,8 @@ static void t_ud_batched_filtered(void)
 		sge[i].length = 4096;
 		sge[i].lkey = E->mr_b->lkey;
 		rwr[i] = (struct ibv_recv_wr){ .wr_id = 7 + (uint64_t)i,
-					       .sg_list = &sge[i], .num_sge = 1 };
+					       .sg_list = &sge[i],
+					       .num_sge = 1 };
 		ENG_CHECK(!ibv_post_recv(rx, &rwr[i], &bad), "ibv_post_recv");
 	}
 	eng_gid_local(&local);

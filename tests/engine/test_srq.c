@@ -18,8 +18,8 @@
 #include "harness.h"
 #include "../lib/qp_setup.h"
 
-#define MSG	8192u		/* 8 packets at the harness's 1024 MTU */
-#define NRECV	4u
+#define MSG   8192u /* 8 packets at the harness's 1024 MTU */
+#define NRECV 4u
 
 static struct ibv_srq *srq;
 static struct ibv_qp *a1, *a2, *b1, *b2;
@@ -27,9 +27,14 @@ static struct ibv_qp *a1, *a2, *b1, *b2;
 static struct ibv_qp *rc_qp(struct ibv_cq *cq, struct ibv_srq *s)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .srq = s, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = s ? 0 : 64,
-			 .max_send_sge = 1, .max_recv_sge = s ? 0 : 1 },
+		.send_cq = cq,
+		.recv_cq = cq,
+		.srq = s,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 64,
+			 .max_recv_wr = s ? 0 : 64,
+			 .max_send_sge = 1,
+			 .max_recv_sge = s ? 0 : 1 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(E->pd, &ia);
 
@@ -42,8 +47,11 @@ static void rc_connect(struct ibv_qp *qp, uint32_t dqpn)
 	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			   IBV_ACCESS_REMOTE_READ;
 	struct uroce_test_rc rts = {
-		.timeout = E->o.timeout, .retry_cnt = 7, .rnr_retry = 7,
-		.sq_psn = PSN0, .max_rd_atomic = 4,
+		.timeout = E->o.timeout,
+		.retry_cnt = 7,
+		.rnr_retry = 7,
+		.sq_psn = PSN0,
+		.max_rd_atomic = 4,
 	};
 	union ibv_gid gid;
 	const char *failed;
@@ -65,9 +73,10 @@ static bool drop_a1_second(struct eng *e, const struct eng_pkt *p)
 static void post_srq_recv(uint64_t wr_id, uint32_t off)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(E->buf_b + off),
-			       .length = MSG, .lkey = E->mr_b->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
+			       .length = MSG,
+			       .lkey = E->mr_b->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 },
+			   *bad;
 
 	ENG_CHECK(!ibv_post_srq_recv(srq, &wr, &bad), "ibv_post_srq_recv");
 }
@@ -75,18 +84,21 @@ static void post_srq_recv(uint64_t wr_id, uint32_t off)
 static void post_send(struct ibv_qp *qp, uint64_t wr_id, uint32_t off)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(E->buf_a + off),
-			       .length = MSG, .lkey = E->mr_a->lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
-				  .num_sge = 1, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+			       .length = MSG,
+			       .lkey = E->mr_a->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	ENG_CHECK(!ibv_post_send(qp, &wr, &bad), "ibv_post_send");
 }
 
 static void t_interleaved_sends(void)
 {
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16,
-						  .max_sge = 1 } };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
 	unsigned int i;
 
 	eng_setup(NULL);
@@ -106,8 +118,8 @@ static void t_interleaved_sends(void)
 	/* B's receive buffers start as zeros, as UCX's did */
 	memset(E->buf_b + 65536, 0, NRECV * MSG);
 	E->filter = drop_a1_second;
-	post_send(a1, 1, 0);		/* A1 sends bytes [0, 8K) of buf_a */
-	post_send(a2, 2, MSG);		/* A2 sends [8K, 16K) */
+	post_send(a1, 1, 0);   /* A1 sends bytes [0, 8K) of buf_a */
+	post_send(a2, 2, MSG); /* A2 sends [8K, 16K) */
 	eng_wait(2, 2);
 	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "got %u sends, %u receives",
 		  E->got_a, E->got_b);
@@ -116,8 +128,9 @@ static void t_interleaved_sends(void)
 		uint32_t slot = (uint32_t)(wc->wr_id - 100);
 		uint32_t from = wc->qp_num == b1->qp_num ? 0 : MSG;
 
-		ENG_CHECK(wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
-			  wc->byte_len == MSG && slot < NRECV,
+		ENG_CHECK(wc->status == IBV_WC_SUCCESS &&
+				  wc->opcode == IBV_WC_RECV &&
+				  wc->byte_len == MSG && slot < NRECV,
 			  "receive %u: status %s, %u bytes, wr_id %llu", i,
 			  ibv_wc_status_str(wc->status), wc->byte_len,
 			  (unsigned long long)wc->wr_id);
@@ -128,7 +141,8 @@ static void t_interleaved_sends(void)
 			  "receive %u (WQE %u, QP %s) does not hold its QP's message",
 			  i, slot, from ? "B2" : "B1");
 	}
-	ENG_CHECK(E->wc_b[0].wr_id != E->wc_b[1].wr_id, "one WQE completed twice");
+	ENG_CHECK(E->wc_b[0].wr_id != E->wc_b[1].wr_id,
+		  "one WQE completed twice");
 	/* the interleaving happened: A1's second packet went twice */
 	ENG_CHECK(eng_cnt(UROCE_CNT_RETRANSMITS) > 0, "nothing was resent");
 }
@@ -144,8 +158,7 @@ static bool drop_a1_rest(struct eng *e, const struct eng_pkt *p)
 
 static void t_error_mid_message(void)
 {
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16,
-						  .max_sge = 1 } };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibv_wc wc;
 	unsigned int n = 0;
@@ -161,7 +174,7 @@ static void t_error_mid_message(void)
 	post_srq_recv(101, 65536 + MSG);
 	E->filter = drop_a1_rest;
 	post_send(a1, 1, 0);
-	eng_run(NULL, 1 * MS);		/* B1 has taken WQE 100 */
+	eng_run(NULL, 1 * MS); /* B1 has taken WQE 100 */
 	ENG_CHECK(!ibv_modify_qp(b1, &attr, IBV_QP_STATE), "to ERR");
 	while (eng_poll(E->cq_b, &wc)) {
 		ENG_CHECK(wc.wr_id == 100 && wc.status == IBV_WC_WR_FLUSH_ERR,

@@ -12,7 +12,6 @@
 
 #include "harness.h"
 
-
 /* ---- go-back-N after a gap ---- */
 
 static bool drop_first_psn10(struct eng *e, const struct eng_pkt *p)
@@ -76,9 +75,11 @@ static void t_duplicates(void)
 	eng_expect_ok(&E->wc_a[1], 2);
 	/* the SEND completed once at B, with its length */
 	eng_expect_ok(&E->wc_b[0], 10);
-	ENG_CHECK(E->wc_b[0].byte_len == 4096, "byte_len %u", E->wc_b[0].byte_len);
+	ENG_CHECK(E->wc_b[0].byte_len == 4096, "byte_len %u",
+		  E->wc_b[0].byte_len);
 	eng_settle(10 * MS);
-	ENG_CHECK(!eng_poll(E->cq_b, &E->wc_b[1]), "a duplicate SEND completed again");
+	ENG_CHECK(!eng_poll(E->cq_b, &E->wc_b[1]),
+		  "a duplicate SEND completed again");
 	/* duplicates are counted, never NAKed: a duplicate is not a gap */
 	ENG_CHECK(eng_cnt(UROCE_CNT_DUPLICATES) > 0, "no duplicate seen");
 	ENG_CHECK(eng_cnt(UROCE_CNT_TX_NAK_SEQ) == 0, "a duplicate was NAKed");
@@ -129,7 +130,8 @@ static bool rnr_seen(struct eng *e)
 
 static bool is_rnr(const struct eng_pkt *p)
 {
-	return p->has_aeth && (p->syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK;
+	return p->has_aeth &&
+	       (p->syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_RNR_NAK;
 }
 
 static void t_rnr_retry(void)
@@ -183,7 +185,8 @@ static void t_rnr_exhausted(void)
 		  ibv_wc_status_str(E->wc_a[0].status));
 	ENG_CHECK(eng_cnt(UROCE_CNT_RX_RNR_NAK) == 3, "%llu RNR NAKs",
 		  (unsigned long long)eng_cnt(UROCE_CNT_RX_RNR_NAK));
-	ENG_CHECK(eng_uqp(E->a)->attr.qp_state == IBV_QPS_ERR, "QP not in error");
+	ENG_CHECK(eng_uqp(E->a)->attr.qp_state == IBV_QPS_ERR,
+		  "QP not in error");
 }
 
 /* ---- READ resume at fixed segment boundaries ---- */
@@ -225,7 +228,7 @@ static void t_read_resume(void)
 		if (!p->is_req || !p->has_reth)
 			continue;
 		ENG_CHECK((first + p->reth_len / 1024) % SEG == 0 &&
-			  p->reth_va == rva(first * 1024),
+				  p->reth_va == rva(first * 1024),
 			  "request psn %#x len %u ends inside a segment",
 			  p->psn, p->reth_len);
 		if (first % SEG) {
@@ -297,7 +300,8 @@ static void t_ack_coalescing(void)
 	}
 	/* ACKs are cumulative (IBA 9.7.5.1.1): one for the burst, for its
 	 * last PSN, instead of 32 */
-	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs", eng_count_sent(is_ack));
+	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs",
+		  eng_count_sent(is_ack));
 	for (i = 0; i < E->ntrace; i++)
 		if (is_ack(&E->trace[i]))
 			ENG_CHECK(E->trace[i].psn == PSN0 + 31, "ACK psn %#x",
@@ -345,8 +349,10 @@ static void t_destroy_mid_burst(void)
 
 static void t_soak(void)
 {
-	struct eng_opts o = { .drop_ppm = 20000, .dup_ppm = 10000,
-			      .reorder_ppm = 20000, .seed = 1 };
+	struct eng_opts o = { .drop_ppm = 20000,
+			      .dup_ppm = 10000,
+			      .reorder_ppm = 20000,
+			      .seed = 1 };
 	uint64_t v = 7, got;
 	unsigned int i;
 
@@ -359,11 +365,11 @@ static void t_soak(void)
 		/* a WRITE, a SEND, a READ and an atomic per round */
 		eng_post_send(E->a, IBV_WR_RDMA_WRITE, 4 * i, i * 16384, 16384,
 			      rva(i * 16384), E->mr_b->rkey);
-		eng_post_send(E->a, IBV_WR_SEND, 4 * i + 1, 128 * 1024 +
-			      i * 16384, 16384, 0, 0);
-		eng_post_send(E->a, IBV_WR_RDMA_READ, 4 * i + 2, 256 * 1024 +
-			      i * 16384, 16384, rva(256 * 1024 + i * 16384),
-			      E->mr_b->rkey);
+		eng_post_send(E->a, IBV_WR_SEND, 4 * i + 1,
+			      128 * 1024 + i * 16384, 16384, 0, 0);
+		eng_post_send(E->a, IBV_WR_RDMA_READ, 4 * i + 2,
+			      256 * 1024 + i * 16384, 16384,
+			      rva(256 * 1024 + i * 16384), E->mr_b->rkey);
 		eng_post_atomic(E->a, IBV_WR_ATOMIC_FETCH_AND_ADD, 4 * i + 3,
 				400 * 1024 + i * 8, rva(900 * 1024),
 				E->mr_b->rkey, 1, 0);
@@ -376,9 +382,11 @@ static void t_soak(void)
 		eng_expect_ok(&E->wc_b[i], 100 + i);
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 128 * 1024), "WRITE data");
 	ENG_CHECK(!memcmp(E->buf_a + 128 * 1024, E->buf_b + 512 * 1024,
-			  128 * 1024), "SEND data");
+			  128 * 1024),
+		  "SEND data");
 	ENG_CHECK(!memcmp(E->buf_a + 256 * 1024, E->buf_b + 256 * 1024,
-			  128 * 1024), "READ data");
+			  128 * 1024),
+		  "READ data");
 	memcpy(&v, E->buf_b + 900 * 1024, 8);
 	ENG_CHECK(v == 15, "8 adds of 1 to 7 gave %llu", (unsigned long long)v);
 	for (i = 0; i < 8; i++) {

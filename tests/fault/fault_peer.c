@@ -39,10 +39,10 @@
 #include "../lib/pattern.h"
 #include "../lib/qp_setup.h"
 
-#define WINDOW		16
-#define CHUNK		(64 << 10)
-#define BUF_SIZE	(WINDOW * CHUNK)
-#define PROGRESS_AFTER	64	/* successful WRITEs before --progress-file */
+#define WINDOW	       16
+#define CHUNK	       (64 << 10)
+#define BUF_SIZE       (WINDOW * CHUNK)
+#define PROGRESS_AFTER 64 /* successful WRITEs before --progress-file */
 
 struct conn_info {
 	uint32_t qpn;
@@ -97,8 +97,10 @@ static struct ibv_qp *make_qp(struct peer *p, struct ibv_cq *cq)
 		.send_cq = cq,
 		.recv_cq = cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = WINDOW * 2, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = WINDOW * 2,
+			 .max_recv_wr = 4,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 
 	return ibv_create_qp(p->pd, &ia);
@@ -109,16 +111,22 @@ static int connect_qp(struct peer *p, struct ibv_qp *qp,
 		      int timeout, int retry_cnt)
 {
 	struct uroce_test_rc r = {
-		.dqpn = remote->qpn, .rq_psn = remote->psn, .sq_psn = my_psn,
-		.mtu = p->mtu, .max_dest_rd_atomic = 1, .max_rd_atomic = 1,
-		.min_rnr_timer = 1, .timeout = (uint8_t)timeout,
-		.retry_cnt = (uint8_t)retry_cnt, .rnr_retry = 7,
+		.dqpn = remote->qpn,
+		.rq_psn = remote->psn,
+		.sq_psn = my_psn,
+		.mtu = p->mtu,
+		.max_dest_rd_atomic = 1,
+		.max_rd_atomic = 1,
+		.min_rnr_timer = 1,
+		.timeout = (uint8_t)timeout,
+		.retry_cnt = (uint8_t)retry_cnt,
+		.rnr_retry = 7,
 	};
 	int ret;
 
 	memcpy(r.dgid.raw, remote->gid, 16);
 	ret = uroce_test_rc_init(qp, IBV_ACCESS_REMOTE_WRITE |
-				 IBV_ACCESS_LOCAL_WRITE);
+					     IBV_ACCESS_LOCAL_WRITE);
 	if (!ret)
 		ret = uroce_test_rc_rtr(qp, &r);
 	if (!ret)
@@ -149,8 +157,8 @@ static int setup(struct peer *p)
 	if (!p->cq || !p->buf)
 		return -1;
 	pat_fill(p->buf, BUF_SIZE, key_of(0x5a, 0, 0, 0), 0);
-	p->mr = ibv_reg_mr(p->pd, p->buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
-			   IBV_ACCESS_REMOTE_WRITE);
+	p->mr = ibv_reg_mr(p->pd, p->buf, BUF_SIZE,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	p->qp = p->mr ? make_qp(p, p->cq) : NULL;
 	if (!p->qp) {
 		say("cannot create the MR or QP: %s", strerror(errno));
@@ -178,7 +186,9 @@ static int exchange(int fd, struct peer *p, uint32_t psn,
 		    struct conn_info *remote)
 {
 	struct conn_info mine = {
-		.qpn = p->qp->qp_num, .psn = psn, .rkey = p->mr->rkey,
+		.qpn = p->qp->qp_num,
+		.psn = psn,
+		.rkey = p->mr->rkey,
 		.addr = (uintptr_t)p->buf,
 	};
 
@@ -257,7 +267,8 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 	/* what the IBA allows (4.096 us * 2^timeout per try, retry_cnt
 	 * retries) with 4x room for back-off, plus scheduling slack */
 	budget_s = 4.096e-6 * (double)(1ull << o->timeout) *
-		   (o->retry_cnt + 1) * 4 + 2.0;
+			   (o->retry_cnt + 1) * 4 +
+		   2.0;
 	t0 = t_last_ok = now_s();
 	while (first_err < 0) {
 		int i, n;
@@ -293,16 +304,18 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 		}
 		if (first_err < 0 && now_s() - t0 > o->max_s) {
 			say("no error completion after %.0f s (%" PRIu64
-			    " WRITEs succeeded)", o->max_s, ok);
+			    " WRITEs succeeded)",
+			    o->max_s, ok);
 			return -1;
 		}
 	}
 	say("first error %s after %.3f s without progress (budget %.3f s), "
 	    "%" PRIu64 " WRITEs succeeded before",
-	    ibv_wc_status_str((enum ibv_wc_status)first_err),
-	    t_err - t_last_ok, budget_s, ok);
+	    ibv_wc_status_str((enum ibv_wc_status)first_err), t_err - t_last_ok,
+	    budget_s, ok);
 	if (first_err != o->expect) {
-		say("expected %s", ibv_wc_status_str((enum ibv_wc_status)o->expect));
+		say("expected %s",
+		    ibv_wc_status_str((enum ibv_wc_status)o->expect));
 		errors++;
 	}
 	if (t_err - t_last_ok > budget_s) {
@@ -322,7 +335,8 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 				flushed++;
 			} else {
 				say("WR %" PRIu64 " completed with %s after the "
-				    "error, not WR_FLUSH_ERR", wc[i].wr_id,
+				    "error, not WR_FLUSH_ERR",
+				    wc[i].wr_id,
 				    ibv_wc_status_str(wc[i].status));
 				errors++;
 			}
@@ -342,8 +356,8 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 	/* the device still works: a fresh QP connects */
 	cq2 = ibv_create_cq(p->ctx, 16, NULL, NULL, 0);
 	qp2 = cq2 ? make_qp(p, cq2) : NULL;
-	if (!qp2 || connect_qp(p, qp2, &remote, 0x2000, o->timeout,
-			       o->retry_cnt)) {
+	if (!qp2 ||
+	    connect_qp(p, qp2, &remote, 0x2000, o->timeout, o->retry_cnt)) {
 		say("cannot create and connect a new QP after the error");
 		errors++;
 	}
@@ -359,8 +373,7 @@ static int run_client(struct peer *p, int fd, const struct copts *o)
 	       " error_after_ms=%.0f budget_ms=%.0f new_qp=%s\n",
 	       errors ? "FAIL" : "OK",
 	       ibv_wc_status_str((enum ibv_wc_status)first_err), ok, flushed,
-	       (t_err - t_last_ok) * 1e3, budget_s * 1e3,
-	       qp2 ? "ok" : "failed");
+	       (t_err - t_last_ok) * 1e3, budget_s * 1e3, qp2 ? "ok" : "failed");
 	return errors ? -1 : 0;
 }
 
@@ -394,23 +407,42 @@ int main(int argc, char **argv)
 		{ "max-s", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct copts o = { .expect = IBV_WC_RETRY_EXC_ERR, .timeout = 14,
-			   .retry_cnt = 7, .max_s = 60 };
+	struct copts o = { .expect = IBV_WC_RETRY_EXC_ERR,
+			   .timeout = 14,
+			   .retry_cnt = 7,
+			   .max_s = 60 };
 	const char *host = NULL, *port = NULL, *port_file = NULL;
 	struct peer p;
 	int ch, fd, ret;
 
 	while ((ch = getopt_long(argc, argv, "s:p:", opts, NULL)) != -1) {
 		switch (ch) {
-		case 's': host = optarg; break;
-		case 'p': port = optarg; break;
-		case 'P': port_file = optarg; break;
-		case 'e': o.expect = status_of(optarg); break;
-		case 't': o.timeout = atoi(optarg); break;
-		case 'r': o.retry_cnt = atoi(optarg); break;
-		case 'g': o.progress_file = optarg; break;
-		case 'm': o.max_s = atof(optarg); break;
-		default: return 2;
+		case 's':
+			host = optarg;
+			break;
+		case 'p':
+			port = optarg;
+			break;
+		case 'P':
+			port_file = optarg;
+			break;
+		case 'e':
+			o.expect = status_of(optarg);
+			break;
+		case 't':
+			o.timeout = atoi(optarg);
+			break;
+		case 'r':
+			o.retry_cnt = atoi(optarg);
+			break;
+		case 'g':
+			o.progress_file = optarg;
+			break;
+		case 'm':
+			o.max_s = atof(optarg);
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (!port || o.expect < 0 || o.timeout < 1 || o.timeout > 31 ||

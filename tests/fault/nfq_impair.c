@@ -55,23 +55,23 @@
 
 #include "wire/wire.h"
 
-#define MAX_HELD	16384
-#define QUEUE_MAXLEN	16384
-#define REORDER_GAP	3
-#define REORDER_MAX_MS	20
-#define PKT_MAX		65536
+#define MAX_HELD       16384
+#define QUEUE_MAXLEN   16384
+#define REORDER_GAP    3
+#define REORDER_MAX_MS 20
+#define PKT_MAX	       65536
 
 struct held {
 	uint32_t id;
 	uint64_t due_ns;
-	int gap;		/* reorder: later packets still to let past */
-	bool reorder;		/* leaves at gap 0 or at due_ns */
+	int gap;      /* reorder: later packets still to let past */
+	bool reorder; /* leaves at gap 0 or at due_ns */
 };
 
 static struct {
 	struct nfq_q_handle *qh;
 	double delay_ms, jitter_ms, reorder, corrupt;
-	double ce_bps, ce_k;		/* phantom queue: drain rate, bytes */
+	double ce_bps, ce_k; /* phantom queue: drain rate, bytes */
 	double pq_bytes;
 	uint64_t pq_ns;
 	bool jitter_reorders;
@@ -82,7 +82,7 @@ static struct {
 	uint8_t buf[PKT_MAX];
 	/* counters */
 	uint64_t packets, delayed, reordered, corrupted, redrawn, overflow,
-		 not_roce, enobufs, ect, marked;
+		not_roce, enobufs, ect, marked;
 } g;
 
 static volatile sig_atomic_t stop;
@@ -264,8 +264,7 @@ static int on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg,
 	if (g.ce_bps > 0 && len > 0 && (size_t)len <= sizeof(g.buf)) {
 		memcpy(g.buf, payload, (size_t)len);
 		if (ce_mark(g.buf, (size_t)len, now)) {
-			nfq_set_verdict(qh, id, NF_ACCEPT, (uint32_t)len,
-					g.buf);
+			nfq_set_verdict(qh, id, NF_ACCEPT, (uint32_t)len, g.buf);
 			passed_one();
 			return 0;
 		}
@@ -275,8 +274,7 @@ static int on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg,
 		memcpy(g.buf, payload, (size_t)len);
 		if (corrupt(g.buf, (size_t)len)) {
 			g.corrupted++;
-			nfq_set_verdict(qh, id, NF_ACCEPT, (uint32_t)len,
-					g.buf);
+			nfq_set_verdict(qh, id, NF_ACCEPT, (uint32_t)len, g.buf);
 			passed_one();
 			return 0;
 		}
@@ -358,18 +356,42 @@ int main(int argc, char **argv)
 	g.ce_k = 32 * 1024;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'q': queue = atoi(optarg); break;
-		case 'd': g.delay_ms = atof(optarg); break;
-		case 'j': g.jitter_ms = atof(optarg); break;
-		case 'r': g.reorder = atof(optarg); break;
-		case 'c': g.corrupt = atof(optarg); break;
-		case 'J': g.jitter_reorders = true; break;
-		case 's': g.rng = strtoull(optarg, NULL, 0) | 1; break;
-		case 'm': g.ce_bps = atof(optarg) * 1e6; break;
-		case 'k': g.ce_k = atof(optarg) * 1024; break;
-		case 'R': ready = optarg; break;
-		case 'S': stats = optarg; break;
-		default: usage(); return 2;
+		case 'q':
+			queue = atoi(optarg);
+			break;
+		case 'd':
+			g.delay_ms = atof(optarg);
+			break;
+		case 'j':
+			g.jitter_ms = atof(optarg);
+			break;
+		case 'r':
+			g.reorder = atof(optarg);
+			break;
+		case 'c':
+			g.corrupt = atof(optarg);
+			break;
+		case 'J':
+			g.jitter_reorders = true;
+			break;
+		case 's':
+			g.rng = strtoull(optarg, NULL, 0) | 1;
+			break;
+		case 'm':
+			g.ce_bps = atof(optarg) * 1e6;
+			break;
+		case 'k':
+			g.ce_k = atof(optarg) * 1024;
+			break;
+		case 'R':
+			ready = optarg;
+			break;
+		case 'S':
+			stats = optarg;
+			break;
+		default:
+			usage();
+			return 2;
 		}
 	}
 	if (queue < 0 || queue > 65535 || optind != argc) {
@@ -419,7 +441,8 @@ int main(int argc, char **argv)
 			if (g.held[i].due_ns < next)
 				next = g.held[i].due_ns;
 		if (next != UINT64_MAX)
-			tmo = next <= now ? 0 : (int)((next - now) / 1000000 + 1);
+			tmo = next <= now ? 0 :
+					    (int)((next - now) / 1000000 + 1);
 		n = poll(&pfd, 1, tmo);
 		if (n <= 0)
 			continue;

@@ -27,12 +27,23 @@
 #include "dev.h"
 #include "../lib/qp_setup.h"
 
-#define PAGE	4096
-#define PEER	"127.0.79.2"
-#define OTHER	"127.0.79.3"
-#define LOCAL	"127.0.79.1"
+#define PAGE  4096
+#define PEER  "127.0.79.2"
+#define OTHER "127.0.79.3"
+#define LOCAL "127.0.79.1"
 
-enum { G0, R_W, G1, R_RO, G2, R_B, G3, R_LOCAL, G4, NREG };
+enum {
+	G0,
+	R_W,
+	G1,
+	R_RO,
+	G2,
+	R_B,
+	G3,
+	R_LOCAL,
+	G4,
+	NREG
+};
 /* regions that no packet may change */
 static const int frozen[] = { G0, G1, R_RO, G2, R_B, G3, G4 };
 
@@ -82,14 +93,17 @@ static int fake_send(struct uroce_dev *d, const struct sockaddr_storage *dst,
 		size_t n = iov[i].iov_len;
 
 		if (got < sizeof(first)) {
-			size_t c = n < sizeof(first) - got ? n : sizeof(first) - got;
+			size_t c = n < sizeof(first) - got ? n :
+							     sizeof(first) - got;
 
 			memcpy(first + got, iov[i].iov_base, c);
 			got += c;
 		}
 		/* touch every byte: ASan checks the engine's iovecs */
 		if (n)
-			(void)*(volatile const uint8_t *)((const uint8_t *)iov[i].iov_base + n - 1);
+			(void)*(volatile const uint8_t *)((const uint8_t *)iov[i]
+								  .iov_base +
+							  n - 1);
 		len += n;
 	}
 	if (len < UROCE_BTH_LEN + UROCE_ICRC_LEN || got < UROCE_BTH_LEN ||
@@ -113,10 +127,12 @@ static void connect_qp(void)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
 		die("RESET");
 	uroce_gid_from_addr(&s_peer, &gid);
-	failed = uroce_test_to_rtr(qp, IBV_ACCESS_LOCAL_WRITE |
-				   IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_ATOMIC, 0x77, &gid);
+	failed = uroce_test_to_rtr(qp,
+				   IBV_ACCESS_LOCAL_WRITE |
+					   IBV_ACCESS_REMOTE_WRITE |
+					   IBV_ACCESS_REMOTE_READ |
+					   IBV_ACCESS_REMOTE_ATOMIC,
+				   0x77, &gid);
 	if (failed)
 		die(failed);
 	/* timeout 0: no retransmission timer, deterministic */
@@ -128,10 +144,13 @@ static void connect_qp(void)
 static void post_work(void)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(mem + R_LOCAL * PAGE),
-			       .length = 2048, .lkey = mr[3]->lkey };
+			       .length = 2048,
+			       .lkey = mr[3]->lkey };
 	struct ibv_recv_wr rwr = { .sg_list = &sge, .num_sge = 1 }, *rbad;
-	struct ibv_send_wr swr = { .sg_list = &sge, .num_sge = 1,
-				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_send_wr swr = { .sg_list = &sge,
+				   .num_sge = 1,
+				   .send_flags = IBV_SEND_SIGNALED },
+			   *sbad;
 	struct ibv_wc wc[16];
 
 	if (ibv_post_recv(qp, &rwr, &rbad) || ibv_post_recv(qp, &rwr, &rbad))
@@ -299,7 +318,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (i = (size_t)frozen[k] * PAGE;
 		     i < (size_t)(frozen[k] + 1) * PAGE; i++)
 			if (mem[i] != pattern(i)) {
-				fprintf(stderr, "fuzz_recv: byte %zu of region "
+				fprintf(stderr,
+					"fuzz_recv: byte %zu of region "
 					"%d changed: memory an rkey does not "
 					"grant was written\n",
 					i % PAGE, frozen[k]);

@@ -61,8 +61,11 @@ int main(int argc, char **argv)
 	for (op = 0; op < 256; op++) {
 		const struct uroce_opcode_info *info = &uroce_opcode[op];
 		uint32_t mask = info->mask;
-		struct craft c = { .op = (uint8_t)op, .qpn = 0, .ackreq = true,
-				   .pad = -1, .payload = payload };
+		struct craft c = { .op = (uint8_t)op,
+				   .qpn = 0,
+				   .ackreq = true,
+				   .pad = -1,
+				   .payload = payload };
 		bool resp = !(mask & UROCE_M_REQ);
 		char name[64];
 		size_t n = 0;
@@ -73,21 +76,29 @@ int main(int argc, char **argv)
 		c.rkey = 0;
 		c.va = mask & UROCE_M_ATMETH ? 8 : 16;
 		if (mask & UROCE_M_PAYLOAD)
-			c.paylen = (mask & UROCE_M_LAST) || !(mask & UROCE_M_FIRST
-				   || mask & UROCE_M_MIDDLE) ? 13 : 1024;
-		if ((mask & UROCE_M_MIDDLE) || ((mask & UROCE_M_LAST) &&
-						!(mask & UROCE_M_FIRST))) {
+			c.paylen = (mask & UROCE_M_LAST) ||
+						   !(mask & UROCE_M_FIRST ||
+						     mask & UROCE_M_MIDDLE) ?
+					   13 :
+					   1024;
+		if ((mask & UROCE_M_MIDDLE) ||
+		    ((mask & UROCE_M_LAST) && !(mask & UROCE_M_FIRST))) {
 			/* a MIDDLE or LAST: lead in with the FIRST of its kind */
 			struct craft f = c;
 
 			f.op = (uint8_t)(mask & UROCE_M_WRITE ?
-				op - (mask & UROCE_M_MIDDLE ? 1 : 2) :
-				op - (mask & UROCE_M_MIDDLE ? 1 : 2));
+						 op - (mask & UROCE_M_MIDDLE ?
+							       1 :
+							       2) :
+						 op - (mask & UROCE_M_MIDDLE ?
+							       1 :
+							       2));
 			if (mask & UROCE_M_LAST && (op & 0x1f) != 0x08 &&
 			    (op & 0x1f) != 0x02)
 				f.op = (uint8_t)(op & 0xe0) |
 				       (mask & UROCE_M_WRITE ? 0x06 :
-					mask & UROCE_M_READ ? 0x0d : 0x00);
+					mask & UROCE_M_READ  ? 0x0d :
+							       0x00);
 			f.paylen = 1024;
 			f.dmalen = 1024 + c.paylen;
 			n = add(buf, n, f);

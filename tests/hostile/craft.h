@@ -13,22 +13,22 @@
 
 #include "wire/wire.h"
 
-#define CRAFT_MAX	(UROCE_MAX_HDR_LEN + 4096 + 8)
+#define CRAFT_MAX (UROCE_MAX_HDR_LEN + 4096 + 8)
 
 struct craft {
 	uint8_t op;
 	uint32_t qpn;
 	uint32_t psn;
 	bool ackreq;
-	int pad;		/* PadCnt; -1: what the payload length needs */
+	int pad; /* PadCnt; -1: what the payload length needs */
 	uint8_t tver;
-	uint16_t pkey;		/* 0: the default 0xffff */
-	uint64_t va;		/* RETH / ATMETH */
-	uint32_t rkey;		/* RETH / ATMETH / IETH */
-	uint32_t dmalen;	/* RETH */
-	uint64_t swap_add, comp;	/* ATMETH */
-	uint8_t syn;		/* AETH */
-	uint32_t srqn;		/* XRCETH */
+	uint16_t pkey;		 /* 0: the default 0xffff */
+	uint64_t va;		 /* RETH / ATMETH */
+	uint32_t rkey;		 /* RETH / ATMETH / IETH */
+	uint32_t dmalen;	 /* RETH */
+	uint64_t swap_add, comp; /* ATMETH */
+	uint8_t syn;		 /* AETH */
+	uint32_t srqn;		 /* XRCETH */
 	const void *payload;
 	uint32_t paylen;
 };

@@ -49,9 +49,9 @@
 #include "target.h"
 #include "uroce_local.h"
 
-#define NQP		4
-#define FIRST_QPN	0x500
-#define EPSN0		0x100
+#define NQP	  4
+#define FIRST_QPN 0x500
+#define EPSN0	  0x100
 
 static struct in_addr a_target, a_me;
 static int s_me;
@@ -61,7 +61,7 @@ static uint32_t w_rkey, ro_rkey;
 static struct lr_shared *ring;
 static uint32_t head;
 static int bell = -1;
-static int room = -1;		/* our eventfd, given in the hello */
+static int room = -1; /* our eventfd, given in the hello */
 
 static socklen_t ring_name(struct sockaddr_un *un, struct in_addr a,
 			   uint32_t slot)
@@ -98,7 +98,8 @@ static int ring_take(int *memfd_out)
 	} ctl;
 	struct lr_answer ans;
 	struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
 			      .msg_control = ctl.buf,
 			      .msg_controllen = sizeof(ctl.buf) };
 	struct sockaddr_un un;
@@ -119,7 +120,8 @@ static int ring_take(int *memfd_out)
 			struct cmsghdr align;
 		} hc;
 		struct iovec hi = { .iov_base = &h, .iov_len = sizeof(h) };
-		struct msghdr hm = { .msg_iov = &hi, .msg_iovlen = 1,
+		struct msghdr hm = { .msg_iov = &hi,
+				     .msg_iovlen = 1,
 				     .msg_control = hc.buf,
 				     .msg_controllen = sizeof(hc.buf) };
 
@@ -200,15 +202,19 @@ static void probe(int i, const char *after)
 {
 	uint8_t r[CRAFT_MAX];
 	struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
-			   .qpn = qpn0 + (uint32_t)i, .psn = epsn[i],
-			   .ackreq = true, .pad = 0, .va = w_addr + 64,
-			   .rkey = w_rkey, .dmalen = 8 };
+			   .qpn = qpn0 + (uint32_t)i,
+			   .psn = epsn[i],
+			   .ackreq = true,
+			   .pad = 0,
+			   .va = w_addr + 64,
+			   .rkey = w_rkey,
+			   .dmalen = 8 };
 	size_t n;
 
 	ring_pkt(&c);
 	n = recv_resp(r, sizeof(r));
 	check(n && bth_opcode(r) == UROCE_OP_RC_READ_RESPONSE_ONLY &&
-	      bth_psn(r) == epsn[i],
+		      bth_psn(r) == epsn[i],
 	      "%s: the target answers a READ sent through its ring", after);
 	epsn[i] = uroce_psn_add(epsn[i], 1);
 }
@@ -228,10 +234,12 @@ static void *fake_receiver(void *arg)
 			char buf[CMSG_SPACE(2 * sizeof(int))];
 			struct cmsghdr align;
 		} ctl;
-		struct lr_answer ans = { .magic = LR_MAGIC, .alone = 1,
+		struct lr_answer ans = { .magic = LR_MAGIC,
+					 .alone = 1,
 					 .size = sizeof(struct lr_shared) };
 		struct iovec iov = { .iov_base = &ans, .iov_len = sizeof(ans) };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
 				      .msg_control = ctl.buf,
 				      .msg_controllen = sizeof(ctl.buf) };
 		struct lr_hello h;
@@ -296,14 +304,15 @@ int main(int argc, char **argv)
 	sin.sin_addr = a_me;
 	s_me = socket(AF_INET, SOCK_DGRAM, 0);
 	room = eventfd(0, EFD_NONBLOCK);
-	if (s_me < 0 || room < 0 || bind(s_me, (struct sockaddr *)&sin, sizeof(sin))) {
+	if (s_me < 0 || room < 0 ||
+	    bind(s_me, (struct sockaddr *)&sin, sizeof(sin))) {
 		perror("hostile_local: bind");
 		return 1;
 	}
 	/* our ring name, for the target's answers */
 	fake_listen = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-	if (bind(fake_listen, (struct sockaddr *)&un,
-		 ring_name(&un, a_me, 0)) || listen(fake_listen, 8) ||
+	if (bind(fake_listen, (struct sockaddr *)&un, ring_name(&un, a_me, 0)) ||
+	    listen(fake_listen, 8) ||
 	    pthread_create(&th, NULL, fake_receiver, NULL)) {
 		perror("hostile_local: listen");
 		return 1;
@@ -321,7 +330,7 @@ int main(int argc, char **argv)
 	w_rkey = (uint32_t)get_u64(line, "w_rkey=");
 	ro_addr = get_u64(line, "ro_addr=");
 	ro_rkey = (uint32_t)get_u64(line, "ro_rkey=");
-	if (!fgets(line, sizeof(line), out))	/* the xrc line */
+	if (!fgets(line, sizeof(line), out)) /* the xrc line */
 		return 1;
 	for (i = 0; i < NQP; i++)
 		epsn[i] = EPSN0;
@@ -336,15 +345,15 @@ int main(int argc, char **argv)
 		uint8_t junk[64];
 
 		memset(junk, 0xa5, sizeof(junk));
-		junk[0] = 0x1e;			/* an undefined opcode */
-		junk[5] = (uint8_t)(qpn0 >> 16);	/* to the target's QP 0 */
+		junk[0] = 0x1e;			 /* an undefined opcode */
+		junk[5] = (uint8_t)(qpn0 >> 16); /* to the target's QP 0 */
 		junk[6] = (uint8_t)(qpn0 >> 8);
 		junk[7] = (uint8_t)qpn0;
 		ring_raw(junk, sizeof(junk), 0xffffffffu);
 		ring_raw(junk, sizeof(junk), LR_DATA + 1);
-		ring_raw(junk, 0, 0);			/* empty */
-		ring_raw(junk, 5, 5);			/* shorter than a BTH */
-		ring_raw(junk, sizeof(junk), sizeof(junk));	/* garbage */
+		ring_raw(junk, 0, 0); /* empty */
+		ring_raw(junk, 5, 5); /* shorter than a BTH */
+		ring_raw(junk, sizeof(junk), sizeof(junk)); /* garbage */
 		check(drained(), "the target read the bad slots");
 		probe(1, "after bad slot lengths and garbage");
 	}
@@ -353,18 +362,23 @@ int main(int argc, char **argv)
 	{
 		static const uint8_t evil[16] = { 0xee };
 		struct craft c = { .op = UROCE_OP_RC_WRITE_ONLY,
-				   .qpn = qpn0 + 2, .psn = epsn[2],
-				   .ackreq = true, .pad = -1, .va = ro_addr,
-				   .rkey = ro_rkey, .dmalen = 16,
-				   .payload = evil, .paylen = 16 };
+				   .qpn = qpn0 + 2,
+				   .psn = epsn[2],
+				   .ackreq = true,
+				   .pad = -1,
+				   .va = ro_addr,
+				   .rkey = ro_rkey,
+				   .dmalen = 16,
+				   .payload = evil,
+				   .paylen = 16 };
 		uint8_t r[CRAFT_MAX];
 		size_t n;
 
 		ring_pkt(&c);
 		n = recv_resp(r, sizeof(r));
 		check(n >= UROCE_BTH_LEN + UROCE_AETH_LEN &&
-		      aeth_syn(r + UROCE_BTH_LEN) ==
-		      (UROCE_AETH_NAK | UROCE_NAK_REM_ACCESS),
+			      aeth_syn(r + UROCE_BTH_LEN) ==
+				      (UROCE_AETH_NAK | UROCE_NAK_REM_ACCESS),
 		      "WRITE to a read-only MR through the ring: remote "
 		      "access NAK");
 	}
@@ -383,7 +397,8 @@ int main(int argc, char **argv)
 
 		check(rung && w == 0 && n == sizeof(v) && v == 1,
 		      "want_room: the target cleared it (%#x) and rang our "
-		      "eventfd once (%zd: %llu)", w, n, (unsigned long long)v);
+		      "eventfd once (%zd: %llu)",
+		      w, n, (unsigned long long)v);
 	}
 	/* a head index no ring can have: the target closes the ring */
 	{
@@ -405,15 +420,18 @@ int main(int argc, char **argv)
 		int k;
 
 		close(conn);
-		conn = ring_take(&memfd);	/* a new ring to send on */
+		conn = ring_take(&memfd); /* a new ring to send on */
 		atomic_store(&fake_sealed, 1);
 		/* the target asks again for a ring to us a second after the
 		 * refusal: until then its answers come by UDP */
 		for (k = 0; k < 5000 && !fr; k++) {
 			struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
-					   .qpn = qpn0 + 3, .psn = epsn[3],
-					   .ackreq = true, .pad = 0,
-					   .va = w_addr + 64, .rkey = w_rkey,
+					   .qpn = qpn0 + 3,
+					   .psn = epsn[3],
+					   .ackreq = true,
+					   .pad = 0,
+					   .va = w_addr + 64,
+					   .rkey = w_rkey,
 					   .dmalen = 8 };
 			struct pollfd pfd = { .fd = s_me, .events = POLLIN };
 
@@ -424,28 +442,31 @@ int main(int argc, char **argv)
 				(void)!recv(s_me, r, sizeof(r), 0);
 			fr = atomic_load(&fake_ring);
 			if (!fr)
-				usleep(1000);	/* (bounded: 5000 x) */
+				usleep(1000); /* (bounded: 5000 x) */
 		}
 		check(fr != NULL, "the target took the sealed ring we offered");
 		for (k = 0; fr && k < 300 && !atomic_load(&fr->head); k++)
 			usleep(10000);
 		check(fr && atomic_load(&fr->head) &&
-		      bth_opcode(fr->slot[0].data) ==
-		      UROCE_OP_RC_READ_RESPONSE_ONLY,
+			      bth_opcode(fr->slot[0].data) ==
+				      UROCE_OP_RC_READ_RESPONSE_ONLY,
 		      "the target answered a READ through our ring");
 		if (fr) {
 			/* a tail far past the head: the target must not
 			 * believe the ring has room */
 			struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
-					   .qpn = qpn0 + 3, .psn = epsn[3],
-					   .ackreq = true, .pad = 0,
-					   .va = w_addr + 64, .rkey = w_rkey,
+					   .qpn = qpn0 + 3,
+					   .psn = epsn[3],
+					   .ackreq = true,
+					   .pad = 0,
+					   .va = w_addr + 64,
+					   .rkey = w_rkey,
 					   .dmalen = 8 };
 
 			atomic_store(&fr->tail, atomic_load(&fr->head) + 5000);
 			ring_pkt(&c);
 			check(drained(), "the target read our READ after the "
-			      "tail lie");
+					 "tail lie");
 		}
 	}
 

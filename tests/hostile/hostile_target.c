@@ -36,16 +36,28 @@
 
 #include "../lib/qp_setup.h"
 
-#define PAGE		4096
-#define RLEN		PAGE	/* every region is one page */
-#define NTGT		3	/* XRC TGT QPs */
+#define PAGE 4096
+#define RLEN PAGE /* every region is one page */
+#define NTGT 3	  /* XRC TGT QPs */
 
-enum { R_GUARD0, R_W, R_GUARD1, R_RO, R_GUARD2, R_B, R_GUARD3, R_DEAD,
-       R_GUARD4, R_RE, R_GUARD5, R_NUM };
+enum {
+	R_GUARD0,
+	R_W,
+	R_GUARD1,
+	R_RO,
+	R_GUARD2,
+	R_B,
+	R_GUARD3,
+	R_DEAD,
+	R_GUARD4,
+	R_RE,
+	R_GUARD5,
+	R_NUM
+};
 
 static const char *const rname[R_NUM] = {
-	"guard0", "W", "guard1", "RO", "guard2", "B", "guard3", "DEAD",
-	"guard4", "RE", "guard5",
+	"guard0", "W",	  "guard1", "RO", "guard2", "B",
+	"guard3", "DEAD", "guard4", "RE", "guard5",
 };
 
 static uint8_t pattern(size_t i)
@@ -138,9 +150,13 @@ int main(int argc, char **argv)
 	qps = calloc((size_t)nqp, sizeof(*qps));
 	for (q = 0; q < nqp; q++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.send_cq = cq,
+			.recv_cq = cq,
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 4,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1 },
 		};
 
 		qps[q] = ibv_create_qp(pd1, &ia);
@@ -157,7 +173,8 @@ int main(int argc, char **argv)
 		struct ibv_xrcd_init_attr xa = {
 			.comp_mask = IBV_XRCD_INIT_ATTR_FD |
 				     IBV_XRCD_INIT_ATTR_OFLAGS,
-			.fd = -1, .oflags = O_CREAT,
+			.fd = -1,
+			.oflags = O_CREAT,
 		};
 		struct ibv_xrcd *xrcd = ibv_open_xrcd(ctx, &xa);
 		struct ibv_xrcd *xrcd2 = ibv_open_xrcd(ctx, &xa);
@@ -167,7 +184,9 @@ int main(int argc, char **argv)
 				     IBV_SRQ_INIT_ATTR_PD |
 				     IBV_SRQ_INIT_ATTR_XRCD |
 				     IBV_SRQ_INIT_ATTR_CQ,
-			.srq_type = IBV_SRQT_XRC, .pd = pd1, .cq = cq,
+			.srq_type = IBV_SRQT_XRC,
+			.pd = pd1,
+			.cq = cq,
 		};
 		int k;
 
@@ -197,8 +216,9 @@ int main(int argc, char **argv)
 			a.qp_state = IBV_QPS_RTS;
 			a.timeout = 14;
 			a.sq_psn = 0x200;
-			if (ibv_modify_qp(tgt[k], &a, IBV_QP_STATE |
-					  IBV_QP_TIMEOUT | IBV_QP_SQ_PSN))
+			if (ibv_modify_qp(tgt[k], &a,
+					  IBV_QP_STATE | IBV_QP_TIMEOUT |
+						  IBV_QP_SQ_PSN))
 				die("TGT RTS");
 		}
 	}

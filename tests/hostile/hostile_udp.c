@@ -33,9 +33,9 @@
 #include "craft.h"
 #include "target.h"
 
-#define NQP		16
-#define FIRST_QPN	0x500
-#define EPSN0		0x100
+#define NQP	  16
+#define FIRST_QPN 0x500
+#define EPSN0	  0x100
 
 struct info {
 	uint32_t qpn;
@@ -47,7 +47,7 @@ static struct in_addr a_target, a_me, a_intruder;
 static int s_me, s_intruder;
 static struct info inf;
 static uint32_t epsn[NQP];
-static int next_qp;		/* next unused QP index */
+static int next_qp; /* next unused QP index */
 static uint32_t xrc_tgt[3], xrc_srqn, xrc_srqn_other;
 
 static int udp_bound(struct in_addr a)
@@ -101,15 +101,22 @@ static size_t recv_resp(uint8_t *p, size_t max)
 	return n > 0 ? (size_t)n : 0;
 }
 
-static uint32_t qpn_of(int i) { return inf.qpn + (uint32_t)i; }
+static uint32_t qpn_of(int i)
+{
+	return inf.qpn + (uint32_t)i;
+}
 
 /* An 8-byte READ of W at qp i; the first answer must be its response. */
 static bool probe(int i, const char *after)
 {
 	uint8_t r[CRAFT_MAX];
-	struct craft c = { .op = UROCE_OP_RC_READ_REQUEST, .qpn = qpn_of(i),
-			   .psn = epsn[i], .ackreq = true, .pad = 0,
-			   .va = inf.w_addr + 64, .rkey = inf.w_rkey,
+	struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
+			   .qpn = qpn_of(i),
+			   .psn = epsn[i],
+			   .ackreq = true,
+			   .pad = 0,
+			   .va = inf.w_addr + 64,
+			   .rkey = inf.w_rkey,
 			   .dmalen = 8 };
 	size_t n;
 	bool ok;
@@ -118,8 +125,7 @@ static bool probe(int i, const char *after)
 	n = recv_resp(r, sizeof(r));
 	ok = n == UROCE_BTH_LEN + UROCE_AETH_LEN + 8 + UROCE_ICRC_LEN &&
 	     bth_opcode(r) == UROCE_OP_RC_READ_RESPONSE_ONLY &&
-	     bth_psn(r) == epsn[i] &&
-	     bth_qpn(r) == FIRST_QPN + (uint32_t)i;
+	     bth_psn(r) == epsn[i] && bth_qpn(r) == FIRST_QPN + (uint32_t)i;
 	check(ok, "%s: dropped silently, QP %d still answers a READ", after, i);
 	if (ok)
 		epsn[i] = uroce_psn_add(epsn[i], 1);
@@ -127,18 +133,18 @@ static bool probe(int i, const char *after)
 }
 
 /* Expect an ACK/NAK (opcode op) with syndrome syn (and psn) next. */
-static void expect_ack(const char *what, uint8_t op, uint8_t syn,
-		       uint32_t psn)
+static void expect_ack(const char *what, uint8_t op, uint8_t syn, uint32_t psn)
 {
 	uint8_t r[CRAFT_MAX];
 	size_t n = recv_resp(r, sizeof(r));
 	bool ok = n >= UROCE_BTH_LEN + UROCE_AETH_LEN + UROCE_ICRC_LEN &&
-		  bth_opcode(r) == op &&
-		  aeth_syn(r + UROCE_BTH_LEN) == syn && bth_psn(r) == psn;
+		  bth_opcode(r) == op && aeth_syn(r + UROCE_BTH_LEN) == syn &&
+		  bth_psn(r) == psn;
 
-	check(ok, "%s: answered with AETH syndrome 0x%02x psn 0x%x (got %s "
-	      "0x%02x psn 0x%x)", what, syn, psn,
-	      n ? "opcode/syndrome" : "nothing",
+	check(ok,
+	      "%s: answered with AETH syndrome 0x%02x psn 0x%x (got %s "
+	      "0x%02x psn 0x%x)",
+	      what, syn, psn, n ? "opcode/syndrome" : "nothing",
 	      n >= UROCE_BTH_LEN + 4 ? aeth_syn(r + UROCE_BTH_LEN) : 0,
 	      n >= UROCE_BTH_LEN ? bth_psn(r) : 0);
 }
@@ -180,8 +186,12 @@ static void nak_case(const char *what, struct craft c, uint8_t code)
 
 static struct craft write_only(uint64_t va, uint32_t rkey, uint32_t len)
 {
-	struct craft c = { .op = UROCE_OP_RC_WRITE_ONLY, .pad = -1, .va = va,
-			   .rkey = rkey, .dmalen = len, .payload = evil,
+	struct craft c = { .op = UROCE_OP_RC_WRITE_ONLY,
+			   .pad = -1,
+			   .va = va,
+			   .rkey = rkey,
+			   .dmalen = len,
+			   .payload = evil,
 			   .paylen = len };
 	return c;
 }
@@ -190,7 +200,7 @@ static size_t truncate_to_reth(uint8_t *p, size_t len)
 {
 	(void)p;
 	(void)len;
-	return UROCE_BTH_LEN + 8;	/* half a RETH, no ICRC */
+	return UROCE_BTH_LEN + 8; /* half a RETH, no ICRC */
 }
 
 static size_t flip_icrc(uint8_t *p, size_t len)
@@ -279,27 +289,31 @@ int main(int argc, char **argv)
 	xrc_srqn_other = (uint32_t)get_num(line, "srqn_other=");
 	for (i = 0; i < NQP; i++)
 		epsn[i] = EPSN0;
-	next_qp = 1;	/* QP 0 takes the drop cases */
+	next_qp = 1; /* QP 0 takes the drop cases */
 
 	/* ---- XRC: the XRCETH names the SRQ, and so the PD and memory ---- */
 	{
-		struct craft s = { .op = UROCE_OP_XRC_SEND_ONLY, .pad = -1,
-				   .payload = evil, .paylen = 16 };
-		struct craft w = { .op = UROCE_OP_XRC_WRITE_ONLY, .pad = -1,
-				   .va = inf.w_addr, .rkey = inf.w_rkey,
-				   .dmalen = 16, .payload = evil,
+		struct craft s = { .op = UROCE_OP_XRC_SEND_ONLY,
+				   .pad = -1,
+				   .payload = evil,
+				   .paylen = 16 };
+		struct craft w = { .op = UROCE_OP_XRC_WRITE_ONLY,
+				   .pad = -1,
+				   .va = inf.w_addr,
+				   .rkey = inf.w_rkey,
+				   .dmalen = 16,
+				   .payload = evil,
 				   .paylen = 16 };
 
 		xrc_case("XRC SEND naming an SRQ number nobody has", s,
-			 xrc_tgt[0], xrc_srqn ^ 0x800000,
-			 UROCE_NAK_INVALID_REQ);
+			 xrc_tgt[0], xrc_srqn ^ 0x800000, UROCE_NAK_INVALID_REQ);
 		xrc_case("XRC WRITE to W naming the SRQ of another XRC domain",
 			 w, xrc_tgt[1], xrc_srqn_other, UROCE_NAK_INVALID_REQ);
 		w.va = inf.b_addr;
 		w.rkey = inf.b_rkey;
 		xrc_case("XRC WRITE with the rkey of an MR outside the named "
-			 "SRQ's PD", w, xrc_tgt[2], xrc_srqn,
-			 UROCE_NAK_REM_ACCESS);
+			 "SRQ's PD",
+			 w, xrc_tgt[2], xrc_srqn, UROCE_NAK_REM_ACCESS);
 	}
 
 	/* ---- answered with a NAK (IBA 9.7.5.2.3 / 9.7.5.2.2) ---- */
@@ -312,21 +326,25 @@ int main(int argc, char **argv)
 		 write_only(UINT64_MAX - 7, inf.w_rkey, 16),
 		 UROCE_NAK_REM_ACCESS);
 	{
-		struct craft c = { .op = UROCE_OP_RC_READ_REQUEST, .pad = 0,
-				   .va = inf.w_addr + 64, .rkey = inf.w_rkey,
+		struct craft c = { .op = UROCE_OP_RC_READ_REQUEST,
+				   .pad = 0,
+				   .va = inf.w_addr + 64,
+				   .rkey = inf.w_rkey,
 				   .dmalen = 0xffffffc0 };
 		nak_case("READ of 4 GiB from a 4 KiB MR (length wraps the "
-			 "address space check)", c, UROCE_NAK_REM_ACCESS);
+			 "address space check)",
+			 c, UROCE_NAK_REM_ACCESS);
 	}
 	nak_case("WRITE running 8 bytes past the MR end",
 		 write_only(inf.w_addr + 4096 - 8, inf.w_rkey, 16),
 		 UROCE_NAK_REM_ACCESS);
 	nak_case("WRITE to an MR without remote write access",
-		 write_only(inf.ro_addr, inf.ro_rkey, 16),
-		 UROCE_NAK_REM_ACCESS);
+		 write_only(inf.ro_addr, inf.ro_rkey, 16), UROCE_NAK_REM_ACCESS);
 	{
-		struct craft c = { .op = UROCE_OP_RC_FETCH_ADD, .pad = 0,
-				   .va = inf.ro_addr, .rkey = inf.ro_rkey,
+		struct craft c = { .op = UROCE_OP_RC_FETCH_ADD,
+				   .pad = 0,
+				   .va = inf.ro_addr,
+				   .rkey = inf.ro_rkey,
 				   .swap_add = 1 };
 		nak_case("FETCH_ADD on an MR without remote atomic access", c,
 			 UROCE_NAK_REM_ACCESS);
@@ -397,14 +415,15 @@ int main(int argc, char **argv)
 		c.ackreq = true;
 		send_pkt(s_me, a_me, &c, NULL);
 		expect_aeth("WRITE 2^22 PSNs behind (a duplicate: re-ACKed, not "
-			    "executed)", UROCE_AETH_ACK_UNLIMITED,
+			    "executed)",
+			    UROCE_AETH_ACK_UNLIMITED,
 			    uroce_psn_add(epsn[0], UROCE_PSN_MASK));
 		probe(0, "after the old duplicate");
 		/* far ahead: one PSN sequence error NAK, nothing executed */
 		c.psn = uroce_psn_add(epsn[0], 0x400000);
 		send_pkt(s_me, a_me, &c, NULL);
-		expect_aeth("WRITE 2^22 PSNs ahead", UROCE_AETH_NAK |
-			    UROCE_NAK_PSN_SEQ_ERR, epsn[0]);
+		expect_aeth("WRITE 2^22 PSNs ahead",
+			    UROCE_AETH_NAK | UROCE_NAK_PSN_SEQ_ERR, epsn[0]);
 		probe(0, "after the PSN sequence error");
 	}
 
@@ -420,19 +439,26 @@ int main(int argc, char **argv)
 			check(re ? changed == 16 : changed == 0,
 			      "%s (expected %d)", line, re ? 16 : 0);
 		} else if (!strncmp(line, "re_head ", 8)) {
-			check(!strncmp(line + 8, "deadbeefdeadbeefdeadbeefdeadbeef", 32),
+			check(!strncmp(line + 8,
+				       "deadbeefdeadbeefdeadbeefdeadbeef", 32),
 			      "the legitimate WRITE landed in RE");
 		}
 	}
 	target_wait(&tg);
 	{
 		static const struct want_counter want[] = {
-			{ " tx_nak_access=", 9, 0 }, { " tx_nak_inv=", 3, 0 },
-			{ " rem_access_err=", 8, 0 }, { " drop_bad_hdr=", 6, 0 },
-			{ " drop_truncated=", 2, 0 }, { " drop_bad_icrc=", 1, 0 },
-			{ " drop_bad_src=", 1, 0 }, { " drop_unknown_qp=", 1, 0 },
-			{ " out_of_seq=", 1, 0 }, { " tx_nak_seq=", 1, 0 },
-			{ " duplicates=", 1, 0 }, { " xrc_bad_srqn=", 2, 0 },
+			{ " tx_nak_access=", 9, 0 },
+			{ " tx_nak_inv=", 3, 0 },
+			{ " rem_access_err=", 8, 0 },
+			{ " drop_bad_hdr=", 6, 0 },
+			{ " drop_truncated=", 2, 0 },
+			{ " drop_bad_icrc=", 1, 0 },
+			{ " drop_bad_src=", 1, 0 },
+			{ " drop_unknown_qp=", 1, 0 },
+			{ " out_of_seq=", 1, 0 },
+			{ " tx_nak_seq=", 1, 0 },
+			{ " duplicates=", 1, 0 },
+			{ " xrc_bad_srqn=", 2, 0 },
 		};
 
 		return target_verdict(&tg, "hostile_udp", want,

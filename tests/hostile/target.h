@@ -53,16 +53,15 @@ static uint64_t get_u64(const char *line, const char *key)
 
 struct target {
 	pid_t pid;
-	int to, err;		/* its stdin (ours to close), its stderr */
-	FILE *out;		/* its stdout */
-	char errbuf[1 << 16];	/* its stderr, once it exited */
+	int to, err;	      /* its stdin (ours to close), its stderr */
+	FILE *out;	      /* its stdout */
+	char errbuf[1 << 16]; /* its stderr, once it exited */
 };
 
 /* start prog on addr, talking to peer, with nqp QPs from first_qpn,
  * counters on (UROCE_STATS); nothing after this may hang (alarm) */
-static int target_start(struct target *t, const char *prog,
-			const char *addr, const char *peer,
-			uint32_t first_qpn, int nqp)
+static int target_start(struct target *t, const char *prog, const char *addr,
+			const char *peer, uint32_t first_qpn, int nqp)
 {
 	int to[2], from[2], err[2];
 	char qpn_arg[16], nqp_arg[8];
@@ -87,7 +86,7 @@ static int target_start(struct target *t, const char *prog,
 	close(to[0]);
 	close(from[1]);
 	close(err[1]);
-	alarm(120);	/* nothing here may hang */
+	alarm(120); /* nothing here may hang */
 	t->to = to[1];
 	t->err = err[0];
 	t->out = fdopen(from[0], "r");
@@ -122,8 +121,8 @@ static const char *target_wait(struct target *t)
 }
 
 struct want_counter {
-	const char *name;	/* " name=" as in the uroce-stats line */
-	long min, max;		/* max 0: no upper bound */
+	const char *name; /* " name=" as in the uroce-stats line */
+	long min, max;	  /* max 0: no upper bound */
 };
 
 /* the counters in its uroce-stats line in range, no sanitizer report;
@@ -141,8 +140,8 @@ static int target_verdict(const struct target *t, const char *test,
 
 		if (want[k].max)
 			check(v >= want[k].min && v <= max,
-			      "counter%s%ld (in [%ld, %ld])", want[k].name,
-			      v, want[k].min, max);
+			      "counter%s%ld (in [%ld, %ld])", want[k].name, v,
+			      want[k].min, max);
 		else
 			check(v >= want[k].min, "counter%s%ld (>= %ld)",
 			      want[k].name, v, want[k].min);

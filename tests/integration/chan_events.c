@@ -54,14 +54,15 @@
 
 #include <infiniband/verbs.h>
 
-#define MSG		64
-#define RQ		16
-#define HANG_S		20
-#define QKEY		0x11111111u
+#define MSG    64
+#define RQ     16
+#define HANG_S 20
+#define QKEY   0x11111111u
 
 static const char *who = "chan_events";
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -89,14 +90,14 @@ struct end {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_ah *ah;
-	uint8_t *buf;		/* RQ receive slots (+40 for a GRH), then send */
+	uint8_t *buf; /* RQ receive slots (+40 for a GRH), then send */
 	uint32_t qpn;
 	union ibv_gid gid;
 	uint32_t peer_qpn;
 	uint64_t events;
 };
 
-#define SLOT	(MSG + 40)
+#define SLOT (MSG + 40)
 
 static struct ibv_context *open_dev(void)
 {
@@ -113,22 +114,27 @@ static void post_recv(struct end *e, int slot)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)e->buf + (size_t)slot * SLOT,
-		.length = SLOT, .lkey = e->mr->lkey,
+		.length = SLOT,
+		.lkey = e->mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = (uint64_t)slot, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
+	struct ibv_recv_wr wr = { .wr_id = (uint64_t)slot,
+				  .sg_list = &sge,
+				  .num_sge = 1 },
+			   *bad;
 
 	if (ibv_post_recv(e->qp, &wr, &bad))
 		die("%s: post_recv", e->name);
 }
 
-static void end_open(struct end *e, struct ibv_context *ctx,
-		     struct ibv_pd *pd, const char *name)
+static void end_open(struct end *e, struct ibv_context *ctx, struct ibv_pd *pd,
+		     const char *name)
 {
 	struct ibv_qp_init_attr qa = {
 		.qp_type = qp_type,
-		.cap = { .max_send_wr = 4, .max_recv_wr = RQ,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 4,
+			 .max_recv_wr = RQ,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
@@ -169,7 +175,8 @@ static void end_open(struct end *e, struct ibv_context *ctx,
 static void end_connect(struct end *e, uint32_t qpn, const union ibv_gid *gid)
 {
 	struct ibv_ah_attr ah = {
-		.is_global = 1, .port_num = 1,
+		.is_global = 1,
+		.port_num = 1,
 		.grh = { .dgid = *gid, .hop_limit = 64 },
 	};
 	struct ibv_qp_attr a;
@@ -188,8 +195,7 @@ static void end_connect(struct end *e, uint32_t qpn, const union ibv_gid *gid)
 		if (qp_type == IBV_QPT_RC) {
 			a.max_dest_rd_atomic = 1;
 			a.min_rnr_timer = 1;
-			mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
-				IBV_QP_MIN_RNR_TIMER;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		}
 	}
 	if (ibv_modify_qp(e->qp, &a, mask))
@@ -224,7 +230,8 @@ static void end_drop_ah(struct end *e)
 static void post_send(struct end *e, uint64_t seq, unsigned int flags)
 {
 	uint8_t *p = e->buf + (size_t)RQ * SLOT;
-	struct ibv_sge sge = { .addr = (uintptr_t)p, .length = MSG,
+	struct ibv_sge sge = { .addr = (uintptr_t)p,
+			       .length = MSG,
 			       .lkey = e->mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = seq, .sg_list = &sge, .num_sge = 1,
@@ -276,8 +283,8 @@ static void get_event(struct end *e, const char *what)
 	void *cq_ctx;
 
 	if (wait_poll && !readable(e->ch->fd, HANG_S * 1000))
-		die("%s: no event in %d s waiting for %s (event %llu)",
-		    e->name, HANG_S, what, (unsigned long long)e->events);
+		die("%s: no event in %d s waiting for %s (event %llu)", e->name,
+		    HANG_S, what, (unsigned long long)e->events);
 	if (ibv_get_cq_event(e->ch, &cq, &cq_ctx))
 		die("%s: ibv_get_cq_event: %s", e->name, strerror(errno));
 	if (cq != e->cq || cq_ctx != e)
@@ -384,7 +391,8 @@ struct wire {
 
 static void xfer(int fd, void *p, size_t len, bool out)
 {
-	ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, MSG_WAITALL);
+	ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) :
+			  recv(fd, p, len, MSG_WAITALL);
 
 	if (n != (ssize_t)len)
 		die("socketpair %s", out ? "send" : "recv");
@@ -434,8 +442,8 @@ static int pingpong_fork(void)
 		    WEXITSTATUS(status))
 			die("B failed");
 		printf("%s: pingpong %d messages each way, %llu events, "
-		       "%.2f us a round trip\n", who, iters,
-		       (unsigned long long)e.events, t0 / iters);
+		       "%.2f us a round trip\n",
+		       who, iters, (unsigned long long)e.events, t0 / iters);
 		end_drop_ah(&e);
 	}
 	return 0;
@@ -471,9 +479,9 @@ static int pingpong(bool forked)
 	pthread_join(tb, NULL);
 	t0 = now_us() - t0;
 	printf("%s: pingpong %d messages each way, %llu + %llu events, "
-	       "%.2f us a round trip\n", who, iters,
-	       (unsigned long long)a.events, (unsigned long long)b.events,
-	       t0 / iters);
+	       "%.2f us a round trip\n",
+	       who, iters, (unsigned long long)a.events,
+	       (unsigned long long)b.events, t0 / iters);
 	end_drop_ah(&a);
 	end_drop_ah(&b);
 	return 0;
@@ -532,7 +540,7 @@ struct waiter {
 	int err;
 };
 
-static _Atomic int woke;		/* waiters back from the wait */
+static _Atomic int woke; /* waiters back from the wait */
 
 static void *wait_one(void *arg)
 {
@@ -581,17 +589,22 @@ static void async_overrun(struct ibv_context *ctx, struct ibv_pd *pd,
 		die("C: resources");
 	{
 		struct ibv_qp_init_attr qa = {
-			.qp_type = IBV_QPT_UD, .send_cq = c.cq, .recv_cq = c.cq,
-			.cap = { .max_send_wr = 1, .max_recv_wr = 4,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_UD,
+			.send_cq = c.cq,
+			.recv_cq = c.cq,
+			.cap = { .max_send_wr = 1,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1 },
 		};
 		struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT,
-					  .port_num = 1, .qkey = QKEY };
+					  .port_num = 1,
+					  .qkey = QKEY };
 
 		c.qp = ibv_create_qp(pd, &qa);
-		if (!c.qp || ibv_modify_qp(c.qp, &at, IBV_QP_STATE |
-					   IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					   IBV_QP_QKEY))
+		if (!c.qp || ibv_modify_qp(c.qp, &at,
+					   IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						   IBV_QP_PORT | IBV_QP_QKEY))
 			die("C: QP");
 	}
 	for (i = 0; i < 3; i++)
@@ -608,8 +621,7 @@ static void async_overrun(struct ibv_context *ctx, struct ibv_pd *pd,
 			    cq_err ? "QP_FATAL" : "CQ_ERR", HANG_S);
 		if (ibv_get_async_event(ctx, &aev))
 			die("ibv_get_async_event: %s", strerror(errno));
-		if (aev.event_type == IBV_EVENT_CQ_ERR &&
-		    aev.element.cq == c.cq)
+		if (aev.event_type == IBV_EVENT_CQ_ERR && aev.element.cq == c.cq)
 			cq_err = true;
 		else if (aev.event_type == IBV_EVENT_QP_FATAL &&
 			 aev.element.qp == c.qp)
@@ -764,7 +776,8 @@ static int semantics(void)
 	errno = 0;
 	if (ibv_get_async_event(ctx, &aev) != -1 || errno != EAGAIN)
 		die("ibv_get_async_event on an empty O_NONBLOCK fd: not "
-		    "-1/EAGAIN (%s)", strerror(errno));
+		    "-1/EAGAIN (%s)",
+		    strerror(errno));
 
 	/* ... readable while an event is queued (an overrun CQ's CQ_ERR),
 	 * and not once it is read */
@@ -779,7 +792,7 @@ static int semantics(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: chan_events pingpong [-t rc|uc|ud] [-n N] "
-		"[-w get|poll] [-f]\n       chan_events semantics\n");
+			"[-w get|poll] [-f]\n       chan_events semantics\n");
 	exit(2);
 }
 

@@ -39,10 +39,10 @@
 #include "../lib/qp_setup.h"
 #include "uroce_shm.h"
 
-#define MSG_LEN		65536u
-#define NMSG		16		/* WRITEs kept posted */
-#define PHASE_NS	(300 * 1000000ull)
-#define CNP_GAP_NS	50000ull
+#define MSG_LEN	   65536u
+#define NMSG	   16 /* WRITEs kept posted */
+#define PHASE_NS   (300 * 1000000ull)
+#define CNP_GAP_NS 50000ull
 
 static int sock;
 static struct in_addr a_peer, a_dev;
@@ -71,7 +71,7 @@ static void send_craft(struct craft *c, bool becn)
 	uint8_t p[CRAFT_MAX];
 	size_t len = craft_build(c, p, a_peer, a_dev);
 
-	if (becn) {			/* (the header changed: ICRC again) */
+	if (becn) { /* (the header changed: ICRC again) */
 		p[1] = 0;
 		p[4] |= 0x40;
 		len = craft_icrc(p, len - UROCE_ICRC_LEN, a_peer, a_dev);
@@ -105,7 +105,7 @@ static void serve(bool notify, uint64_t *last_cnp)
 		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
 			if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
 				tos = *CMSG_DATA(c);
-		if ((tos & 3) != 2)	/* ECT(0) */
+		if ((tos & 3) != 2) /* ECT(0) */
 			not_ect++;
 		info = &uroce_opcode[bth_opcode(buf)];
 		if (!info->name || !(info->mask & UROCE_M_REQ))
@@ -113,14 +113,17 @@ static void serve(bool notify, uint64_t *last_cnp)
 		bytes += (uint32_t)n - info->length - UROCE_ICRC_LEN;
 		if (bth_ackreq(buf)) {
 			struct craft ack = { .op = UROCE_OP_RC_ACK,
-					     .qpn = qpn, .psn = bth_psn(buf),
-					     .syn = 0x1f, .pad = -1 };
+					     .qpn = qpn,
+					     .psn = bth_psn(buf),
+					     .syn = 0x1f,
+					     .pad = -1 };
 
 			msn++;
 			send_craft(&ack, false);
 		}
 		if (notify && now_ns() - *last_cnp >= CNP_GAP_NS) {
-			struct craft cnp = { .op = UROCE_OP_CNP, .qpn = qpn,
+			struct craft cnp = { .op = UROCE_OP_CNP,
+					     .qpn = qpn,
 					     .pad = 0 };
 
 			send_craft(&cnp, true);
@@ -160,7 +163,8 @@ static double phase(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr,
 		n = ibv_poll_cq(cq, 16, wc);
 		for (i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				fprintf(stderr, "cnp_peer: FAIL: completion %s\n",
+				fprintf(stderr,
+					"cnp_peer: FAIL: completion %s\n",
 					ibv_wc_status_str(wc[i].status));
 				exit(1);
 			}
@@ -198,7 +202,8 @@ static uint64_t counter(const char *name)
 	cnt = (const _Atomic uint64_t *)((const char *)m + h->cnt_off);
 	for (i = 0; i < h->ncounters; i++)
 		if (!strcmp((const char *)m + h->names_off +
-			    i * UROCE_SHM_NAME_LEN, name))
+				    i * UROCE_SHM_NAME_LEN,
+			    name))
 			v = atomic_load(&cnt[i]);
 	munmap(m, (size_t)st.st_size);
 	if (v == UINT64_MAX) {
@@ -240,8 +245,10 @@ int main(int argc, char **argv)
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 } };
+				       .cap = { .max_send_wr = 64,
+						.max_recv_wr = 1,
+						.max_send_sge = 1,
+						.max_recv_sge = 1 } };
 	struct ibv_port_attr port;
 	union ibv_gid gid, dgid;
 	unsigned int posted = 0;

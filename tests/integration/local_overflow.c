@@ -40,9 +40,9 @@
 
 #include "../lib/pattern.h"
 
-#define MSG		(64u << 10)
-#define NMSG_MAX	63		/* (+1) 4 MiB: S's queue bound */
-#define HANG_S		60		/* a run this long is hung */
+#define MSG	 (64u << 10)
+#define NMSG_MAX 63 /* (+1) 4 MiB: S's queue bound */
+#define HANG_S	 60 /* a run this long is hung */
 
 static const char *who = "local_overflow";
 
@@ -105,10 +105,12 @@ static void side_open(struct side *s, size_t len)
 		.qp_type = IBV_QPT_UC,
 		.cap = { .max_send_wr = NMSG_MAX + 1,
 			 .max_recv_wr = NMSG_MAX + 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_state = IBV_QPS_INIT,
+		.port_num = 1,
 		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE,
 	};
 
@@ -124,9 +126,9 @@ static void side_open(struct side *s, size_t len)
 		die("resources");
 	qa.send_cq = qa.recv_cq = s->cq;
 	s->qp = ibv_create_qp(s->pd, &qa);
-	if (!s->qp || ibv_modify_qp(s->qp, &a, IBV_QP_STATE |
-				    IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				    IBV_QP_ACCESS_FLAGS))
+	if (!s->qp || ibv_modify_qp(s->qp, &a,
+				    IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("UC QP to INIT");
 	if (ibv_query_gid(s->ctx, 1, 0, &s->me.gid))
 		die("GID");
@@ -148,8 +150,9 @@ static void side_connect(struct side *s, const struct info *peer)
 	a.ah_attr.port_num = 1;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.grh.dgid = peer->gid;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
 		die("UC QP to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -180,9 +183,9 @@ static void wait_wcs(struct side *s, int first, int n, enum ibv_wc_opcode op)
 		    wc.wr_id != (uint64_t)got ||
 		    (op == IBV_WC_RECV && wc.byte_len != MSG))
 			die("completion %d: status %s, opcode %d, wr_id %llu, "
-			    "%u bytes", got, ibv_wc_status_str(wc.status),
-			    wc.opcode, (unsigned long long)wc.wr_id,
-			    wc.byte_len);
+			    "%u bytes",
+			    got, ibv_wc_status_str(wc.status), wc.opcode,
+			    (unsigned long long)wc.wr_id, wc.byte_len);
 		got++;
 	}
 }
@@ -194,15 +197,18 @@ static void receiver(int peer, int nmsg)
 	int i;
 
 	who = "local_overflow[R]";
-	nmsg++;				/* (message 0 sets the ring up) */
+	nmsg++; /* (message 0 sets the ring up) */
 	side_open(&s, (size_t)nmsg * MSG);
 	for (i = 0; i < nmsg; i++) {
 		struct ibv_sge sge = {
 			.addr = (uintptr_t)(s.buf + (size_t)i * MSG),
-			.length = MSG, .lkey = s.mr->lkey,
+			.length = MSG,
+			.lkey = s.mr->lkey,
 		};
 		struct ibv_recv_wr wr = { .wr_id = (uint64_t)i,
-					  .sg_list = &sge, .num_sge = 1 }, *bad;
+					  .sg_list = &sge,
+					  .num_sge = 1 },
+				   *bad;
 
 		if (ibv_post_recv(s.qp, &wr, &bad))
 			die("ibv_post_recv");
@@ -222,7 +228,7 @@ static void receiver(int peer, int nmsg)
 			die("message %d: byte %llu differs", i,
 			    (unsigned long long)bad);
 	}
-	xsend(peer, "done", 4);		/* S may go: nothing left in flight */
+	xsend(peer, "done", 4); /* S may go: nothing left in flight */
 	ibv_destroy_qp(s.qp);
 	ibv_close_device(s.ctx);
 	exit(0);
@@ -247,11 +253,12 @@ static void sender(int peer, int go, int nmsg)
 	for (i = 0; i < nmsg; i++) {
 		if (i == 1) {
 			wait_wcs(&s, 0, 1, IBV_WC_SEND);
-			xrecv(go, buf, 1);	/* R is stopped */
+			xrecv(go, buf, 1); /* R is stopped */
 		}
 		struct ibv_sge sge = {
 			.addr = (uintptr_t)(s.buf + (size_t)i * MSG),
-			.length = MSG, .lkey = s.mr->lkey,
+			.length = MSG,
+			.lkey = s.mr->lkey,
 		};
 		struct ibv_send_wr wr = {
 			.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
@@ -264,8 +271,8 @@ static void sender(int peer, int go, int nmsg)
 	/* all sent while R is stopped: nothing waited for its ring */
 	wait_wcs(&s, 1, nmsg, IBV_WC_SEND);
 	xsend(go, "s", 1);
-	xrecv(peer, buf, 4);		/* R has them all */
-	exit(0);	/* (the device open: its counters print at exit) */
+	xrecv(peer, buf, 4); /* R has them all */
+	exit(0);	     /* (the device open: its counters print at exit) */
 }
 
 /* counter name of the uroce-stats line in file f */
@@ -291,8 +298,7 @@ static int reap(pid_t pid, const char *name)
 {
 	int st;
 
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
-	    WEXITSTATUS(st)) {
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
 		fprintf(stderr, "%s: FAIL: %s did not exit 0\n", who, name);
 		return 1;
 	}
@@ -348,7 +354,8 @@ int main(int argc, char **argv)
 			kill(s, SIGKILL);
 			kill(r, SIGCONT);
 			bad = 1;
-			fprintf(stderr, "%s: FAIL: the sender did not complete "
+			fprintf(stderr,
+				"%s: FAIL: the sender did not complete "
 				"its sends while the receiver was stopped\n",
 				who);
 		}
@@ -360,8 +367,8 @@ int main(int argc, char **argv)
 	drops = stat_of(serr, "local_full_drops");
 	wakeups = stat_of(serr, "local_wakeups");
 	printf("%s: %d messages of %u bytes; sender: local_queued=%lld "
-	       "local_full_drops=%lld local_wakeups=%lld\n", who, nmsg, MSG,
-	       queued, drops, wakeups);
+	       "local_full_drops=%lld local_wakeups=%lld\n",
+	       who, nmsg, MSG, queued, drops, wakeups);
 	if (queued <= 0 || drops != 0 || wakeups <= 0) {
 		fprintf(stderr, "%s: FAIL: the sender's counters\n", who);
 		bad = 1;

@@ -28,9 +28,9 @@
 
 #include "../lib/qp_setup.h"
 
-#define CYCLES		20
-#define MSG_LEN		64
-#define POLL_MS		5000
+#define CYCLES	20
+#define MSG_LEN 64
+#define POLL_MS 5000
 
 static void die(const char *fmt, ...)
 {
@@ -114,7 +114,8 @@ static void one_round(struct ibv_device *dev, int round, int keep_open)
 	if (!ctx)
 		die("round %d: ibv_open_device: %s", round, strerror(errno));
 	if (!segment_exists(getpid()))
-		die("round %d: no stats segment while the device is open", round);
+		die("round %d: no stats segment while the device is open",
+		    round);
 	if (ibv_query_gid(ctx, 1, 0, &gid))
 		die("ibv_query_gid");
 	pd = ibv_alloc_pd(ctx);
@@ -122,9 +123,13 @@ static void one_round(struct ibv_device *dev, int round, int keep_open)
 	if (!pd || !cq)
 		die("pd/cq");
 	init = (struct ibv_qp_init_attr){
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4,
+			 .max_recv_wr = 4,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	qa = ibv_create_qp(pd, &init);
 	qb = ibv_create_qp(pd, &init);
@@ -215,16 +220,20 @@ int main(void)
 		fds = count_dir("/proc/self/fd");
 		if (tasks != tasks0)
 			die("round %d: %d threads after the last close, %d before "
-			    "the first open", round, tasks, tasks0);
+			    "the first open",
+			    round, tasks, tasks0);
 		if (fds != fds0)
 			die("round %d: %d descriptors after the last close, %d "
-			    "before the first open", round, fds, fds0);
+			    "before the first open",
+			    round, fds, fds0);
 		if (segment_exists(getpid()))
 			die("round %d: the stats segment is still there after "
-			    "the last close", round);
+			    "the last close",
+			    round);
 	}
 	printf("teardown: %d open/close rounds: threads %d, descriptors %d, "
-	       "no segment left\n", CYCLES, tasks0, fds0);
+	       "no segment left\n",
+	       CYCLES, tasks0, fds0);
 
 	/* exit with the device open (and a fresh device: fork before any
 	 * open would share nothing live) */
@@ -240,7 +249,8 @@ int main(void)
 		die("waitpid");
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		die("the child that exited with the device open ended with "
-		    "status 0x%x", status);
+		    "status 0x%x",
+		    status);
 	if (segment_exists(child))
 		die("the stats segment of a process that exited with the "
 		    "device open is still there");

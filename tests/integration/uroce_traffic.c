@@ -40,20 +40,20 @@
 #include "../lib/pattern.h"
 #include "../lib/qp_setup.h"
 
-#define MAX_SGE		4
-#define SQ_DEPTH	128
-#define RQ_DEPTH	64
-#define RING_SIZE	256		/* > SQ_DEPTH, RQ_DEPTH; power of two */
-#define SLOT_PAD	1024		/* room for offsets, SGE gaps, guards */
-#define GUARD		64		/* canary bytes checked after the data */
-#define MAX_INLINE_REQ	64
-#define ATOMIC_WINDOW	32
-#define POST_BATCH	8
-#define MAX_SIZES	1024
-#define MAX_QPS		256
-#define PORT_NUM	1
-#define RNR_SENDS	4		/* SENDs of the rnr "retry" case */
-#define RNR_SLOT	8192
+#define MAX_SGE	       4
+#define SQ_DEPTH       128
+#define RQ_DEPTH       64
+#define RING_SIZE      256  /* > SQ_DEPTH, RQ_DEPTH; power of two */
+#define SLOT_PAD       1024 /* room for offsets, SGE gaps, guards */
+#define GUARD	       64   /* canary bytes checked after the data */
+#define MAX_INLINE_REQ 64
+#define ATOMIC_WINDOW  32
+#define POST_BATCH     8
+#define MAX_SIZES      1024
+#define MAX_QPS	       256
+#define PORT_NUM       1
+#define RNR_SENDS      4 /* SENDs of the rnr "retry" case */
+#define RNR_SLOT       8192
 
 enum op {
 	OP_WRITE,
@@ -67,18 +67,14 @@ enum op {
 };
 
 static const char *const op_name[OP_NUM] = {
-	[OP_WRITE] = "write",
-	[OP_WRITE_IMM] = "write_imm",
-	[OP_READ] = "read",
-	[OP_SEND] = "send",
-	[OP_SEND_IMM] = "send_imm",
-	[OP_CAS] = "cas",
+	[OP_WRITE] = "write", [OP_WRITE_IMM] = "write_imm", [OP_READ] = "read",
+	[OP_SEND] = "send",   [OP_SEND_IMM] = "send_imm",   [OP_CAS] = "cas",
 	[OP_FADD] = "fadd",
 };
 
-#define OPS_DATA	((1u << OP_CAS) - 1)
-#define OPS_ATOMIC	((1u << OP_CAS) | (1u << OP_FADD))
-#define OPS_ALL		((1u << OP_NUM) - 1)
+#define OPS_DATA   ((1u << OP_CAS) - 1)
+#define OPS_ATOMIC ((1u << OP_CAS) | (1u << OP_FADD))
+#define OPS_ALL	   ((1u << OP_NUM) - 1)
 
 enum mode {
 	MODE_TRAFFIC,
@@ -134,7 +130,7 @@ struct msg {
 };
 
 struct opts {
-	const char *server;		/* NULL: we are the server */
+	const char *server; /* NULL: we are the server */
 	const char *port;
 	const char *port_file;
 	const char *dev_name;
@@ -148,7 +144,7 @@ struct opts {
 	unsigned int natomic;
 	unsigned int ncas;
 	unsigned int timeout_s;
-	unsigned int duration_s;	/* >0: passes until this many seconds */
+	unsigned int duration_s; /* >0: passes until this many seconds */
 	int retry_cnt;
 	int ack_timeout;
 	int rnr_retry;
@@ -168,7 +164,7 @@ struct chunk_map {
 	unsigned int n;
 	uint64_t off[MAX_SGE];
 	uint64_t len[MAX_SGE];
-	uint64_t end;			/* first byte after the last chunk */
+	uint64_t end; /* first byte after the last chunk */
 };
 
 /* One completion we wait for; checked field by field. */
@@ -176,10 +172,10 @@ struct expect {
 	uint64_t wr_id;
 	int status;
 	int opcode;
-	int64_t byte_len;		/* -1: not checked */
+	int64_t byte_len; /* -1: not checked */
 	bool has_imm;
-	uint32_t imm;			/* as in ibv_wc: big-endian */
-	uint64_t bytes;			/* counted as moved on success */
+	uint32_t imm;	/* as in ibv_wc: big-endian */
+	uint64_t bytes; /* counted as moved on success */
 };
 
 struct exp_ring {
@@ -190,14 +186,14 @@ struct exp_ring {
 
 struct qp_ctx {
 	struct ibv_qp *qp;
-	struct ibv_qp_ex *qpx;		/* set when created with send_ops */
+	struct ibv_qp_ex *qpx; /* set when created with send_ops */
 	uint32_t psn;
 	uint32_t max_inline;
 	uint32_t rqpn;
 	uint32_t rpsn;
 	union ibv_gid rgid;
 	uint32_t seq;
-	struct exp_ring ring[2];	/* [0] send queue, [1] receive queue */
+	struct exp_ring ring[2]; /* [0] send queue, [1] receive queue */
 	/* the current round */
 	int op;
 	uint64_t len;
@@ -220,17 +216,17 @@ struct wr_desc {
 	struct ibv_sge sge[MAX_SGE];
 	uint64_t raddr;
 	uint32_t rkey;
-	uint32_t imm;			/* big-endian */
-	uint64_t cmp_add;		/* compare (CAS) or add (FADD) */
+	uint32_t imm;	  /* big-endian */
+	uint64_t cmp_add; /* compare (CAS) or add (FADD) */
 	uint64_t swap;
 	bool inl;
-	bool ex;			/* post with ibv_wr_*, not ibv_post_send */
+	bool ex; /* post with ibv_wr_*, not ibv_post_send */
 };
 
 struct ctx {
 	struct opts *o;
 	bool is_server;
-	int side;			/* 0 server, 1 client */
+	int side; /* 0 server, 1 client */
 	int fd;
 	bool fail_sent;
 	uint64_t rng;
@@ -240,33 +236,33 @@ struct ctx {
 	struct ibv_port_attr pattr;
 	union ibv_gid gid;
 	struct ibv_pd *pd;
-	struct ibv_cq *cq[2];		/* [0] send, [1] receive */
+	struct ibv_cq *cq[2]; /* [0] send, [1] receive */
 	unsigned int pend[2];
 	unsigned int max_sge;
 	int rd_atomic;
 
-	size_t slot;			/* bytes per QP in tbuf / lbuf */
-	uint8_t *tbuf;			/* remote target (server) */
+	size_t slot;   /* bytes per QP in tbuf / lbuf */
+	uint8_t *tbuf; /* remote target (server) */
 	size_t tlen;
 	struct ibv_mr *tmr;
-	uint8_t *lbuf;			/* local source/sink (client) */
+	uint8_t *lbuf; /* local source/sink (client) */
 	size_t llen;
 	struct ibv_mr *lmr;
-	uint64_t *abuf;			/* atomic counter + one CAS slot per QP */
+	uint64_t *abuf; /* atomic counter + one CAS slot per QP */
 	size_t alen;
 	struct ibv_mr *amr;
-	uint64_t *ares;			/* atomic results */
+	uint64_t *ares; /* atomic results */
 	size_t areslen;
 	struct ibv_mr *aresmr;
-	uint8_t *rbuf;			/* access test: one page, two MRs */
+	uint8_t *rbuf; /* access test: one page, two MRs */
 	size_t rlen;
-	struct ibv_mr *ro_mr;		/* REMOTE_READ only */
-	struct ibv_mr *nr_mr;		/* LOCAL_WRITE | REMOTE_WRITE only */
+	struct ibv_mr *ro_mr; /* REMOTE_READ only */
+	struct ibv_mr *nr_mr; /* LOCAL_WRITE | REMOTE_WRITE only */
 	struct rmr peer_t, peer_a, peer_ro, peer_nr;
 
 	struct qp_ctx *qps;
 	unsigned int nqp;
-	unsigned int dops[OP_NUM];	/* data ops of the mix, in order */
+	unsigned int dops[OP_NUM]; /* data ops of the mix, in order */
 	unsigned int ndops;
 
 	uint64_t bytes_moved;
@@ -376,14 +372,22 @@ static int st_parse(const char *s)
 static const char *opc_name(int opc)
 {
 	switch (opc) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA_READ";
-	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "?";
+	case IBV_WC_SEND:
+		return "SEND";
+	case IBV_WC_RDMA_WRITE:
+		return "RDMA_WRITE";
+	case IBV_WC_RDMA_READ:
+		return "RDMA_READ";
+	case IBV_WC_COMP_SWAP:
+		return "COMP_SWAP";
+	case IBV_WC_FETCH_ADD:
+		return "FETCH_ADD";
+	case IBV_WC_RECV:
+		return "RECV";
+	case IBV_WC_RECV_RDMA_WITH_IMM:
+		return "RECV_RDMA_WITH_IMM";
+	default:
+		return "?";
 	}
 }
 
@@ -459,8 +463,7 @@ static void map_random(struct chunk_map *m, uint64_t len, unsigned int max,
 }
 
 /* (the map_ functions touch MR contents: MR_ACCESS_BEGIN in pattern.h) */
-static void map_prepare(uint8_t *slot, const struct chunk_map *m,
-			uint8_t canary)
+static void map_prepare(uint8_t *slot, const struct chunk_map *m, uint8_t canary)
 {
 	MR_ACCESS_BEGIN();
 	memset(slot, canary, m->end + GUARD);
@@ -523,8 +526,7 @@ static int map_check_mr(struct ctx *c, const char *what, const uint8_t *slot,
 			    " (sge %u, slot offset %" PRIu64
 			    "): got 0x%02x, expected 0x%02x",
 			    what, loff + bad, dlen, i, m->off[i] + bad,
-			    slot[m->off[i] + bad],
-			    pat_byte(key, loff + bad));
+			    slot[m->off[i] + bad], pat_byte(key, loff + bad));
 			c->errors++;
 			return -1;
 		}
@@ -617,8 +619,8 @@ static void fail_peer(struct ctx *c)
 
 static int oob_listen(struct ctx *c)
 {
-	c->fd = uroce_oob_listen("uroce_traffic", c->o->port,
-				 c->o->port_file, c->o->timeout_s);
+	c->fd = uroce_oob_listen("uroce_traffic", c->o->port, c->o->port_file,
+				 c->o->timeout_s);
 	return c->fd < 0 ? -1 : 0;
 }
 
@@ -745,8 +747,7 @@ static struct ibv_mr *reg(struct ctx *c, void *p, size_t len, int access,
 	struct ibv_mr *mr = ibv_reg_mr(c->pd, p, len, access);
 
 	if (!mr)
-		err("ibv_reg_mr(%s, %zu bytes): %s", what, len,
-		    strerror(errno));
+		err("ibv_reg_mr(%s, %zu bytes): %s", what, len, strerror(errno));
 	return mr;
 }
 
@@ -767,8 +768,8 @@ static int res_setup(struct ctx *c)
 		c->max_sge = (unsigned int)c->dattr.max_sge;
 	if (!c->max_sge)
 		c->max_sge = 1;
-	c->rd_atomic = c->dattr.max_qp_rd_atom < 16 ?
-		       c->dattr.max_qp_rd_atom : 16;
+	c->rd_atomic = c->dattr.max_qp_rd_atom < 16 ? c->dattr.max_qp_rd_atom :
+						      16;
 	if (c->rd_atomic < 1)
 		c->rd_atomic = 1;
 	if (o->max_size > c->pattr.max_msg_sz && o->mode == MODE_TRAFFIC) {
@@ -831,7 +832,8 @@ static int res_setup(struct ctx *c)
 	c->alen = (4096 + 8 * (c->nqp + 1) + 4095) & ~(size_t)4095;
 	c->abuf = map_mem(c->alen);
 	c->areslen = ((size_t)c->nqp * (o->natomic + 2 * o->ncas + 2) * 8 +
-		      4096 + 4095) & ~(size_t)4095;
+		      4096 + 4095) &
+		     ~(size_t)4095;
 	c->ares = map_mem(c->areslen);
 	if (!c->abuf || !c->ares) {
 		err("out of memory");
@@ -851,8 +853,8 @@ static int res_setup(struct ctx *c)
 		c->ro_mr = reg(c, c->rbuf, c->rlen, IBV_ACCESS_REMOTE_READ,
 			       "read-only");
 		c->nr_mr = reg(c, c->rbuf, c->rlen,
-			       IBV_ACCESS_LOCAL_WRITE |
-			       IBV_ACCESS_REMOTE_WRITE, "write-only");
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+			       "write-only");
 		if (!c->ro_mr || !c->nr_mr)
 			return -1;
 	}
@@ -935,21 +937,24 @@ static int mr_exchange(struct ctx *c)
 static enum ibv_mtu mtu_enum(unsigned int mtu)
 {
 	switch (mtu) {
-	case 256: return IBV_MTU_256;
-	case 512: return IBV_MTU_512;
-	case 1024: return IBV_MTU_1024;
-	case 2048: return IBV_MTU_2048;
-	default: return IBV_MTU_4096;
+	case 256:
+		return IBV_MTU_256;
+	case 512:
+		return IBV_MTU_512;
+	case 1024:
+		return IBV_MTU_1024;
+	case 2048:
+		return IBV_MTU_2048;
+	default:
+		return IBV_MTU_4096;
 	}
 }
 
-#define SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE |			\
-		  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |		\
-		  IBV_QP_EX_WITH_SEND |				\
-		  IBV_QP_EX_WITH_SEND_WITH_IMM |		\
-		  IBV_QP_EX_WITH_RDMA_READ |			\
-		  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |		\
-		  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define SEND_OPS \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 static int qp_create(struct ctx *c, unsigned int idx)
 {
@@ -995,7 +1000,8 @@ static int qp_create(struct ctx *c, unsigned int idx)
 		if (q->qp || !inl)
 			break;
 		note("create QP with max_inline_data=%u failed (%s), "
-		     "retrying without inline data", inl, strerror(errno));
+		     "retrying without inline data",
+		     inl, strerror(errno));
 		inl = 0;
 	}
 	if (!q->qp) {
@@ -1014,9 +1020,9 @@ static int qp_create(struct ctx *c, unsigned int idx)
 	q->psn = idx ? (uint32_t)rng_next(&c->rng) & 0xffffff :
 		       0xfffff0u + (uint32_t)rng_below(&c->rng, 8);
 	ret = uroce_test_rc_init(q->qp, IBV_ACCESS_LOCAL_WRITE |
-				 IBV_ACCESS_REMOTE_WRITE |
-				 IBV_ACCESS_REMOTE_READ |
-				 IBV_ACCESS_REMOTE_ATOMIC);
+						IBV_ACCESS_REMOTE_WRITE |
+						IBV_ACCESS_REMOTE_READ |
+						IBV_ACCESS_REMOTE_ATOMIC);
 	if (ret) {
 		err("modify QP to INIT: %s", strerror(ret));
 		return -1;
@@ -1119,11 +1125,16 @@ static int wc_opcode_of(int op)
 {
 	switch (op) {
 	case OP_WRITE:
-	case OP_WRITE_IMM: return IBV_WC_RDMA_WRITE;
-	case OP_READ: return IBV_WC_RDMA_READ;
-	case OP_CAS: return IBV_WC_COMP_SWAP;
-	case OP_FADD: return IBV_WC_FETCH_ADD;
-	default: return IBV_WC_SEND;
+	case OP_WRITE_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case OP_READ:
+		return IBV_WC_RDMA_READ;
+	case OP_CAS:
+		return IBV_WC_COMP_SWAP;
+	case OP_FADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
 	}
 }
 
@@ -1153,9 +1164,8 @@ static int wc_fail(struct ctx *c, const struct ibv_wc *wc, int rq)
 	c->errors++;
 	err("%s completion wr_id 0x%" PRIx64 " qp 0x%x: status %s (%d), "
 	    "vendor_err 0x%x, opcode %s, byte_len %u",
-	    rq ? "receive" : "send", wc->wr_id, wc->qp_num,
-	    st_name(wc->status), wc->status, wc->vendor_err,
-	    opc_name(wc->opcode), wc->byte_len);
+	    rq ? "receive" : "send", wc->wr_id, wc->qp_num, st_name(wc->status),
+	    wc->status, wc->vendor_err, opc_name(wc->opcode), wc->byte_len);
 	return -1;
 }
 
@@ -1208,8 +1218,8 @@ static int wc_check(struct ctx *c, const struct ibv_wc *wc, int rq)
 			return -1;
 		}
 		imm = wc->wc_flags & IBV_WC_WITH_IMM;
-		if (rq && (imm != e->has_imm ||
-			   (imm && wc->imm_data != e->imm))) {
+		if (rq &&
+		    (imm != e->has_imm || (imm && wc->imm_data != e->imm))) {
 			wc_fail(c, wc, rq);
 			err("  imm: got %s 0x%08x, expected %s 0x%08x",
 			    imm ? "flag" : "no flag", be32toh(wc->imm_data),
@@ -1258,14 +1268,15 @@ static int cq_timeout(struct ctx *c, int rq)
 
 	c->errors++;
 	err("timed out after %u s without progress, %u %s completions "
-	    "outstanding", c->o->timeout_s, c->pend[rq],
-	    rq ? "receive" : "send");
+	    "outstanding",
+	    c->o->timeout_s, c->pend[rq], rq ? "receive" : "send");
 	for (i = 0; i < c->nqp; i++) {
 		r = &c->qps[i].ring[rq];
 		if (r->head != r->tail)
-			err("  QP %u (0x%x): %u outstanding, next wr_id 0x%"
-			    PRIx64 " %s", i, c->qps[i].qp->qp_num,
-			    r->tail - r->head, r->e[r->head % RING_SIZE].wr_id,
+			err("  QP %u (0x%x): %u outstanding, next wr_id 0x%" PRIx64
+			    " %s",
+			    i, c->qps[i].qp->qp_num, r->tail - r->head,
+			    r->e[r->head % RING_SIZE].wr_id,
 			    st_name(r->e[r->head % RING_SIZE].status));
 	}
 	return -1;
@@ -1284,8 +1295,7 @@ static int cq_drain(struct ctx *c, int rq)
 			return -1;
 		if (n) {
 			idle = 0;
-			deadline = now_ns() +
-				   c->o->timeout_s * 1000000000ull;
+			deadline = now_ns() + c->o->timeout_s * 1000000000ull;
 			continue;
 		}
 		if (now_ns() > deadline)
@@ -1300,13 +1310,20 @@ static int cq_drain(struct ctx *c, int rq)
 static enum ibv_wr_opcode wr_opcode_of(int op)
 {
 	switch (op) {
-	case OP_WRITE: return IBV_WR_RDMA_WRITE;
-	case OP_WRITE_IMM: return IBV_WR_RDMA_WRITE_WITH_IMM;
-	case OP_READ: return IBV_WR_RDMA_READ;
-	case OP_SEND_IMM: return IBV_WR_SEND_WITH_IMM;
-	case OP_CAS: return IBV_WR_ATOMIC_CMP_AND_SWP;
-	case OP_FADD: return IBV_WR_ATOMIC_FETCH_AND_ADD;
-	default: return IBV_WR_SEND;
+	case OP_WRITE:
+		return IBV_WR_RDMA_WRITE;
+	case OP_WRITE_IMM:
+		return IBV_WR_RDMA_WRITE_WITH_IMM;
+	case OP_READ:
+		return IBV_WR_RDMA_READ;
+	case OP_SEND_IMM:
+		return IBV_WR_SEND_WITH_IMM;
+	case OP_CAS:
+		return IBV_WR_ATOMIC_CMP_AND_SWP;
+	case OP_FADD:
+		return IBV_WR_ATOMIC_FETCH_AND_ADD;
+	default:
+		return IBV_WR_SEND;
 	}
 }
 
@@ -1416,8 +1433,8 @@ static int post_descs(struct ctx *c, struct qp_ctx *q, struct wr_desc *d,
 	int ret;
 
 	while (i < n) {
-		for (j = i + 1; j < n && j - i < POST_BATCH &&
-		     d[j].ex == d[i].ex; j++)
+		for (j = i + 1;
+		     j < n && j - i < POST_BATCH && d[j].ex == d[i].ex; j++)
 			;
 		ret = d[i].ex && q->qpx ? post_ex(c, q, d + i, j - i) :
 					  post_classic(c, q, d + i, j - i);
@@ -1495,12 +1512,12 @@ static uint64_t round_key(struct ctx *c, uint64_t round, unsigned int qp)
 	return key_of(c->o->seed, round, qp, 0xda7a);
 }
 
-static int cli_round(struct ctx *c, uint64_t round, uint64_t base,
-		     uint64_t len)
+static int cli_round(struct ctx *c, uint64_t round, uint64_t base, uint64_t len)
 {
 	uint64_t roff = rng_below(&c->rng, 64);
 	struct msg m = {
-		.type = MSG_ROUND, .v = { round, base, len, roff },
+		.type = MSG_ROUND,
+		.v = { round, base, len, roff },
 	};
 	struct wr_desc d;
 	struct qp_ctx *q;
@@ -1603,9 +1620,8 @@ static int srv_round_prep(struct ctx *c, const struct msg *m)
 			break;
 		case OP_SEND:
 		case OP_SEND_IMM:
-			if (post_recv_map(c, q, slot, &q->map, IBV_WC_RECV,
-					  len, q->op == OP_SEND_IMM,
-					  imm_of(q->key)))
+			if (post_recv_map(c, q, slot, &q->map, IBV_WC_RECV, len,
+					  q->op == OP_SEND_IMM, imm_of(q->key)))
 				return -1;
 			break;
 		case OP_WRITE_IMM: {
@@ -1622,8 +1638,7 @@ static int srv_round_prep(struct ctx *c, const struct msg *m)
 	return msg_send(c, &r);
 }
 
-static int srv_round_check(struct ctx *c, uint64_t round,
-			   const uint64_t *csum)
+static int srv_round_check(struct ctx *c, uint64_t round, const uint64_t *csum)
 {
 	struct msg r = { .type = MSG_RESULT, .v = { round, 1 } };
 	struct qp_ctx *q;
@@ -1640,8 +1655,7 @@ static int srv_round_check(struct ctx *c, uint64_t round,
 		snprintf(what, sizeof(what),
 			 "round %" PRIu64 " QP %u %s of %" PRIu64 " bytes",
 			 round, i, op_name[q->op], q->len);
-		if (map_check(c, what, slot, &q->map, q->len, q->key,
-			      q->canary))
+		if (map_check(c, what, slot, &q->map, q->len, q->key, q->canary))
 			return -1;
 		if (q->op == OP_READ)
 			continue;
@@ -1662,13 +1676,13 @@ static int srv_round_check(struct ctx *c, uint64_t round,
 
 struct aop {
 	bool cas;
-	uint64_t a;			/* add, or compare */
-	uint64_t b;			/* swap */
-	uint64_t expect;		/* CAS: the value it must return */
+	uint64_t a;	 /* add, or compare */
+	uint64_t b;	 /* swap */
+	uint64_t expect; /* CAS: the value it must return */
 };
 
 struct fres {
-	uint64_t v;			/* returned original value */
+	uint64_t v; /* returned original value */
 	uint64_t add;
 };
 
@@ -1710,8 +1724,7 @@ static unsigned int aops_per_qp(struct ctx *c)
  * which must fail and return the current value.  The chain values are
  * known in advance, so the whole chain can be pipelined.
  */
-static unsigned int aops_build(struct ctx *c, unsigned int qp,
-			       struct aop *ops)
+static unsigned int aops_build(struct ctx *c, unsigned int qp, struct aop *ops)
 {
 	unsigned int nf = n_fadd(c), nc = n_cas(c), n = 0, f = 0, j = 0;
 	bool missed = false;
@@ -1795,16 +1808,17 @@ static int atomic_run(struct ctx *c, struct fres *fr, unsigned int *nfr)
 			q = &c->qps[i];
 			while (posted[i] < n[i] &&
 			       q->ring[0].tail - q->ring[0].head <
-			       ATOMIC_WINDOW) {
-				for (nb = 0; nb < POST_BATCH &&
-				     posted[i] < n[i]; nb++, posted[i]++) {
+				       ATOMIC_WINDOW) {
+				for (nb = 0; nb < POST_BATCH && posted[i] < n[i];
+				     nb++, posted[i]++) {
 					k = posted[i];
 					a = &ops[(size_t)i * per + k];
 					memset(&d[nb], 0, sizeof(d[nb]));
 					d[nb].op = a->cas ? OP_CAS : OP_FADD;
 					d[nb].nsge = 1;
-					d[nb].sge[0].addr = (uint64_t)(uintptr_t)
-						&c->ares[(size_t)i * per + k];
+					d[nb].sge[0].addr =
+						(uint64_t)(uintptr_t)&c
+							->ares[(size_t)i * per + k];
 					d[nb].sge[0].length = 8;
 					d[nb].sge[0].lkey = c->aresmr->lkey;
 					d[nb].raddr = c->peer_a.addr +
@@ -1830,8 +1844,7 @@ static int atomic_run(struct ctx *c, struct fres *fr, unsigned int *nfr)
 			goto out;
 		if (got) {
 			idle = 0;
-			deadline = now_ns() +
-				   c->o->timeout_s * 1000000000ull;
+			deadline = now_ns() + c->o->timeout_s * 1000000000ull;
 		} else if (now_ns() > deadline) {
 			cq_timeout(c, 0);
 			goto out;
@@ -1877,8 +1890,9 @@ static bool atomic_check_own(struct ctx *c)
 			want += add_val(c, peer, i, k);
 	got = __atomic_load_n(&c->abuf[0], __ATOMIC_ACQUIRE);
 	if (got != want) {
-		err("fetch-add counter is %" PRIu64 ", expected exactly %"
-		    PRIu64, got, want);
+		err("fetch-add counter is %" PRIu64
+		    ", expected exactly %" PRIu64,
+		    got, want);
 		ok = false;
 	}
 	for (i = 0; i < c->nqp; i++) {
@@ -1886,7 +1900,8 @@ static bool atomic_check_own(struct ctx *c)
 		got = __atomic_load_n(&c->abuf[1 + i], __ATOMIC_ACQUIRE);
 		if (got != want) {
 			err("CAS slot %u is 0x%016" PRIx64
-			    ", expected chain end 0x%016" PRIx64, i, got, want);
+			    ", expected chain end 0x%016" PRIx64,
+			    i, got, want);
 			ok = false;
 		}
 	}
@@ -1913,8 +1928,9 @@ static bool chain_check(struct ctx *c, struct fres *fr, unsigned int n,
 			return false;
 		}
 		if (fr[i].v != v) {
-			err("fetch-add chain broken at %u of %u: returned %"
-			    PRIu64 ", expected %" PRIu64, i, n, fr[i].v, v);
+			err("fetch-add chain broken at %u of %u: returned %" PRIu64
+			    ", expected %" PRIu64,
+			    i, n, fr[i].v, v);
 			return false;
 		}
 		v += fr[i].add;
@@ -1980,7 +1996,8 @@ static int atomic_phase(struct ctx *c)
 	}
 	c->bytes_verified += 8ull * nfr;
 	note("atomics: %u fetch-adds and %u CAS steps per QP on %u QPs, "
-	     "both directions, verified", n_fadd(c), n_cas(c), c->nqp);
+	     "both directions, verified",
+	     n_fadd(c), n_cas(c), c->nqp);
 	ret = 0;
 out:
 	free(fr);
@@ -2150,8 +2167,8 @@ static int cli_access(struct ctx *c)
 		    cli_case_end(c, k))
 			return -1;
 		note("access case %u: %s -> REM_ACCESS_ERR + 2 x WR_FLUSH_ERR "
-		     "(%.3f s)", k, access_case_name[k],
-		     (double)(now_ns() - t0) / 1e9);
+		     "(%.3f s)",
+		     k, access_case_name[k], (double)(now_ns() - t0) / 1e9);
 	}
 	return 0;
 }
@@ -2165,8 +2182,8 @@ static int srv_access_check(struct ctx *c, unsigned int id)
 		bad = canary_check(c->rbuf, c->rlen, 0x3c);
 	if (bad == UINT64_MAX)
 		return 0;
-	err("access case %u (%s): target memory was modified at offset %"
-	    PRIu64, id, id < AC_NUM ? access_case_name[id] : "?", bad);
+	err("access case %u (%s): target memory was modified at offset %" PRIu64,
+	    id, id < AC_NUM ? access_case_name[id] : "?", bad);
 	c->errors++;
 	return -1;
 }
@@ -2196,8 +2213,8 @@ static int cli_rnr_sends(struct ctx *c, unsigned int n, int status)
 		desc_sges(&d[k], &map, slot, c->lmr->lkey);
 		d[k].ex = use_ex(c, q);
 		if (exp_send(c, q, &d[k], rnr_len(k),
-			     k ? (status ? IBV_WC_WR_FLUSH_ERR :
-				  IBV_WC_SUCCESS) : status))
+			     k ? (status ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS) :
+				 status))
 			return -1;
 	}
 	return post_descs(c, q, d, n);
@@ -2230,8 +2247,8 @@ static int srv_rnr_check(struct ctx *c, unsigned int n)
 		snprintf(what, sizeof(what), "SEND %u of %" PRIu64 " bytes", k,
 			 rnr_len(k));
 		map_contig(&map, 0, 4096);
-		if (map_check(c, what, c->tbuf + k * RNR_SLOT, &map,
-			      rnr_len(k), round_key(c, 1000 + k, 0), 0x77))
+		if (map_check(c, what, c->tbuf + k * RNR_SLOT, &map, rnr_len(k),
+			      round_key(c, 1000 + k, 0), 0x77))
 			return -1;
 		c->bytes_verified += rnr_len(k);
 	}
@@ -2261,7 +2278,8 @@ static int cli_rnr(struct ctx *c)
 		    cq_drain(c, 0))
 			return -1;
 		note("rnr retry: %u SENDs with rnr_retry=7 succeeded "
-		     "(%.3f s)", RNR_SENDS, (double)(now_ns() - t0) / 1e9);
+		     "(%.3f s)",
+		     RNR_SENDS, (double)(now_ns() - t0) / 1e9);
 		break;
 	case MODE_RNR_LATE:
 		m = (struct msg){ .type = MSG_POSTED };
@@ -2269,7 +2287,8 @@ static int cli_rnr(struct ctx *c)
 		    cq_drain(c, 0))
 			return -1;
 		note("rnr late: SEND completed after the receive was posted "
-		     "late (%.3f s)", (double)(now_ns() - t0) / 1e9);
+		     "late (%.3f s)",
+		     (double)(now_ns() - t0) / 1e9);
 		break;
 	}
 	return cli_case_end(c, 0);
@@ -2308,7 +2327,8 @@ static int cli_expect(struct ctx *c)
 		d[i].ex = use_ex(c, q);
 		if (exp_send(c, q, &d[i], len,
 			     i && o->expect_status != IBV_WC_SUCCESS ?
-			     IBV_WC_WR_FLUSH_ERR : o->expect_status))
+				     IBV_WC_WR_FLUSH_ERR :
+				     o->expect_status))
 			return -1;
 	}
 	t0 = now_ns();
@@ -2318,9 +2338,10 @@ static int cli_expect(struct ctx *c)
 	    expect_qp_error(c, "expect-status"))
 		return -1;
 	note("expect-status: %s of %" PRIu64 " bytes completed with %s%s "
-	     "after %.3f s", op_name[op], len, st_name(o->expect_status),
-	     o->expect_status != IBV_WC_SUCCESS ? ", then 2 x WR_FLUSH_ERR" :
-	     "", (double)(now_ns() - t0) / 1e9);
+	     "after %.3f s",
+	     op_name[op], len, st_name(o->expect_status),
+	     o->expect_status != IBV_WC_SUCCESS ? ", then 2 x WR_FLUSH_ERR" : "",
+	     (double)(now_ns() - t0) / 1e9);
 	return cli_case_end(c, 0);
 }
 
@@ -2360,7 +2381,8 @@ static int srv_case_check(struct ctx *c, unsigned int id)
 		st = qp_state(&c->qps[0]);
 		if (st != IBV_QPS_RTS) {
 			err("after RNR NAKs the responder QP is in state %d, "
-			    "expected RTS", st);
+			    "expected RTS",
+			    st);
 			c->errors++;
 			return -1;
 		}
@@ -2416,8 +2438,7 @@ static int serve(struct ctx *c)
 				return -1;
 			}
 			csum[nver++] = m.v[2];
-			if (nver == c->nqp &&
-			    srv_round_check(c, round, csum))
+			if (nver == c->nqp && srv_round_check(c, round, csum))
 				return -1;
 			break;
 		case MSG_ATOMIC:
@@ -2462,8 +2483,8 @@ static int drive(struct ctx *c)
 			for (base = 0; base < c->ndops; base++) {
 				if (o->verbose)
 					note("round %" PRIu64 ": %s.. x %u QPs,"
-					     " %" PRIu64 " bytes", round,
-					     op_name[op_for(c, base, 0)],
+					     " %" PRIu64 " bytes",
+					     round, op_name[op_for(c, base, 0)],
 					     c->nqp, o->sizes[s]);
 				if (cli_round(c, round++, base, o->sizes[s]))
 					return -1;
@@ -2531,15 +2552,18 @@ static int parse_num(const char *s, uint64_t *out)
 	if (e == s || errno)
 		return -1;
 	switch (*e) {
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		v <<= 10;
 		e++;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		v <<= 20;
 		e++;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		v <<= 30;
 		e++;
 		break;
@@ -2653,34 +2677,35 @@ static int parse_ops(struct opts *o, const char *spec)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: uroce_traffic -p PORT [--port-file FILE] [-d DEV]      (server)\n"
-"       uroce_traffic -s HOST -p PORT [options]                (client)\n"
-"The server takes its configuration from the client.  Client options:\n"
-"  -q, --qps N           QPs used at once (default 4, max %d)\n"
-"  -n, --iters N         passes over sizes x ops (default 1)\n"
-"  -S, --sizes SPEC      sizes: list \"0,1,4K,1M\" and/or range \"A-B\"\n"
-"                        (A, B, every 2^k-1, 2^k, 2^k+1 between;\n"
-"                        default 0-4M)\n"
-"  -m, --mtu BYTES       path MTU 256|512|1024|2048|4096 (default 1024)\n"
-"  -o, --ops LIST        write,write_imm,read,send,send_imm,cas,fadd,\n"
-"                        data, atomic or all (default all)\n"
-"  -r, --seed N          seed of data, sizes and layout (default 1)\n"
-"  -W, --wr-api PCT      post PCT%% of WRs with ibv_wr_* (default 0)\n"
-"  -A, --atomics N       fetch-adds per QP per side (default 256)\n"
-"  -C, --cas N           CAS chain steps per QP per side (default 64)\n"
-"  -t, --timeout S       fail after S s without progress (default 60)\n"
-"      --duration S      repeat the passes for S seconds (at most -n of\n"
-"                        them), a progress line after each\n"
-"      --max-sge N       SGEs per WR, 1..4 (default 4)\n"
-"      --no-inline       never post inline\n"
-"      --retry-cnt N     (default 7)   --ack-timeout N (default 14)\n"
-"      --rnr-retry N     (default 7)   --min-rnr-timer N (default 1)\n"
-"      --access-test     bad rkey, out of bounds, wrap, missing rights\n"
-"      --rnr-test MODE   exc (rnr_retry=0, no receive), retry (rnr_retry=7,\n"
-"                        receives posted), late (receive posted late)\n"
-"      --expect-status S post 3 WRs of the first op; the first must\n"
-"                        complete with S (e.g. RETRY_EXC_ERR), the rest flush\n"
-"  -v, --verbose\n", MAX_QPS);
+		"usage: uroce_traffic -p PORT [--port-file FILE] [-d DEV]      (server)\n"
+		"       uroce_traffic -s HOST -p PORT [options]                (client)\n"
+		"The server takes its configuration from the client.  Client options:\n"
+		"  -q, --qps N           QPs used at once (default 4, max %d)\n"
+		"  -n, --iters N         passes over sizes x ops (default 1)\n"
+		"  -S, --sizes SPEC      sizes: list \"0,1,4K,1M\" and/or range \"A-B\"\n"
+		"                        (A, B, every 2^k-1, 2^k, 2^k+1 between;\n"
+		"                        default 0-4M)\n"
+		"  -m, --mtu BYTES       path MTU 256|512|1024|2048|4096 (default 1024)\n"
+		"  -o, --ops LIST        write,write_imm,read,send,send_imm,cas,fadd,\n"
+		"                        data, atomic or all (default all)\n"
+		"  -r, --seed N          seed of data, sizes and layout (default 1)\n"
+		"  -W, --wr-api PCT      post PCT%% of WRs with ibv_wr_* (default 0)\n"
+		"  -A, --atomics N       fetch-adds per QP per side (default 256)\n"
+		"  -C, --cas N           CAS chain steps per QP per side (default 64)\n"
+		"  -t, --timeout S       fail after S s without progress (default 60)\n"
+		"      --duration S      repeat the passes for S seconds (at most -n of\n"
+		"                        them), a progress line after each\n"
+		"      --max-sge N       SGEs per WR, 1..4 (default 4)\n"
+		"      --no-inline       never post inline\n"
+		"      --retry-cnt N     (default 7)   --ack-timeout N (default 14)\n"
+		"      --rnr-retry N     (default 7)   --min-rnr-timer N (default 1)\n"
+		"      --access-test     bad rkey, out of bounds, wrap, missing rights\n"
+		"      --rnr-test MODE   exc (rnr_retry=0, no receive), retry (rnr_retry=7,\n"
+		"                        receives posted), late (receive posted late)\n"
+		"      --expect-status S post 3 WRs of the first op; the first must\n"
+		"                        complete with S (e.g. RETRY_EXC_ERR), the rest flush\n"
+		"  -v, --verbose\n",
+		MAX_QPS);
 }
 
 enum {
@@ -2727,8 +2752,8 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static int opt_uint(const char *name, const char *s, uint64_t lo,
-		    uint64_t hi, uint64_t *out)
+static int opt_uint(const char *name, const char *s, uint64_t lo, uint64_t hi,
+		    uint64_t *out)
 {
 	if (parse_num(s, out) || *out < lo || *out > hi) {
 		fprintf(stderr, "bad %s '%s' (%" PRIu64 "..%" PRIu64 ")\n",
@@ -2762,11 +2787,21 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "s:p:d:q:n:S:m:o:r:W:A:C:t:vh",
 				 long_opts, NULL)) != -1) {
 		switch (ch) {
-		case 's': o->server = optarg; break;
-		case 'p': o->port = optarg; break;
-		case OPT_PORT_FILE: o->port_file = optarg; break;
-		case 'd': o->dev_name = optarg; break;
-		case 'S': o->sizes_spec = optarg; break;
+		case 's':
+			o->server = optarg;
+			break;
+		case 'p':
+			o->port = optarg;
+			break;
+		case OPT_PORT_FILE:
+			o->port_file = optarg;
+			break;
+		case 'd':
+			o->dev_name = optarg;
+			break;
+		case 'S':
+			o->sizes_spec = optarg;
+			break;
 		case 'q':
 			if (opt_uint("QP count", optarg, 1, MAX_QPS, &v))
 				return -1;
@@ -2781,7 +2816,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			if (opt_uint("MTU", optarg, 256, 4096, &v) ||
 			    (v & (v - 1))) {
 				fprintf(stderr, "MTU must be 256, 512, 1024, "
-					"2048 or 4096\n");
+						"2048 or 4096\n");
 				return -1;
 			}
 			o->mtu = (unsigned int)v;
@@ -2825,7 +2860,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			o->max_sge = (unsigned int)v;
 			break;
-		case OPT_NO_INLINE: o->no_inline = true; break;
+		case OPT_NO_INLINE:
+			o->no_inline = true;
+			break;
 		case OPT_RETRY_CNT:
 			if (opt_uint("retry-cnt", optarg, 0, 7, &v))
 				return -1;
@@ -2846,7 +2883,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			o->min_rnr_timer = (int)v;
 			break;
-		case OPT_ACCESS: o->mode = MODE_ACCESS; break;
+		case OPT_ACCESS:
+			o->mode = MODE_ACCESS;
+			break;
 		case OPT_RNR:
 			if (!strcmp(optarg, "exc")) {
 				o->mode = MODE_RNR_EXC;
@@ -2856,21 +2895,22 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				o->mode = MODE_RNR_LATE;
 			} else {
 				fprintf(stderr, "--rnr-test: exc, retry or "
-					"late\n");
+						"late\n");
 				return -1;
 			}
 			break;
 		case OPT_EXPECT:
 			st = st_parse(optarg);
 			if (st < 0) {
-				fprintf(stderr, "unknown status '%s'\n",
-					optarg);
+				fprintf(stderr, "unknown status '%s'\n", optarg);
 				return -1;
 			}
 			o->expect_status = st;
 			o->mode = MODE_EXPECT;
 			break;
-		case 'v': o->verbose = true; break;
+		case 'v':
+			o->verbose = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -2921,8 +2961,8 @@ int main(int argc, char **argv)
 	res_free(&c);
 	if (c.fd >= 0)
 		close(c.fd);
-	printf("uroce_traffic: %s bytes_moved=%" PRIu64 " bytes_verified=%"
-	       PRIu64 " completions=%" PRIu64 " errors=%" PRIu64 "\n",
+	printf("uroce_traffic: %s bytes_moved=%" PRIu64 " bytes_verified=%" PRIu64
+	       " completions=%" PRIu64 " errors=%" PRIu64 "\n",
 	       ret ? "FAIL" : "OK", c.bytes_moved, c.bytes_verified,
 	       c.completions, c.errors);
 	return ret ? 1 : 0;

@@ -140,8 +140,8 @@ int uroce_oob_listen(const char *name, const char *port_str,
 		return -1;
 	}
 	port = ntohs(ss.ss_family == AF_INET6 ?
-		     ((struct sockaddr_in6 *)&ss)->sin6_port :
-		     ((struct sockaddr_in *)&ss)->sin_port);
+			     ((struct sockaddr_in6 *)&ss)->sin6_port :
+			     ((struct sockaddr_in *)&ss)->sin_port);
 	printf("%s: listening on port %lu\n", name, port);
 	fflush(stdout);
 	snprintf(text, sizeof(text), "%lu\n", port);

@@ -21,15 +21,19 @@ void uroce_oob_init(void (*say)(const char *line));
  * waiting at most timeout_s seconds (0: as long as it takes).  Returns
  * the connected socket (TCP_NODELAY), or -1.
  */
-int uroce_oob_listen(const char *name, const char *port,
-		     const char *port_file, unsigned int timeout_s);
+int uroce_oob_listen(const char *name, const char *port, const char *port_file,
+		     unsigned int timeout_s);
 
 /* Connects to host:port, retrying refused connects for up to 10 s (the
  * server may still be starting).  Returns the socket, or -1. */
 int uroce_oob_connect(const char *host, const char *port);
 
 /* what uroce_oob_recv found */
-enum { UROCE_OOB_OK = 0, UROCE_OOB_ERR = -1, UROCE_OOB_CLOSED = -2 };
+enum {
+	UROCE_OOB_OK = 0,
+	UROCE_OOB_ERR = -1,
+	UROCE_OOB_CLOSED = -2
+};
 
 /* all len bytes, or UROCE_OOB_ERR */
 int uroce_oob_send(int fd, const void *buf, size_t len);

@@ -29,11 +29,15 @@
 #ifdef __SANITIZE_THREAD__
 void __tsan_ignore_thread_begin(void);
 void __tsan_ignore_thread_end(void);
-#define MR_ACCESS_BEGIN()	__tsan_ignore_thread_begin()
-#define MR_ACCESS_END()		__tsan_ignore_thread_end()
+#define MR_ACCESS_BEGIN() __tsan_ignore_thread_begin()
+#define MR_ACCESS_END()	  __tsan_ignore_thread_end()
 #else
-#define MR_ACCESS_BEGIN()	do { } while (0)
-#define MR_ACCESS_END()		do { } while (0)
+#define MR_ACCESS_BEGIN() \
+	do { \
+	} while (0)
+#define MR_ACCESS_END() \
+	do { \
+	} while (0)
 #endif
 
 static inline uint64_t mix64(uint64_t z)
@@ -54,8 +58,7 @@ static inline uint64_t rng_below(uint64_t *s, uint64_t n)
 	return n ? rng_next(s) % n : 0;
 }
 
-static inline uint64_t key_of(uint64_t seed, uint64_t a, uint64_t b,
-			      uint64_t c)
+static inline uint64_t key_of(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
 {
 	return mix64(seed + mix64(a + mix64(b + mix64(c + 0x5eed))));
 }
@@ -86,8 +89,8 @@ static inline void pat_fill(uint8_t *p, uint64_t len, uint64_t key, uint64_t off
 }
 
 /* Returns the index of the first byte that differs, or UINT64_MAX. */
-static inline uint64_t pat_check(const uint8_t *p, uint64_t len,
-				 uint64_t key, uint64_t off)
+static inline uint64_t pat_check(const uint8_t *p, uint64_t len, uint64_t key,
+				 uint64_t off)
 {
 	uint64_t i = 0, w, v;
 

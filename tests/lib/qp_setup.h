@@ -19,13 +19,13 @@
  * timers and retry counts (IBA 11.2.4.2, ibv_modify_qp(3)). */
 struct uroce_test_rc {
 	uint32_t dqpn;
-	uint32_t rq_psn;		/* the first PSN the peer sends */
-	uint32_t sq_psn;		/* ours */
+	uint32_t rq_psn; /* the first PSN the peer sends */
+	uint32_t sq_psn; /* ours */
 	union ibv_gid dgid;
 	enum ibv_mtu mtu;
 	uint8_t max_dest_rd_atomic, max_rd_atomic;
 	uint8_t min_rnr_timer;
-	uint8_t timeout;		/* 0: no retransmission timer */
+	uint8_t timeout; /* 0: no retransmission timer */
 	uint8_t retry_cnt, rnr_retry;
 };
 
@@ -39,8 +39,9 @@ static inline int uroce_test_rc_init(struct ibv_qp *qp, unsigned int access)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = access;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
 }
 
 /* INIT -> RTR towards r (GID index 0, hop limit 64) */
@@ -61,10 +62,11 @@ static inline int uroce_test_rc_rtr(struct ibv_qp *qp,
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.grh.sgid_index = 0;
 	a.ah_attr.grh.dgid = r->dgid;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			     IBV_QP_MIN_RNR_TIMER);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
 }
 
 /* RTR -> RTS with r's send PSN, timer and retry counts */
@@ -80,20 +82,23 @@ static inline int uroce_test_rc_rts(struct ibv_qp *qp,
 	a.rnr_retry = r->rnr_retry;
 	a.sq_psn = r->sq_psn;
 	a.max_rd_atomic = r->max_rd_atomic;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* NULL, or the state ("INIT", "RTR") the QP could not be moved to */
 static inline const char *uroce_test_to_rtr(struct ibv_qp *qp,
-					    unsigned int access,
-					    uint32_t dqpn,
+					    unsigned int access, uint32_t dqpn,
 					    const union ibv_gid *dgid)
 {
 	struct uroce_test_rc r = {
-		.dqpn = dqpn, .rq_psn = 0x100, .dgid = *dgid,
-		.mtu = IBV_MTU_1024, .max_dest_rd_atomic = 4,
+		.dqpn = dqpn,
+		.rq_psn = 0x100,
+		.dgid = *dgid,
+		.mtu = IBV_MTU_1024,
+		.max_dest_rd_atomic = 4,
 		.min_rnr_timer = 1,
 	};
 
@@ -111,8 +116,11 @@ static inline int uroce_test_to_rts(struct ibv_qp *qp, uint8_t timeout,
 				    uint32_t sq_psn, uint8_t max_rd_atomic)
 {
 	struct uroce_test_rc r = {
-		.sq_psn = sq_psn, .timeout = timeout, .retry_cnt = 7,
-		.rnr_retry = 7, .max_rd_atomic = max_rd_atomic,
+		.sq_psn = sq_psn,
+		.timeout = timeout,
+		.retry_cnt = 7,
+		.rnr_retry = 7,
+		.max_rd_atomic = max_rd_atomic,
 	};
 
 	return uroce_test_rc_rts(qp, &r);

@@ -57,8 +57,8 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
-#define REJ_DATA	"no-thanks"
-#define MAXC		512
+#define REJ_DATA "no-thanks"
+#define MAXC	 512
 
 static struct rdma_event_channel *ch;
 static struct ibv_pd *pd;
@@ -110,8 +110,10 @@ static void make_addr(const char *a, const char *port, struct sockaddr_in *sin)
 static void make_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 4,
+			 .max_recv_wr = 4,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
 
@@ -174,7 +176,8 @@ static void append_line(const char *what, const char *port)
 	FILE *f = path && *path ? fopen(path, "a") : NULL;
 
 	if (!f)
-		fail("cannot append to UROCE_CM_LISTEN_FILE '%s'", path ? path : "");
+		fail("cannot append to UROCE_CM_LISTEN_FILE '%s'",
+		     path ? path : "");
 	fprintf(f, "%s %s\n", what, port);
 	fclose(f);
 }
@@ -221,7 +224,7 @@ static struct rdma_cm_id *held_request(const char *mode, const char *addr,
 		fail("rdma_destroy_id: %s", strerror(errno));
 	printf("PASS: held REQ rejected %.2f s after %s\n", now() - t,
 	       !strcmp(mode, "hold-destroy") ? "the id was destroyed" :
-	       "it was held");
+					       "it was held");
 	return NULL;
 }
 
@@ -242,8 +245,7 @@ static struct rdma_cm_id *relisten_after(struct rdma_cm_id *lid,
 	printf("the client's second REQ is held\n");
 	make_addr(addr, port, &sin);
 	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(lid, (struct sockaddr *)&sin) ||
-	    rdma_listen(lid, 0))
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) || rdma_listen(lid, 0))
 		fail("listen again: %s", strerror(errno));
 	return lid;
 }
@@ -272,18 +274,19 @@ static struct rdma_cm_id *family_listeners(const char *mode, const char *port,
 	sin.sin_port = htons((uint16_t)atoi(port));
 	sin6.sin6_port = sin.sin_port;
 	if (rdma_create_id(ch, &id6, NULL, RDMA_PS_TCP) ||
-	    rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
-			    &afonly, sizeof(afonly)))
+	    rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly,
+			    sizeof(afonly)))
 		fail("AFONLY %d on a new id: %s", afonly, strerror(errno));
 	if (both && (rdma_create_id(ch, &id4, NULL, RDMA_PS_TCP) ||
-		       rdma_bind_addr(id4, (struct sockaddr *)&sin) ||
-		       rdma_listen(id4, 0)))
+		     rdma_bind_addr(id4, (struct sockaddr *)&sin) ||
+		     rdma_listen(id4, 0)))
 		fail("listen on 0.0.0.0:%s: %s", port, strerror(errno));
 	if (rdma_bind_addr(id6, (struct sockaddr *)&sin6) || rdma_listen(id6, 0))
 		fail("listen on [::]:%s with AFONLY %d: %s", port, afonly,
 		     strerror(errno));
-	if (rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
-			    &afonly, sizeof(afonly)) != -1 || errno != EINVAL)
+	if (rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly,
+			    sizeof(afonly)) != -1 ||
+	    errno != EINVAL)
 		fail("AFONLY after the bind: %s", strerror(errno));
 	if (both) {
 		if (rdma_create_id(ch, &id6b, NULL, RDMA_PS_TCP) ||
@@ -300,7 +303,8 @@ static struct rdma_cm_id *family_listeners(const char *mode, const char *port,
 			fail("create: %s", strerror(errno));
 		if (rdma_bind_addr(id6b, (struct sockaddr *)&sin) != -1 ||
 		    errno != EADDRINUSE)
-			fail("0.0.0.0:%s bound twice: %s", port, strerror(errno));
+			fail("0.0.0.0:%s bound twice: %s", port,
+			     strerror(errno));
 		rdma_destroy_id(id6b);
 		if (rdma_create_id(ch, &id6b, NULL, RDMA_PS_TCP) ||
 		    rdma_set_option(id6b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
@@ -355,9 +359,11 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 {
 	const char *mode = argv[0];
 	struct rdma_cm_id *lid, *conns[MAXC], *other = NULL, *want_lid = NULL;
-	bool up[MAXC] = { false }, down[MAXC] = { false }, tw_seen[MAXC] = { false };
+	bool up[MAXC] = { false }, down[MAXC] = { false },
+	     tw_seen[MAXC] = { false };
 	struct sockaddr_in sin;
-	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, tw = 0, i;
+	int n = 1, backlog = 0, nconn = 0, est = 0, early = 0, disc = 0, tw = 0,
+	    i;
 	double t_rep = now();
 	bool server_disc = has_opt(argc, argv, 3, "server-disconnects");
 	bool want_tw = has_opt(argc, argv, 3, "timewait");
@@ -400,7 +406,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 		 * beyond them on any host (the peer's retries would not
 		 * tell an idle connection in a minute) */
 		struct rdma_cm_event *e = next_event(
-			disc == n || (peer_exits && est + early == n) ? 10 : 120);
+			disc == n || (peer_exits && est + early == n) ? 10 :
+									120);
 		struct rdma_cm_id *id = e->id;
 		enum rdma_cm_event_type t = e->event;
 		int status = e->status;
@@ -459,8 +466,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 				rdma_disconnect(id);
 			break;
 		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-			timewait_exit(down, tw_seen, conn_index(conns, nconn, id),
-				      &tw);
+			timewait_exit(down, tw_seen,
+				      conn_index(conns, nconn, id), &tw);
 			break;
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -484,7 +491,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 		}
 	}
 	if (nconn != n || disc != n)
-		fail("%d accepted, %d disconnected, expected %d", nconn, disc, n);
+		fail("%d accepted, %d disconnected, expected %d", nconn, disc,
+		     n);
 	for (i = 0; i < nconn; i++) {
 		rdma_destroy_qp(conns[i]);
 		if (rdma_destroy_id(conns[i]))
@@ -494,8 +502,8 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	if (other)
 		rdma_destroy_id(other);
 	printf("PASS: %d connections accepted and disconnected (%s side "
-	       "first; %d before their RTU came)%s\n", n,
-	       server_disc ? "server" : "client", early,
+	       "first; %d before their RTU came)%s\n",
+	       n, server_disc ? "server" : "client", early,
 	       want_tw ? ", each then out of time wait" : "");
 	return 0;
 }
@@ -507,8 +515,10 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	struct sockaddr_in sin;
 	bool again = !strcmp(mode, "reconnect");
 	int n = argc > 1 && (!strcmp(mode, "connect") ||
-			     !strcmp(mode, "exit-connected")) ? atoi(argv[1]) :
-		again ? 2 : 1;
+			     !strcmp(mode, "exit-connected")) ?
+			atoi(argv[1]) :
+		again ? 2 :
+			1;
 	bool client_disc = has_opt(argc, argv, 2, "client-disconnects");
 	bool want_tw = has_opt(argc, argv, 2, "timewait");
 	bool down[MAXC] = { false }, tw_seen[MAXC] = { false };
@@ -522,7 +532,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	 * first */
 	for (i = 0; i < (again ? 1 : n); i++) {
 		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP) ||
-		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin, 2000))
+		    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sin,
+				      2000))
 			fail("resolve: %s", strerror(errno));
 	}
 	while (est + disc < 2 * n || (want_tw && tw < n)) {
@@ -555,7 +566,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 				 * the server answers */
 				cp.qp_num = 0x12345;
 				if (rdma_connect(id, &cp))
-					fail("rdma_connect: %s", strerror(errno));
+					fail("rdma_connect: %s",
+					     strerror(errno));
 				break;
 			}
 			make_qp(id);
@@ -575,7 +587,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			if (!strcmp(mode, "exit-connected") && est == n) {
 				/* exit() with the connections up: our
 				 * librdmacm's DREQs tell the server */
-				printf("PASS: exiting with %d connections up\n", n);
+				printf("PASS: exiting with %d connections up\n",
+				       n);
 				exit(0);
 			}
 			if ((client_disc || (again && id == ids[1])) &&
@@ -594,7 +607,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 				fail("resolve: %s", strerror(errno));
 			break;
 		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-			timewait_exit(down, tw_seen, conn_index(ids, n, id), &tw);
+			timewait_exit(down, tw_seen, conn_index(ids, n, id),
+				      &tw);
 			break;
 		case RDMA_CM_EVENT_REJECTED:
 			if (!strcmp(mode, "expect-reject")) {
@@ -607,20 +621,24 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			}
 			if (!strcmp(mode, "expect-refused")) {
 				if (status != 8)
-					fail("rejected with status %d, not 8", status);
+					fail("rejected with status %d, not 8",
+					     status);
 				if (now() - t0 > 3)
 					fail("refusal took %.2f s", now() - t0);
 				printf("PASS: REJECTED (invalid service ID) in "
-				       "%.3f s\n", now() - t0);
+				       "%.3f s\n",
+				       now() - t0);
 				return 0;
 			}
 			if (!strcmp(mode, "expect-refused-late")) {
 				/* after the server held it: no bound but our
 				 * REQ's retries (UNREACHABLE after ~10 s) */
 				if (status != 8)
-					fail("rejected with status %d, not 8", status);
+					fail("rejected with status %d, not 8",
+					     status);
 				printf("PASS: REJECTED (invalid service ID) after "
-				       "%.3f s\n", now() - t0);
+				       "%.3f s\n",
+				       now() - t0);
 				return 0;
 			}
 			printf("FAIL: REJECTED status %d\n", status);
@@ -645,8 +663,8 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 			fail("rdma_destroy_id: %s", strerror(errno));
 	}
 	printf("PASS: %d connections established and disconnected in "
-	       "%.2f s%s\n", n, now() - t0,
-	       want_tw ? ", each then out of time wait" : "");
+	       "%.2f s%s\n",
+	       n, now() - t0, want_tw ? ", each then out of time wait" : "");
 	return 0;
 }
 
@@ -695,7 +713,8 @@ static int api(void)
 		fail("rsocket(AF_UNIX): %s", strerror(errno));
 	if (strcmp(rdma_event_str(RDMA_CM_EVENT_REJECTED),
 		   "RDMA_CM_EVENT_REJECTED"))
-		fail("rdma_event_str: %s", rdma_event_str(RDMA_CM_EVENT_REJECTED));
+		fail("rdma_event_str: %s",
+		     rdma_event_str(RDMA_CM_EVENT_REJECTED));
 	rdma_destroy_id(id2);
 	printf("PASS: API error paths\n");
 	return 0;

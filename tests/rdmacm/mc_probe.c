@@ -17,23 +17,25 @@
 
 static int failed;
 
-#define CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			printf("FAIL line %d: ", __LINE__);		\
-			printf(__VA_ARGS__);				\
-			printf("\n");					\
-			failed = 1;					\
-		}							\
+#define CHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			printf("FAIL line %d: ", __LINE__); \
+			printf(__VA_ARGS__); \
+			printf("\n"); \
+			failed = 1; \
+		} \
 	} while (0)
 
 /* call must fail with errno err */
-#define EXPECT_ERRNO(call, err)						\
-	do {								\
-		errno = 0;						\
-		int r_ = (call);					\
-		CHECK(r_ == -1 && errno == (err), "%s: ret %d errno %d (%s), "\
-		      "expected %d", #call, r_, errno, strerror(errno), (err)); \
+#define EXPECT_ERRNO(call, err) \
+	do { \
+		errno = 0; \
+		int r_ = (call); \
+		CHECK(r_ == -1 && errno == (err), \
+		      "%s: ret %d errno %d (%s), " \
+		      "expected %d", \
+		      #call, r_, errno, strerror(errno), (err)); \
 	} while (0)
 
 static struct sockaddr_in sin_of(const char *ip)
@@ -65,13 +67,16 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in me, grp = sin_of("239.78.0.9"), grp2 = sin_of("239.78.0.10");
+	struct sockaddr_in me, grp = sin_of("239.78.0.9"),
+			       grp2 = sin_of("239.78.0.10");
 	struct rdma_cm_join_mc_attr_ex ex;
 	struct ibv_qp_init_attr qa;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *ud, *tcp;
 	struct rdma_cm_event *ev;
-	union ibv_gid mgid = { .raw = { [10] = 0xff, [11] = 0xff, 239, 78, 0, 9 } };
+	union ibv_gid mgid = {
+		.raw = { [10] = 0xff, [11] = 0xff, 239, 78, 0, 9 }
+	};
 	int ctx_token;
 
 	if (argc != 2) {
@@ -87,25 +92,31 @@ int main(int argc, char **argv)
 	}
 
 	/* before bind or resolve_addr: the kernel says EINVAL */
-	EXPECT_ERRNO(rdma_join_multicast(ud, (struct sockaddr *)&grp, NULL), EINVAL);
+	EXPECT_ERRNO(rdma_join_multicast(ud, (struct sockaddr *)&grp, NULL),
+		     EINVAL);
 	if (rdma_bind_addr(ud, (struct sockaddr *)&me)) {
-		printf("FAIL: rdma_bind_addr %s: %s\n", argv[1], strerror(errno));
+		printf("FAIL: rdma_bind_addr %s: %s\n", argv[1],
+		       strerror(errno));
 		return 1;
 	}
 	/* not a group; a TCP id; bad join_ex attributes; nothing to leave */
-	EXPECT_ERRNO(rdma_join_multicast(ud, (struct sockaddr *)&me, NULL), EINVAL);
+	EXPECT_ERRNO(rdma_join_multicast(ud, (struct sockaddr *)&me, NULL),
+		     EINVAL);
 	me.sin_port = 0;
 	CHECK(!rdma_bind_addr(tcp, (struct sockaddr *)&me), "bind tcp id");
-	EXPECT_ERRNO(rdma_join_multicast(tcp, (struct sockaddr *)&grp, NULL), EINVAL);
+	EXPECT_ERRNO(rdma_join_multicast(tcp, (struct sockaddr *)&grp, NULL),
+		     EINVAL);
 	memset(&ex, 0, sizeof(ex));
 	ex.addr = (struct sockaddr *)&grp;
 	EXPECT_ERRNO(rdma_join_multicast_ex(ud, &ex, NULL), EINVAL);
 	ex.comp_mask = RDMA_CM_JOIN_MC_ATTR_RESERVED;
 	EXPECT_ERRNO(rdma_join_multicast_ex(ud, &ex, NULL), ENOTSUP);
-	ex.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	ex.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+		       RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
 	ex.join_flags = RDMA_MC_JOIN_FLAG_RESERVED;
 	EXPECT_ERRNO(rdma_join_multicast_ex(ud, &ex, NULL), EINVAL);
-	EXPECT_ERRNO(rdma_leave_multicast(ud, (struct sockaddr *)&grp), EADDRNOTAVAIL);
+	EXPECT_ERRNO(rdma_leave_multicast(ud, (struct sockaddr *)&grp),
+		     EADDRNOTAVAIL);
 
 	/* a join with a QP: the event, and the QP attached */
 	memset(&qa, 0, sizeof(qa));

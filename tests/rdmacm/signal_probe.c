@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
-#define ROUNDS	200
+#define ROUNDS 200
 
 static void fail(const char *what)
 {
@@ -68,7 +68,8 @@ int main(int argc, char **argv)
 		p.fd = sfd;
 		p.events = POLLIN;
 		if (poll(&p, 1, 10000) != 1) {
-			printf("FAIL: signal %d never reached the signalfd\n", i);
+			printf("FAIL: signal %d never reached the signalfd\n",
+			       i);
 			return 1;
 		}
 		if (read(sfd, &si, sizeof(si)) != sizeof(si))

@@ -31,24 +31,28 @@
 
 #ifdef RS_DIRECT
 #include <rdma/rsocket.h>
-#define socket rsocket
-#define bind rbind
-#define connect rconnect
-#define send rsend
-#define recv rrecv
-#define sendto rsendto
-#define recvfrom rrecvfrom
-#define sendmsg rsendmsg
-#define recvmsg rrecvmsg
-#define poll rpoll
-#define close rclose
+#define socket	    rsocket
+#define bind	    rbind
+#define connect	    rconnect
+#define send	    rsend
+#define recv	    rrecv
+#define sendto	    rsendto
+#define recvfrom    rrecvfrom
+#define sendmsg	    rsendmsg
+#define recvmsg	    rrecvmsg
+#define poll	    rpoll
+#define close	    rclose
 #define getsockname rgetsockname
 #endif
 
 /* with rsockets' 8-byte header, one 1024-byte packet (MTU 1500) */
 #define MAXSZ 1000
-#define DIE(...) do { fprintf(stderr, "rs_dgram: " __VA_ARGS__); \
-		      fputc('\n', stderr); exit(1); } while (0)
+#define DIE(...) \
+	do { \
+		fprintf(stderr, "rs_dgram: " __VA_ARGS__); \
+		fputc('\n', stderr); \
+		exit(1); \
+	} while (0)
 
 static uint8_t pat(uint32_t seq, size_t i)
 {
@@ -118,8 +122,10 @@ static int server(const struct sockaddr_in *me)
 		struct sockaddr_in from;
 		socklen_t flen = sizeof(from);
 		struct iovec v = { buf, sizeof(buf) };
-		struct msghdr m = { .msg_name = &from, .msg_namelen = flen,
-				    .msg_iov = &v, .msg_iovlen = 1 };
+		struct msghdr m = { .msg_name = &from,
+				    .msg_namelen = flen,
+				    .msg_iov = &v,
+				    .msg_iovlen = 1 };
 		ssize_t n;
 
 		wait_in(fd, -1);

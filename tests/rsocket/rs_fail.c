@@ -41,9 +41,17 @@ extern char **environ;
 static struct sockaddr_in srv = { .sin_family = AF_INET };
 static int port;
 
-#define DIE(...) do { fprintf(stderr, "rs_fail: " __VA_ARGS__); \
-		      fputc('\n', stderr); exit(1); } while (0)
-#define EXPECT(c, ...) do { if (!(c)) DIE(__VA_ARGS__); } while (0)
+#define DIE(...) \
+	do { \
+		fprintf(stderr, "rs_fail: " __VA_ARGS__); \
+		fputc('\n', stderr); \
+		exit(1); \
+	} while (0)
+#define EXPECT(c, ...) \
+	do { \
+		if (!(c)) \
+			DIE(__VA_ARGS__); \
+	} while (0)
 
 static uint8_t pat(uint64_t i)
 {
@@ -72,8 +80,8 @@ static int listener(int p)
 	int l = rsocket(AF_INET, SOCK_STREAM, 0);
 
 	EXPECT(l >= 0, "rsocket: %s", strerror(errno));
-	EXPECT(!rbind(l, (struct sockaddr *)&a, sizeof(a)), "rbind %d: %s",
-	       p, strerror(errno));
+	EXPECT(!rbind(l, (struct sockaddr *)&a, sizeof(a)), "rbind %d: %s", p,
+	       strerror(errno));
 	EXPECT(!rlisten(l, 4), "rlisten: %s", strerror(errno));
 	return l;
 }
@@ -91,8 +99,8 @@ static void pair(int l, int *c, int *a)
 	EXPECT(!rfcntl(*c, F_SETFL, rfcntl(*c, F_GETFL) | O_NONBLOCK),
 	       "rfcntl: %s", strerror(errno));
 	EXPECT(rconnect(*c, (struct sockaddr *)&sa, sizeof(sa)) == -1 &&
-	       errno == EINPROGRESS, "nonblocking rconnect: %s",
-	       strerror(errno));
+		       errno == EINPROGRESS,
+	       "nonblocking rconnect: %s", strerror(errno));
 	*a = -1;
 	while (*a < 0 || err) {
 		p[0] = (struct pollfd){ .fd = l, .events = POLLIN };
@@ -103,9 +111,8 @@ static void pair(int l, int *c, int *a)
 			EXPECT(*a >= 0, "raccept: %s", strerror(errno));
 		}
 		if (p[1].revents & POLLOUT) {
-			EXPECT(!rgetsockopt(*c, SOL_SOCKET, SO_ERROR, &err,
-					    &len), "SO_ERROR: %s",
-			       strerror(errno));
+			EXPECT(!rgetsockopt(*c, SOL_SOCKET, SO_ERROR, &err, &len),
+			       "SO_ERROR: %s", strerror(errno));
 			EXPECT(!err, "the connect failed: %s", strerror(err));
 		}
 	}
@@ -121,8 +128,8 @@ static void case_refused(int l)
 
 	(void)l;
 	EXPECT(rconnect(c, (struct sockaddr *)&a, sizeof(a)) == -1 &&
-	       errno == ECONNREFUSED, "rconnect to a closed port: %s",
-	       strerror(errno));
+		       errno == ECONNREFUSED,
+	       "rconnect to a closed port: %s", strerror(errno));
 	rclose(c);
 	printf("refused: ECONNREFUSED in %.3f s\n", now() - t0);
 }
@@ -163,8 +170,10 @@ static void case_nonblock(int l)
 	}
 	p.revents = 0;
 	n = rpoll(&p, 1, 5000);
-	EXPECT(n == 1 && (p.revents & POLLOUT), "no POLLOUT after the "
-	       "peer read (%d, %#x)", n, p.revents);
+	EXPECT(n == 1 && (p.revents & POLLOUT),
+	       "no POLLOUT after the "
+	       "peer read (%d, %#x)",
+	       n, p.revents);
 	for (size_t i = 0; i < 1000; i++)
 		buf[i] = pat(sent + i);
 	EXPECT(rsend(c, buf, 1000, 0) > 0, "rsend after POLLOUT: %s",
@@ -183,12 +192,12 @@ static void case_nonblock(int l)
 			       "byte %llu wrong", (unsigned long long)got);
 		got += (uint64_t)r;
 	}
-	EXPECT(got == sent, "received %llu of %llu",
-	       (unsigned long long)got, (unsigned long long)sent);
+	EXPECT(got == sent, "received %llu of %llu", (unsigned long long)got,
+	       (unsigned long long)sent);
 	rclose(a);
 	printf("nonblock: EAGAIN after %llu bytes, POLLOUT after the read, "
-	       "all %llu checked\n", (unsigned long long)(sent - 1000),
-	       (unsigned long long)got);
+	       "all %llu checked\n",
+	       (unsigned long long)(sent - 1000), (unsigned long long)got);
 }
 
 static void case_halfclose(int l)
@@ -201,22 +210,27 @@ static void case_halfclose(int l)
 	       strerror(errno));
 	EXPECT(!rshutdown(c, SHUT_WR), "rshutdown: %s", strerror(errno));
 	EXPECT(rrecv(a, buf, sizeof(buf), MSG_WAITALL) == 10 &&
-	       !memcmp(buf, "last words", 10), "data before the shutdown");
+		       !memcmp(buf, "last words", 10),
+	       "data before the shutdown");
 	EXPECT(rrecv(a, buf, sizeof(buf), 0) == 0, "no end of stream after "
-	       "SHUT_WR");
-	EXPECT(rsend(c, "x", 1, 0) == -1 && errno == EPIPE, "rsend after "
-	       "SHUT_WR: %s", strerror(errno));
+						   "SHUT_WR");
+	EXPECT(rsend(c, "x", 1, 0) == -1 && errno == EPIPE,
+	       "rsend after "
+	       "SHUT_WR: %s",
+	       strerror(errno));
 	/* the other direction still flows */
-	EXPECT(rsend(a, "reply", 5, 0) == 5, "rsend after the peer's "
-	       "SHUT_WR: %s", strerror(errno));
-	EXPECT(rrecv(c, buf, 5, MSG_WAITALL) == 5 &&
-	       !memcmp(buf, "reply", 5), "reply after SHUT_WR");
+	EXPECT(rsend(a, "reply", 5, 0) == 5,
+	       "rsend after the peer's "
+	       "SHUT_WR: %s",
+	       strerror(errno));
+	EXPECT(rrecv(c, buf, 5, MSG_WAITALL) == 5 && !memcmp(buf, "reply", 5),
+	       "reply after SHUT_WR");
 	EXPECT(rsend(a, "bye", 3, 0) == 3, "rsend: %s", strerror(errno));
 	rclose(a);
-	EXPECT(rrecv(c, buf, 3, MSG_WAITALL) == 3 &&
-	       !memcmp(buf, "bye", 3), "data sent before the close");
+	EXPECT(rrecv(c, buf, 3, MSG_WAITALL) == 3 && !memcmp(buf, "bye", 3),
+	       "data sent before the close");
 	EXPECT(rrecv(c, buf, sizeof(buf), 0) == 0, "no end of stream after "
-	       "the peer's close");
+						   "the peer's close");
 	rclose(c);
 	printf("halfclose: end of stream after SHUT_WR and after close, "
 	       "EPIPE after SHUT_WR\n");
@@ -246,8 +260,8 @@ static int peer(const char *mode)
 static pid_t spawn_peer(const char *self, const char *addr, const char *mode)
 {
 	char p[16];
-	char *argv[] = { (char *)self, (char *)addr, p, "peer",
-			 (char *)mode, NULL };
+	char *argv[] = { (char *)self, (char *)addr, p,
+			 "peer",       (char *)mode, NULL };
 	pid_t pid;
 
 	snprintf(p, sizeof(p), "%d", port);
@@ -283,7 +297,7 @@ static void case_killed(int l, const char *self, const char *addr)
 		struct pollfd p = { .fd = a, .events = POLLIN };
 
 		EXPECT(rpoll(&p, 1, 30000) == 1, "rpoll: nothing in 30 s "
-		       "after the peer was killed");
+						 "after the peer was killed");
 		r = rrecv(a, buf, sizeof(buf), MSG_DONTWAIT);
 	} while (r > 0 || (r < 0 && errno == EAGAIN));
 	rd = now() - t0;
@@ -305,15 +319,16 @@ static void case_killed(int l, const char *self, const char *addr)
 	while (r > 0);
 	wr = now() - t0;
 	werr = errno;
-	EXPECT(werr == EPIPE || werr == ECONNRESET,
-	       "rsend after the kill: %s", strerror(werr));
+	EXPECT(werr == EPIPE || werr == ECONNRESET, "rsend after the kill: %s",
+	       strerror(werr));
 	rclose(a);
 	printf("killed: the reader saw %s after %.2f s, the sender %s after "
-	       "%.2f s\n", rerr ? strerror(rerr) : "the end of the stream",
-	       rd, strerror(werr), wr);
+	       "%.2f s\n",
+	       rerr ? strerror(rerr) : "the end of the stream", rd,
+	       strerror(werr), wr);
 }
 
-#define THREAD_BYTES	(24u << 20)
+#define THREAD_BYTES (24u << 20)
 
 struct flow {
 	int fd;
@@ -378,7 +393,8 @@ static void case_threads(int l)
 	rclose(c);
 	rclose(a);
 	printf("threads: %u bytes each way, sent and received at once, "
-	       "all checked\n", THREAD_BYTES);
+	       "all checked\n",
+	       THREAD_BYTES);
 }
 
 int main(int argc, char **argv)

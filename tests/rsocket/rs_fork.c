@@ -32,9 +32,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DIE(...) do { fprintf(stderr, "rs_fork: " __VA_ARGS__); \
-		      fputc('\n', stderr); exit(1); } while (0)
-#define CHUNK 65536
+#define DIE(...) \
+	do { \
+		fprintf(stderr, "rs_fork: " __VA_ARGS__); \
+		fputc('\n', stderr); \
+		exit(1); \
+	} while (0)
+#define CHUNK	65536
 #define MAXCONN 16
 
 static uint8_t pat(uint64_t i, uint32_t conn)
@@ -181,7 +185,8 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 6 || inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) {
-		fprintf(stderr, "usage: rs_fork server|client ADDR PORT CONNS BYTES\n");
+		fprintf(stderr,
+			"usage: rs_fork server|client ADDR PORT CONNS BYTES\n");
 		return 2;
 	}
 	a.sin_port = htons((uint16_t)atoi(argv[3]));

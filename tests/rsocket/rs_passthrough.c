@@ -21,13 +21,14 @@
 
 static int failures;
 
-#define CHECK(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL line %d: %s (errno %d %s)\n",	\
-			__LINE__, #cond, errno, strerror(errno));	\
-		failures++;						\
-	}								\
-} while (0)
+#define CHECK(cond) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "FAIL line %d: %s (errno %d %s)\n", \
+				__LINE__, #cond, errno, strerror(errno)); \
+			failures++; \
+		} \
+	} while (0)
 
 static void check_pipe(void)
 {
@@ -54,8 +55,10 @@ static void check_pipe(void)
 	/* select: writable, not readable; then readable, with a timeout */
 	fd_set r, w;
 	struct timeval tv = { 0, 0 };
-	FD_ZERO(&r); FD_ZERO(&w);
-	FD_SET(p[0], &r); FD_SET(p[1], &w);
+	FD_ZERO(&r);
+	FD_ZERO(&w);
+	FD_SET(p[0], &r);
+	FD_SET(p[1], &w);
 	CHECK(rselect(p[1] + 1, &r, &w, NULL, &tv) == 1);
 	CHECK(!FD_ISSET(p[0], &r) && FD_ISSET(p[1], &w));
 	struct iovec iov[2] = { { "de", 2 }, { "f", 1 } };

@@ -36,8 +36,12 @@ static uint8_t pat(uint64_t i, unsigned int seed)
 
 static const size_t sizes[] = { 1, 7, 100, 4096, 65537, 300000, 13, 2048 };
 
-#define DIE(...) do { fprintf(stderr, "rs_sock: " __VA_ARGS__); \
-		      fputc('\n', stderr); exit(1); } while (0)
+#define DIE(...) \
+	do { \
+		fprintf(stderr, "rs_sock: " __VA_ARGS__); \
+		fputc('\n', stderr); \
+		exit(1); \
+	} while (0)
 
 static void fill(uint8_t *b, uint64_t off, size_t n, unsigned int seed)
 {
@@ -151,7 +155,8 @@ int main(int argc, char **argv)
 	uint64_t bytes, got;
 	int fd, one = 1;
 
-	if (argc != 5 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")))
+	if (argc != 5 ||
+	    (strcmp(argv[1], "server") && strcmp(argv[1], "client")))
 		DIE("usage: rs_sock server|client ADDR PORT BYTES");
 	if (inet_pton(AF_INET, argv[2], &sin.sin_addr) != 1)
 		DIE("bad address %s", argv[2]);

@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CLASS	"/sys/class/infiniband"
+#define CLASS "/sys/class/infiniband"
 
 static int failures;
 
@@ -97,8 +97,10 @@ static int check_uverbs(const char *dev)
 	}
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, "uverbs", 6) ||
-		    strcmp(attr(buf, sizeof(buf), "/sys/class/infiniband_verbs/%s/ibdev",
-				e->d_name), dev))
+		    strcmp(attr(buf, sizeof(buf),
+				"/sys/class/infiniband_verbs/%s/ibdev",
+				e->d_name),
+			   dev))
 			continue;
 		snprintf(path, sizeof(path), "/dev/infiniband/%s", e->d_name);
 		if (stat(path, &st) || !S_ISCHR(st.st_mode) ||
@@ -141,21 +143,23 @@ static void check_verbs(const char *dev, const char *guid, const char *fw,
 	}
 	g = be64toh(da.node_guid);
 	snprintf(buf, sizeof(buf), "%04x:%04x:%04x:%04x",
-		 (unsigned int)(g >> 48) & 0xffff, (unsigned int)(g >> 32) & 0xffff,
+		 (unsigned int)(g >> 48) & 0xffff,
+		 (unsigned int)(g >> 32) & 0xffff,
 		 (unsigned int)(g >> 16) & 0xffff, (unsigned int)g & 0xffff);
 	expect("node_guid", guid, buf);
 	expect("fw_ver", fw, da.fw_ver);
 	snprintf(buf, sizeof(buf), "%d: ", pa.state);
 	if (strncmp(state, buf, strlen(buf)))
 		bad("port state: sysfs '%s', verbs %d", state, pa.state);
-	expect("link_layer", layer, pa.link_layer == IBV_LINK_LAYER_ETHERNET ?
-	       "Ethernet" : "InfiniBand");
+	expect("link_layer", layer,
+	       pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
+							  "InfiniBand");
 	snprintf(buf, sizeof(buf), "0x%x", pa.lid);
 	expect("lid", lid, buf);
 	gid_text(&ge.gid, buf, sizeof(buf));
 	expect("gid 0", gid0, buf);
-	expect("gid 0 type", type0, ge.gid_type == IBV_GID_TYPE_ROCE_V2 ?
-	       "RoCE v2" : "not RoCE v2");
+	expect("gid 0 type", type0,
+	       ge.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "not RoCE v2");
 	ibv_close_device(ctx);
 out:
 	if (list)
@@ -165,8 +169,8 @@ out:
 int main(int argc, char **argv)
 {
 	char guid[64], fw[64], state[64], phys[64], layer[64], rate[64],
-	     lid[32], gid0[64], type0[64], ndev0[64], numa[32], buf[64],
-	     real[PATH_MAX], path[PATH_MAX];
+		lid[32], gid0[64], type0[64], ndev0[64], numa[32], buf[64],
+		real[PATH_MAX], path[PATH_MAX];
 	const char *want = argc > 1 ? argv[1] : "uroce0";
 	struct dirent *e;
 	int found = 0;
@@ -203,14 +207,16 @@ int main(int argc, char **argv)
 		printf("%s: node_guid %s fw_ver %s numa_node %s\n", want, guid,
 		       fw, numa);
 		printf("%s: port 1 state '%s' phys_state '%s' link_layer '%s' "
-		       "rate '%s' lid %s\n", want, state, phys, layer, rate, lid);
+		       "rate '%s' lid %s\n",
+		       want, state, phys, layer, rate, lid);
 		printf("%s: gid 0 %s type '%s' ndev '%s'\n", want, gid0, type0,
 		       ndev0);
 		if (strcmp(state, "4: ACTIVE") || strcmp(phys, "5: LinkUp"))
 			bad("port 1 is not ACTIVE/LinkUp");
 		if (strcmp(layer, "Ethernet") || !strstr(rate, "Gb/sec"))
 			bad("port 1 is no Ethernet port with a rate");
-		if (!gid0[0] || !strcmp(gid0, "0000:0000:0000:0000:0000:0000:0000:0000"))
+		if (!gid0[0] ||
+		    !strcmp(gid0, "0000:0000:0000:0000:0000:0000:0000:0000"))
 			bad("GID 0 is empty");
 		if (strcmp(type0, "RoCE v2") || !ndev0[0])
 			bad("GID 0 is not RoCE v2 on a netdev");

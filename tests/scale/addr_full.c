@@ -19,7 +19,7 @@
 
 #include <infiniband/verbs.h>
 
-#define HOLDERS	255
+#define HOLDERS 255
 
 /* opens the device; 0 if it came up, else the errno */
 static int try_open(struct ibv_context **out)
@@ -91,9 +91,10 @@ int main(int argc, char **argv)
 	for (i = 0; i < HOLDERS; i++) {
 		pids[i] = holder(&r);
 		if (pids[i] < 0 || r) {
-			fprintf(stderr, "addr_full: process %d of %d could not "
-				"open the device: %s\n", i + 1, HOLDERS,
-				strerror(r));
+			fprintf(stderr,
+				"addr_full: process %d of %d could not "
+				"open the device: %s\n",
+				i + 1, HOLDERS, strerror(r));
 			return 1;
 		}
 	}
@@ -114,6 +115,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("addr_full: %d processes on %s, the next one ENOSPC, and one "
-	       "more once one left\n", HOLDERS, argv[1]);
+	       "more once one left\n",
+	       HOLDERS, argv[1]);
 	return 0;
 }

@@ -35,8 +35,8 @@
 
 #include "../lib/qp_setup.h"
 
-#define MSG		64
-#define RSS_SLACK_KB	1024
+#define MSG	     64
+#define RSS_SLACK_KB 1024
 
 static const char *who = "client";
 static int sock;
@@ -61,8 +61,8 @@ static int count_dir(const char *path, const char *a, const char *b)
 	int n = 0;
 
 	while (d && (e = readdir(d)))
-		if (e->d_name[0] != '.' && (!a || strstr(e->d_name, a) ||
-					    (b && strstr(e->d_name, b))))
+		if (e->d_name[0] != '.' &&
+		    (!a || strstr(e->d_name, a) || (b && strstr(e->d_name, b))))
 			n++;
 	if (d)
 		closedir(d);
@@ -113,8 +113,8 @@ static struct rdma_cm_event *get_event(enum rdma_cm_event_type want)
 	if (rdma_get_cm_event(ch, &e))
 		die("rdma_get_cm_event");
 	if (e->event != want) {
-		fprintf(stderr, "churn %s: %s, expected %s (status %d)\n",
-			who, rdma_event_str(e->event), rdma_event_str(want),
+		fprintf(stderr, "churn %s: %s, expected %s (status %d)\n", who,
+			rdma_event_str(e->event), rdma_event_str(want),
 			e->status);
 		exit(1);
 	}
@@ -173,9 +173,11 @@ static void post_send(struct ibv_qp *qp, struct ibv_mr *mr, uint8_t *p,
 		      struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
 	struct ibv_sge s = { (uintptr_t)p, MSG, mr->lkey };
-	struct ibv_send_wr w = { .sg_list = &s, .num_sge = 1,
+	struct ibv_send_wr w = { .sg_list = &s,
+				 .num_sge = 1,
 				 .opcode = IBV_WR_SEND,
-				 .send_flags = IBV_SEND_SIGNALED }, *bad;
+				 .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	w.wr.ud.ah = ah;
 	w.wr.ud.remote_qpn = qpn;
@@ -231,7 +233,8 @@ static void serve(int cycles)
 	xfer(&gid, sizeof(gid), true);
 	xfer(ports, sizeof(ports), true);
 	while (done[0] < cycles || done[1] < cycles) {
-		struct rdma_cm_event *e = get_event(RDMA_CM_EVENT_CONNECT_REQUEST);
+		struct rdma_cm_event *e = get_event(
+			RDMA_CM_EVENT_CONNECT_REQUEST);
 		struct rdma_cm_id *id = e->id;
 		bool ud = e->listen_id == lid[1];
 		struct rdma_conn_param cp = { .responder_resources = 1,
@@ -239,8 +242,10 @@ static void serve(int cycles)
 					      .rnr_retry_count = 7 };
 		struct ibv_qp_init_attr qa = {
 			.qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC,
-			.cap = { .max_send_wr = 2, .max_recv_wr = 2,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.cap = { .max_send_wr = 2,
+				 .max_recv_wr = 2,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1 },
 		};
 		struct ibv_mr *mr;
 		struct ibv_cq *cq;
@@ -274,7 +279,8 @@ static void serve(int cycles)
 		fill(buf + 2 * MSG, cycle, ud + 2);
 		if (ud) {
 			struct ibv_ah_attr aa = {
-				.is_global = 1, .port_num = 1,
+				.is_global = 1,
+				.port_num = 1,
 				.grh = { .hop_limit = 64,
 					 .dgid = id->route.addr.addr.ibaddr.dgid },
 			};
@@ -298,8 +304,7 @@ static void serve(int cycles)
 		ibv_destroy_cq(cq);
 		rdma_destroy_id(id);
 		done[ud]++;
-		if (done[0] == cycles / 10 && done[1] == cycles / 10 &&
-		    !mid.fds)
+		if (done[0] == cycles / 10 && done[1] == cycles / 10 && !mid.fds)
 			usage_now(&mid);
 	}
 	usage_now(&end);
@@ -314,11 +319,14 @@ static void cm_cycle(const struct sockaddr_in *dst, bool ud, int cycle)
 	struct rdma_cm_id *id;
 	struct ibv_qp_init_attr qa = {
 		.qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 2,
+			 .max_recv_wr = 2,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct rdma_conn_param cp = { .responder_resources = 1,
-				      .initiator_depth = 1, .retry_count = 7,
+				      .initiator_depth = 1,
+				      .retry_count = 7,
 				      .rnr_retry_count = 7 };
 	struct rdma_cm_event *e;
 	struct ibv_ah *ah = NULL;
@@ -384,10 +392,13 @@ static void verbs_cycle(struct ibv_context *ctx, bool ud, int cycle)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
 	struct ibv_qp_init_attr qa = {
-		.send_cq = cq, .recv_cq = cq,
+		.send_cq = cq,
+		.recv_cq = cq,
 		.qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 2,
+			 .max_recv_wr = 2,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp *a, *b;
 	struct ibv_mr *mr;
@@ -403,8 +414,10 @@ static void verbs_cycle(struct ibv_context *ctx, bool ud, int cycle)
 		die("verbs QPs");
 	if (ud) {
 		struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT,
-					  .port_num = 1, .qkey = 0x11 };
-		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
+					  .port_num = 1,
+					  .qkey = 0x11 };
+		struct ibv_ah_attr aa = { .is_global = 1,
+					  .port_num = 1,
 					  .grh = { .dgid = gid,
 						   .hop_limit = 64 } };
 		struct ibv_qp *q[2] = { a, b };
@@ -412,26 +425,29 @@ static void verbs_cycle(struct ibv_context *ctx, bool ud, int cycle)
 
 		for (k = 0; k < 2; k++) {
 			at.qp_state = IBV_QPS_INIT;
-			if (ibv_modify_qp(q[k], &at, IBV_QP_STATE |
-					  IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					  IBV_QP_QKEY))
+			if (ibv_modify_qp(q[k], &at,
+					  IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						  IBV_QP_PORT | IBV_QP_QKEY))
 				die("UD INIT");
 			at.qp_state = IBV_QPS_RTR;
 			if (ibv_modify_qp(q[k], &at, IBV_QP_STATE))
 				die("UD RTR");
 			at.qp_state = IBV_QPS_RTS;
 			at.sq_psn = 0;
-			if (ibv_modify_qp(q[k], &at, IBV_QP_STATE |
-					  IBV_QP_SQ_PSN))
+			if (ibv_modify_qp(q[k], &at,
+					  IBV_QP_STATE | IBV_QP_SQ_PSN))
 				die("UD RTS");
 		}
 		ah = ibv_create_ah(pd, &aa);
 		if (!ah)
 			die("create_ah");
 	} else {
-		struct uroce_test_rc r = { .rq_psn = 0x100, .sq_psn = 0x100,
-					   .dgid = gid, .mtu = IBV_MTU_1024,
-					   .timeout = 14, .retry_cnt = 7,
+		struct uroce_test_rc r = { .rq_psn = 0x100,
+					   .sq_psn = 0x100,
+					   .dgid = gid,
+					   .mtu = IBV_MTU_1024,
+					   .timeout = 14,
+					   .retry_cnt = 7,
 					   .rnr_retry = 7,
 					   .max_dest_rd_atomic = 1,
 					   .max_rd_atomic = 1,
@@ -461,8 +477,8 @@ static bool compare(const char *side, const struct usage *m,
 		    const struct usage *e, int at_mid, int at_end)
 {
 	printf("churn %s: cycle %d: rss_kb=%ld fds=%d threads=%d shm=%d; "
-	       "cycle %d: rss_kb=%ld fds=%d threads=%d shm=%d\n", side,
-	       at_mid, m->rss_kb, m->fds, m->threads, m->shm, at_end,
+	       "cycle %d: rss_kb=%ld fds=%d threads=%d shm=%d\n",
+	       side, at_mid, m->rss_kb, m->fds, m->threads, m->shm, at_end,
 	       e->rss_kb, e->fds, e->threads, e->shm);
 	if (e->fds > m->fds || e->threads > m->threads || e->shm > m->shm ||
 	    e->rss_kb - m->rss_kb > RSS_SLACK_KB) {
@@ -474,8 +490,7 @@ static bool compare(const char *side, const struct usage *m,
 
 int main(int argc, char **argv)
 {
-	struct usage cm_mid = { 0 }, cm_end, v_mid = { 0 }, v_end, s_mid,
-		     s_end;
+	struct usage cm_mid = { 0 }, cm_end, v_mid = { 0 }, v_end, s_mid, s_end;
 	struct sockaddr_in dst = { .sin_family = AF_INET };
 	struct ibv_context *ctx;
 	struct ibv_device **l;
@@ -512,7 +527,7 @@ int main(int argc, char **argv)
 	xfer(ports, sizeof(ports), false);
 	memcpy(&dst.sin_addr, &gid.raw[12], 4);
 	for (i = 1; i <= cycles; i++) {
-		dst.sin_port = ports[0];	/* (rdma_get_src_port: big-endian) */
+		dst.sin_port = ports[0]; /* (rdma_get_src_port: big-endian) */
 		cm_cycle(&dst, false, i);
 		dst.sin_port = ports[1];
 		cm_cycle(&dst, true, i);
@@ -545,6 +560,7 @@ int main(int argc, char **argv)
 	if (!ok)
 		return 1;
 	printf("churn: %d cycles each of rdma_cm RC and UD and verbs RC and "
-	       "UD, every message checked, resources flat\n", cycles);
+	       "UD, every message checked, resources flat\n",
+	       cycles);
 	return 0;
 }

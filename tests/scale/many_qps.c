@@ -34,8 +34,8 @@
 
 #include "../lib/qp_setup.h"
 
-#define MSG		256
-#define FD_SLACK	8	/* per peer: sockets, rings, doorbells */
+#define MSG	 256
+#define FD_SLACK 8 /* per peer: sockets, rings, doorbells */
 
 static int n_qps, step, sock, window;
 static const char *who;
@@ -45,8 +45,8 @@ static struct ibv_cq *cq;
 static struct ibv_mr *smr, *rmr;
 static struct ibv_qp **qps;
 static uint8_t *sbuf, *rbuf;
-static int next_send;		/* client: the next QP to send on */
-static long rss0;		/* with the device open, no QP */
+static int next_send; /* client: the next QP to send on */
+static long rss0;     /* with the device open, no QP */
 static int fd0;
 
 static void fail(const char *what)
@@ -86,7 +86,7 @@ static int nfds(void)
 		n++;
 	if (d)
 		closedir(d);
-	return n - 3;	/* ., .. and the DIR's own */
+	return n - 3; /* ., .. and the DIR's own */
 }
 
 static void xfer(void *p, size_t len, bool out)
@@ -115,8 +115,10 @@ static void post_recv(int i)
 {
 	struct ibv_sge s = { (uintptr_t)(rbuf + (size_t)i * MSG), MSG,
 			     rmr->lkey };
-	struct ibv_recv_wr w = { .wr_id = (uint64_t)i, .sg_list = &s,
-				 .num_sge = 1 }, *bad;
+	struct ibv_recv_wr w = { .wr_id = (uint64_t)i,
+				 .sg_list = &s,
+				 .num_sge = 1 },
+			   *bad;
 
 	if (ibv_post_recv(qps[i], &w, &bad))
 		fail("post_recv");
@@ -127,9 +129,11 @@ static void post_send(int i)
 	struct ibv_sge s = { (uintptr_t)(sbuf + (size_t)i * MSG), MSG,
 			     smr->lkey };
 	struct ibv_send_wr w = { .wr_id = (uint64_t)i | 1ull << 32,
-				 .sg_list = &s, .num_sge = 1,
+				 .sg_list = &s,
+				 .num_sge = 1,
 				 .opcode = IBV_WR_SEND,
-				 .send_flags = IBV_SEND_SIGNALED }, *bad;
+				 .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	if (ibv_post_send(qps[i], &w, &bad))
 		fail("post_send");
@@ -149,9 +153,10 @@ static void run_phase(int want_recv, int want_send, int salt, bool echo)
 		if (n < 0)
 			fail("poll_cq");
 		if (!n && now_ms() > end) {
-			fprintf(stderr, "many_qps %s: %d of %d messages, %d of "
-				"%d sends after 60 s\n", who, got, want_recv,
-				sent, want_send);
+			fprintf(stderr,
+				"many_qps %s: %d of %d messages, %d of "
+				"%d sends after 60 s\n",
+				who, got, want_recv, sent, want_send);
 			exit(1);
 		}
 		for (k = 0; k < n; k++) {
@@ -170,8 +175,10 @@ static void run_phase(int want_recv, int want_send, int salt, bool echo)
 			if (seen[i]++ || wc[k].byte_len != MSG ||
 			    wc[k].qp_num != qps[i]->qp_num ||
 			    memcmp(rbuf + (size_t)i * MSG, exp, MSG)) {
-				fprintf(stderr, "many_qps %s: QP %d: message "
-					"lost, repeated or changed\n", who, i);
+				fprintf(stderr,
+					"many_qps %s: QP %d: message "
+					"lost, repeated or changed\n",
+					who, i);
 				exit(1);
 			}
 			got++;
@@ -193,8 +200,10 @@ static void report(int nq)
 	printf("many_qps %s: qps=%d rss_kb=%ld fds=%d rss_kb_per_qp=%.2f\n",
 	       who, nq, rss, nfds(), nq ? (double)(rss - rss0) / nq : 0.0);
 	if (nfds() > fd0 + FD_SLACK) {
-		fprintf(stderr, "many_qps %s: %d descriptors with %d QPs, %d "
-			"with none\n", who, nfds(), nq, fd0);
+		fprintf(stderr,
+			"many_qps %s: %d descriptors with %d QPs, %d "
+			"with none\n",
+			who, nfds(), nq, fd0);
 		exit(1);
 	}
 }
@@ -204,11 +213,14 @@ static int side(bool server)
 	struct ibv_device **l = ibv_get_device_list(NULL);
 	struct ibv_qp_init_attr ia = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 2,
+			 .max_recv_wr = 2,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	union ibv_gid gid, pgid;
-	uint32_t *qpn = calloc((size_t)n_qps, 4), *pqpn = calloc((size_t)n_qps, 4);
+	uint32_t *qpn = calloc((size_t)n_qps, 4),
+		 *pqpn = calloc((size_t)n_qps, 4);
 	int i;
 
 	who = server ? "server" : "client";
@@ -247,10 +259,14 @@ static int side(bool server)
 	xfer(&pgid, sizeof(pgid), false);
 	xfer(pqpn, (size_t)n_qps * 4, false);
 	for (i = 0; i < n_qps; i++) {
-		struct uroce_test_rc r = { .dqpn = pqpn[i], .rq_psn = 0x100,
-					   .sq_psn = 0x100, .dgid = pgid,
-					   .mtu = IBV_MTU_1024, .timeout = 14,
-					   .retry_cnt = 7, .rnr_retry = 7,
+		struct uroce_test_rc r = { .dqpn = pqpn[i],
+					   .rq_psn = 0x100,
+					   .sq_psn = 0x100,
+					   .dgid = pgid,
+					   .mtu = IBV_MTU_1024,
+					   .timeout = 14,
+					   .retry_cnt = 7,
+					   .rnr_retry = 7,
 					   .max_dest_rd_atomic = 1,
 					   .max_rd_atomic = 1,
 					   .min_rnr_timer = 1 };
@@ -298,7 +314,7 @@ int main(int argc, char **argv)
 		side(true);
 		/* every QP's message checked, and echoed */
 		run_phase(n_qps, n_qps, 0, true);
-		xfer(&st, sizeof(st), false);	/* the client is done */
+		xfer(&st, sizeof(st), false); /* the client is done */
 		report(n_qps);
 		fflush(stdout);
 		_exit(0);
@@ -309,8 +325,7 @@ int main(int argc, char **argv)
 	for (st = 0; st < n_qps; st++)
 		pattern(sbuf + (size_t)st * MSG, st, 0);
 	/* at most window messages (and their echoes) in flight */
-	for (next_send = 0; next_send < n_qps && next_send < window;
-	     next_send++)
+	for (next_send = 0; next_send < n_qps && next_send < window; next_send++)
 		post_send(next_send);
 	/* its own sends, and every echo checked */
 	run_phase(n_qps, n_qps, 0, false);
@@ -321,6 +336,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("many_qps: %d RC QPs, a message each way on every one, all "
-	       "checked\n", n_qps);
+	       "checked\n",
+	       n_qps);
 	return 0;
 }

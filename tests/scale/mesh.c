@@ -42,17 +42,23 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#define MSG		64
-#define MAX_CONN	256
-#define CQ_DEPTH	(4 * MAX_CONN)
-#define PING_NS		1000000000ull
-#define RETRY_NS	200000000ull
-#define ECHO_NS		5000000000ull	/* a ping's echo later than this: lost */
-#define STALE_S		10
+#define MSG	 64
+#define MAX_CONN 256
+#define CQ_DEPTH (4 * MAX_CONN)
+#define PING_NS	 1000000000ull
+#define RETRY_NS 200000000ull
+#define ECHO_NS	 5000000000ull /* a ping's echo later than this: lost */
+#define STALE_S	 10
 
-enum st { ST_FREE, ST_CONNECTING, ST_UP, ST_CLOSING, ST_WAIT };
+enum st {
+	ST_FREE,
+	ST_CONNECTING,
+	ST_UP,
+	ST_CLOSING,
+	ST_WAIT
+};
 
-struct ident {			/* the private data of REQ and REP */
+struct ident { /* the private data of REQ and REP */
 	uint32_t magic, id, gen, pad;
 };
 
@@ -61,8 +67,8 @@ struct conn {
 	enum st st;
 	struct ident peer;
 	struct ibv_mr *mr;
-	uint32_t qpn;		/* completions of an earlier QP are not ours */
-	uint8_t buf[2][MSG];	/* [0] send, [1] receive */
+	uint32_t qpn;	     /* completions of an earlier QP are not ours */
+	uint8_t buf[2][MSG]; /* [0] send, [1] receive */
 	uint64_t seq;
 	bool outstanding;
 	uint64_t up_ns, progress_ns, next_ns, sent_ns;
@@ -83,7 +89,7 @@ static struct {
 	uint64_t verified, fails, mismatches;
 } g;
 
-#define MAGIC 0x6d657368u	/* "mesh" */
+#define MAGIC 0x6d657368u /* "mesh" */
 
 static volatile sig_atomic_t stop;
 
@@ -177,21 +183,28 @@ static void setup_verbs(struct ibv_context *verbs)
 
 static int post_recv(struct conn *c)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)c->buf[1], .length = MSG,
+	struct ibv_sge sge = { .addr = (uintptr_t)c->buf[1],
+			       .length = MSG,
 			       .lkey = c->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)c, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)c,
+				  .sg_list = &sge,
+				  .num_sge = 1 },
+			   *bad;
 
 	return ibv_post_recv(c->id->qp, &wr, &bad);
 }
 
 static int post_send(struct conn *c)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)c->buf[0], .length = MSG,
+	struct ibv_sge sge = { .addr = (uintptr_t)c->buf[0],
+			       .length = MSG,
 			       .lkey = c->mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = (uintptr_t)c | 1, .sg_list = &sge,
-				  .num_sge = 1, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_send_wr wr = { .wr_id = (uintptr_t)c | 1,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	return ibv_post_send(c->id->qp, &wr, &bad);
 }
@@ -201,8 +214,10 @@ static int conn_qp(struct conn *c)
 {
 	struct ibv_qp_init_attr a = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 2,
+			 .max_recv_wr = 2,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 
 	setup_verbs(c->id->verbs);
@@ -210,8 +225,7 @@ static int conn_qp(struct conn *c)
 	if (rdma_create_qp(c->id, g.pd, &a))
 		return -1;
 	c->qpn = c->id->qp->qp_num;
-	c->mr = ibv_reg_mr(g.pd, c->buf, sizeof(c->buf),
-			   IBV_ACCESS_LOCAL_WRITE);
+	c->mr = ibv_reg_mr(g.pd, c->buf, sizeof(c->buf), IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mr)
 		return -1;
 	return post_recv(c);
@@ -242,7 +256,8 @@ static void start_connect(unsigned int j)
 {
 	struct conn *c = &g.c[j];
 	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)(g.port + (int)j)) };
+				  .sin_port = htons(
+					  (uint16_t)(g.port + (int)j)) };
 
 	inet_pton(AF_INET, g.addr, &sa.sin_addr);
 	memset(&c->peer, 0, sizeof(c->peer));
@@ -251,7 +266,8 @@ static void start_connect(unsigned int j)
 		die("rdma_create_id");
 	c->st = ST_CONNECTING;
 	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&sa, 2000)) {
-		printf("mesh %s: rdma_resolve_addr: %s\n", me(), strerror(errno));
+		printf("mesh %s: rdma_resolve_addr: %s\n", me(),
+		       strerror(errno));
 		rdma_destroy_id(c->id);
 		c->id = NULL;
 		c->st = ST_WAIT;
@@ -271,8 +287,10 @@ static void a_event(struct rdma_cm_event *e)
 	struct conn *c = conn_of(e->id);
 	struct ident me_ = self();
 	struct rdma_conn_param p = {
-		.private_data = &me_, .private_data_len = sizeof(me_),
-		.retry_count = 7, .rnr_retry_count = 7,
+		.private_data = &me_,
+		.private_data_len = sizeof(me_),
+		.retry_count = 7,
+		.rnr_retry_count = 7,
 	};
 
 	switch (e->event) {
@@ -320,8 +338,10 @@ static void b_event(struct rdma_cm_event *e)
 	struct conn *c;
 	struct ident me_ = self();
 	struct rdma_conn_param p = {
-		.private_data = &me_, .private_data_len = sizeof(me_),
-		.retry_count = 7, .rnr_retry_count = 7,
+		.private_data = &me_,
+		.private_data_len = sizeof(me_),
+		.retry_count = 7,
+		.rnr_retry_count = 7,
 	};
 	unsigned int i;
 
@@ -460,8 +480,8 @@ static void cq_events(void)
 	}
 	while ((n = ibv_poll_cq(g.cq, 32, wc)) > 0) {
 		for (i = 0; i < n; i++) {
-			struct conn *c = (struct conn *)(uintptr_t)
-					 (wc[i].wr_id & ~1ull);
+			struct conn *c = (struct conn *)(uintptr_t)(wc[i].wr_id &
+								    ~1ull);
 
 			if ((c->st != ST_UP && c->st != ST_CONNECTING) ||
 			    !c->id || !c->id->qp || wc[i].qp_num != c->qpn)
@@ -543,7 +563,8 @@ int main(int argc, char **argv)
 	bool announced = false;
 	unsigned int j, up;
 
-	if (argc < 6 || (strcmp(argv[1], "serve") && strcmp(argv[1], "connect")) ||
+	if (argc < 6 ||
+	    (strcmp(argv[1], "serve") && strcmp(argv[1], "connect")) ||
 	    (!strcmp(argv[1], "connect") && argc < 7)) {
 		fprintf(stderr, "usage: mesh serve ID GEN ADDR PORT\n"
 				"       mesh connect ID GEN ADDR PORT N\n");

@@ -28,10 +28,10 @@
 
 #include "../lib/qp_setup.h"
 
-#define WINDOW		256
-#define QUARANTINE_MS	2000	/* UROCE_QPN_QUARANTINE_MS */
-#define QPN_FIRST	0x11
-#define MSG		64
+#define WINDOW	      256
+#define QUARANTINE_MS 2000 /* UROCE_QPN_QUARANTINE_MS */
+#define QPN_FIRST     0x11
+#define MSG	      64
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -60,8 +60,10 @@ static struct ibv_qp *new_qp(void)
 		.send_cq = cq,
 		.recv_cq = cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 1,
+			 .max_recv_wr = 1,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 
 	return ibv_create_qp(pd, &a);
@@ -114,12 +116,17 @@ static void wait_pair(void)
 /* a and b connected to each other; a message each way, checked */
 static void exchange(struct ibv_qp *a, struct ibv_qp *b, uint8_t seed)
 {
-	struct uroce_test_rc ra = { .dqpn = b->qp_num, .rq_psn = 0x100,
-				    .sq_psn = 0x100, .dgid = gid,
-				    .mtu = IBV_MTU_1024, .timeout = 14,
-				    .retry_cnt = 7, .rnr_retry = 7,
+	struct uroce_test_rc ra = { .dqpn = b->qp_num,
+				    .rq_psn = 0x100,
+				    .sq_psn = 0x100,
+				    .dgid = gid,
+				    .mtu = IBV_MTU_1024,
+				    .timeout = 14,
+				    .retry_cnt = 7,
+				    .rnr_retry = 7,
 				    .max_dest_rd_atomic = 1,
-				    .max_rd_atomic = 1, .min_rnr_timer = 1 };
+				    .max_rd_atomic = 1,
+				    .min_rnr_timer = 1 };
 	struct uroce_test_rc rb = ra;
 	struct ibv_qp *q[2] = { a, b };
 	int i;
@@ -133,10 +140,14 @@ static void exchange(struct ibv_qp *a, struct ibv_qp *b, uint8_t seed)
 		uint8_t *src = buf + (size_t)i * 2 * MSG, *dst = src + MSG;
 		struct ibv_sge ss = { (uintptr_t)src, MSG, mr->lkey };
 		struct ibv_sge rs = { (uintptr_t)dst, MSG, mr->lkey };
-		struct ibv_recv_wr rw = { .wr_id = 2, .sg_list = &rs,
-					  .num_sge = 1 }, *brw;
-		struct ibv_send_wr sw = { .wr_id = 1, .sg_list = &ss,
-					  .num_sge = 1, .opcode = IBV_WR_SEND,
+		struct ibv_recv_wr rw = { .wr_id = 2,
+					  .sg_list = &rs,
+					  .num_sge = 1 },
+				   *brw;
+		struct ibv_send_wr sw = { .wr_id = 1,
+					  .sg_list = &ss,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
 					  .send_flags = IBV_SEND_SIGNALED },
 				   *bsw;
 
@@ -147,9 +158,10 @@ static void exchange(struct ibv_qp *a, struct ibv_qp *b, uint8_t seed)
 			die("post");
 		wait_pair();
 		if (memcmp(src, dst, MSG)) {
-			fprintf(stderr, "qpn_space: data differs between QPs "
-				"0x%06x and 0x%06x\n", q[i]->qp_num,
-				q[1 - i]->qp_num);
+			fprintf(stderr,
+				"qpn_space: data differs between QPs "
+				"0x%06x and 0x%06x\n",
+				q[i]->qp_num, q[1 - i]->qp_num);
 			exit(1);
 		}
 	}
@@ -174,8 +186,8 @@ static int do_wrap(long n)
 		uint32_t qpn, t = (uint32_t)(now_ms() - t0) + 1;
 
 		if (!qp) {
-			fprintf(stderr, "qpn_space: create %ld of %ld: %s\n",
-				i, n, strerror(errno));
+			fprintf(stderr, "qpn_space: create %ld of %ld: %s\n", i,
+				n, strerror(errno));
 			return 1;
 		}
 		qpn = qp->qp_num;
@@ -185,14 +197,17 @@ static int do_wrap(long n)
 			return 1;
 		}
 		if (alive[qpn]) {
-			fprintf(stderr, "qpn_space: QPN 0x%06x handed out "
-				"while in use\n", qpn);
+			fprintf(stderr,
+				"qpn_space: QPN 0x%06x handed out "
+				"while in use\n",
+				qpn);
 			return 1;
 		}
 		if (gone[qpn] && t - gone[qpn] < QUARANTINE_MS) {
-			fprintf(stderr, "qpn_space: QPN 0x%06x handed out %u "
-				"ms after it was destroyed\n", qpn,
-				t - gone[qpn]);
+			fprintf(stderr,
+				"qpn_space: QPN 0x%06x handed out %u "
+				"ms after it was destroyed\n",
+				qpn, t - gone[qpn]);
 			return 1;
 		}
 		alive[qpn] = 1;
@@ -222,8 +237,8 @@ static int do_wrap(long n)
 	for (s = 0; s < 256; s++)
 		nslots += hi_seen[s] != 0;
 	printf("qpn_space wrap: %ld QPs created and destroyed in %.1f s, "
-	       "%ld pairs carried data, QPNs from %d range(s)\n", n,
-	       (double)(now_ms() - t0) / 1000, checked, nslots);
+	       "%ld pairs carried data, QPNs from %d range(s)\n",
+	       n, (double)(now_ms() - t0) / 1000, checked, nslots);
 	free(alive);
 	free(gone);
 	return 0;
@@ -261,8 +276,10 @@ static int do_limit(void)
 	t0 = now_ms();
 	qp = new_qp();
 	if (qp) {
-		fprintf(stderr, "qpn_space: QPN 0x%06x handed out again at "
-			"once\n", qp->qp_num);
+		fprintf(stderr,
+			"qpn_space: QPN 0x%06x handed out again at "
+			"once\n",
+			qp->qp_num);
 		return 1;
 	}
 	while (!(qp = new_qp())) {

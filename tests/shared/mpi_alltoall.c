@@ -40,7 +40,8 @@ int main(int argc, char **argv)
 	for (r = 0; r < rounds; r++) {
 		for (k = 1; k < size; k++) {
 			/* everyone sends k ranks up and receives from k down */
-			int to = (rank + k) % size, from = (rank - k + size) % size;
+			int to = (rank + k) % size,
+			    from = (rank - k + size) % size;
 
 			for (i = 0; i < n; i++)
 				out[i] = pat(rank, to, r, i);

@@ -193,7 +193,8 @@ int main(int argc, char **argv)
 		memcpy(&origlen, rec + 12, 4);
 		frames++;
 		if (caplen > 262144) {
-			printf("frame %lu: caplen %u is absurd\n", frames, caplen);
+			printf("frame %lu: caplen %u is absurd\n", frames,
+			       caplen);
 			bad++;
 			break;
 		}

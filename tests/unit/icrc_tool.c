@@ -12,7 +12,7 @@
 
 #include "wire/wire.h"
 
-#define MAX_PKT	16384
+#define MAX_PKT 16384
 
 static int hexval(int c)
 {

@@ -20,44 +20,116 @@
 /* one message of each kind, every field it carries set to a value that
  * fills the field's width with a distinct pattern */
 static const uint8_t sample_pdata[224] = { 0xa5, 0x5a, 0x01, 0x02, 0x03 };
-#define SAMPLE_GID(b) { .raw = { b, b+1, b+2, b+3, b+4, b+5, b+6, b+7, b+8, \
-	b+9, b+10, b+11, b+12, b+13, b+14, b+15 } }
+#define SAMPLE_GID(b) \
+	{ \
+		.raw = { b, \
+			 b + 1, \
+			 b + 2, \
+			 b + 3, \
+			 b + 4, \
+			 b + 5, \
+			 b + 6, \
+			 b + 7, \
+			 b + 8, \
+			 b + 9, \
+			 b + 10, \
+			 b + 11, \
+			 b + 12, \
+			 b + 13, \
+			 b + 14, \
+			 b + 15 } \
+	}
 static const struct cm_msg samples[] = {
-	{ .attr = CM_ATTR_REQ, .tid = 0x1122334455667788ULL,
-	  .local_id = 0xdeadbeef, .sid = 0x0000000001060000ULL | 4791,
-	  .ca_guid = 0x0102030405060708ULL, .qkey = 0x80010203,
-	  .qpn = 0xabcdef, .resp_res = 0x10, .init_depth = 0x0f,
-	  .remote_resp_to = 20, .qp_type = 1, .flow_ctrl = 1,
-	  .psn = 0x123456, .local_resp_to = 21, .retry_cnt = 7,
-	  .mtu = 5, .rnr_retry = 6, .max_cm_retries = 15, .srq = 1,
-	  .ext_transport = 1, .sgid = SAMPLE_GID(0x10),
-	  .dgid = SAMPLE_GID(0x40), .tclass = 0x48, .hop_limit = 64,
-	  .ack_timeout = 18, .pdata = sample_pdata, .pdata_len = 92 },
-	{ .attr = CM_ATTR_MRA, .tid = 2, .local_id = 0x01020304,
-	  .remote_id = 0x05060708, .msg_mraed = 2, .service_to = 31,
-	  .pdata = sample_pdata, .pdata_len = 5 },
-	{ .attr = CM_ATTR_REJ, .tid = 3, .local_id = 0x11111111,
-	  .remote_id = 0x22222222, .msg_rejected = 1, .reason = 28,
-	  .pdata = sample_pdata, .pdata_len = 148 },
-	{ .attr = CM_ATTR_REP, .tid = 4, .local_id = 0x33333333,
-	  .remote_id = 0x44444444, .qkey = 0x55555555, .qpn = 0x123457,
-	  .eecn = 0x765432, .psn = 0xfedcba, .resp_res = 4,
-	  .init_depth = 3, .target_ack_delay = 19, .flow_ctrl = 1,
-	  .rnr_retry = 7, .srq = 1, .ca_guid = 0x8877665544332211ULL,
-	  .pdata = sample_pdata, .pdata_len = 3 },
-	{ .attr = CM_ATTR_RTU, .tid = 5, .local_id = 0x66666666,
+	{ .attr = CM_ATTR_REQ,
+	  .tid = 0x1122334455667788ULL,
+	  .local_id = 0xdeadbeef,
+	  .sid = 0x0000000001060000ULL | 4791,
+	  .ca_guid = 0x0102030405060708ULL,
+	  .qkey = 0x80010203,
+	  .qpn = 0xabcdef,
+	  .resp_res = 0x10,
+	  .init_depth = 0x0f,
+	  .remote_resp_to = 20,
+	  .qp_type = 1,
+	  .flow_ctrl = 1,
+	  .psn = 0x123456,
+	  .local_resp_to = 21,
+	  .retry_cnt = 7,
+	  .mtu = 5,
+	  .rnr_retry = 6,
+	  .max_cm_retries = 15,
+	  .srq = 1,
+	  .ext_transport = 1,
+	  .sgid = SAMPLE_GID(0x10),
+	  .dgid = SAMPLE_GID(0x40),
+	  .tclass = 0x48,
+	  .hop_limit = 64,
+	  .ack_timeout = 18,
+	  .pdata = sample_pdata,
+	  .pdata_len = 92 },
+	{ .attr = CM_ATTR_MRA,
+	  .tid = 2,
+	  .local_id = 0x01020304,
+	  .remote_id = 0x05060708,
+	  .msg_mraed = 2,
+	  .service_to = 31,
+	  .pdata = sample_pdata,
+	  .pdata_len = 5 },
+	{ .attr = CM_ATTR_REJ,
+	  .tid = 3,
+	  .local_id = 0x11111111,
+	  .remote_id = 0x22222222,
+	  .msg_rejected = 1,
+	  .reason = 28,
+	  .pdata = sample_pdata,
+	  .pdata_len = 148 },
+	{ .attr = CM_ATTR_REP,
+	  .tid = 4,
+	  .local_id = 0x33333333,
+	  .remote_id = 0x44444444,
+	  .qkey = 0x55555555,
+	  .qpn = 0x123457,
+	  .eecn = 0x765432,
+	  .psn = 0xfedcba,
+	  .resp_res = 4,
+	  .init_depth = 3,
+	  .target_ack_delay = 19,
+	  .flow_ctrl = 1,
+	  .rnr_retry = 7,
+	  .srq = 1,
+	  .ca_guid = 0x8877665544332211ULL,
+	  .pdata = sample_pdata,
+	  .pdata_len = 3 },
+	{ .attr = CM_ATTR_RTU,
+	  .tid = 5,
+	  .local_id = 0x66666666,
 	  .remote_id = 0x77777777 },
-	{ .attr = CM_ATTR_DREQ, .tid = 6, .local_id = 0x88888888,
-	  .remote_id = 0x99999999, .qpn = 0xaaaaaa,
-	  .pdata = sample_pdata, .pdata_len = 220 },
-	{ .attr = CM_ATTR_DREP, .tid = 7, .local_id = 0xbbbbbbbb,
+	{ .attr = CM_ATTR_DREQ,
+	  .tid = 6,
+	  .local_id = 0x88888888,
+	  .remote_id = 0x99999999,
+	  .qpn = 0xaaaaaa,
+	  .pdata = sample_pdata,
+	  .pdata_len = 220 },
+	{ .attr = CM_ATTR_DREP,
+	  .tid = 7,
+	  .local_id = 0xbbbbbbbb,
 	  .remote_id = 0xcccccccc },
-	{ .attr = CM_ATTR_SIDR_REQ, .tid = 8, .local_id = 0xdddddddd,
+	{ .attr = CM_ATTR_SIDR_REQ,
+	  .tid = 8,
+	  .local_id = 0xdddddddd,
 	  .sid = 0x0000000001110000ULL | 7174,
-	  .pdata = sample_pdata, .pdata_len = 36 },
-	{ .attr = CM_ATTR_SIDR_REP, .tid = 9, .local_id = 0xeeeeeeee,
-	  .reason = 2, .qpn = 0x0bcdef, .sid = 0x0000000001110000ULL | 7174,
-	  .qkey = 0x01234567, .pdata = sample_pdata, .pdata_len = 10 },
+	  .pdata = sample_pdata,
+	  .pdata_len = 36 },
+	{ .attr = CM_ATTR_SIDR_REP,
+	  .tid = 9,
+	  .local_id = 0xeeeeeeee,
+	  .reason = 2,
+	  .qpn = 0x0bcdef,
+	  .sid = 0x0000000001110000ULL | 7174,
+	  .qkey = 0x01234567,
+	  .pdata = sample_pdata,
+	  .pdata_len = 10 },
 };
 
 /* cm_mad_build(samples[i]) at commit a694301 (the switch statements) */
@@ -176,9 +248,9 @@ static void test_golden_bytes(void **state)
 static void test_every_kind(void **state)
 {
 	static const uint16_t kinds[] = {
-		CM_ATTR_REQ, CM_ATTR_MRA, CM_ATTR_REJ, CM_ATTR_REP,
-		CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP, CM_ATTR_SIDR_REQ,
-		CM_ATTR_SIDR_REP,
+		CM_ATTR_REQ,  CM_ATTR_MRA,	CM_ATTR_REJ,
+		CM_ATTR_REP,  CM_ATTR_RTU,	CM_ATTR_DREQ,
+		CM_ATTR_DREP, CM_ATTR_SIDR_REQ, CM_ATTR_SIDR_REP,
 	};
 	size_t i, j, n;
 
@@ -192,7 +264,7 @@ static void test_every_kind(void **state)
 				break;
 		assert_true(j < NSAMPLES);
 	}
-	assert_null(cm_mad_desc(0x0019));	/* LAP: not spoken */
+	assert_null(cm_mad_desc(0x0019)); /* LAP: not spoken */
 }
 
 /* the rows against themselves: each field inside the CM data and before
@@ -228,7 +300,8 @@ static void test_table_consistent(void **state)
 				fail_msg("%s.%s: width %u does not fit",
 					 d[i].name, f->name, f->width);
 			}
-			if (f->size && f->member + f->size > sizeof(struct cm_msg))
+			if (f->size &&
+			    f->member + f->size > sizeof(struct cm_msg))
 				fail_msg("%s.%s: member outside struct cm_msg",
 					 d[i].name, f->name);
 			for (b = first; b < first + f->width; b++) {
@@ -249,12 +322,11 @@ static uint64_t pattern(unsigned int round, size_t k, unsigned int width)
 
 	v ^= v >> 29;
 	if (round == 0)
-		v = ~0ULL;		/* all ones: catches a short mask */
+		v = ~0ULL; /* all ones: catches a short mask */
 	return width >= 64 ? v : v & ((1ULL << width) - 1);
 }
 
-static void set_member(struct cm_msg *m, const struct cm_field *f,
-		       uint64_t v)
+static void set_member(struct cm_msg *m, const struct cm_field *f, uint64_t v)
 {
 	uint8_t *p = (uint8_t *)m + f->member;
 	uint8_t v8 = (uint8_t)v;
@@ -262,11 +334,22 @@ static void set_member(struct cm_msg *m, const struct cm_field *f,
 	uint32_t v32 = (uint32_t)v;
 
 	switch (f->size) {
-	case 1: memcpy(p, &v8, 1); break;
-	case 2: memcpy(p, &v16, 2); break;
-	case 4: memcpy(p, &v32, 4); break;
-	case 8: memcpy(p, &v, 8); break;
-	case 16: memset(p, (int)(v & 0xff), 16); p[0] ^= 0x5a; break;
+	case 1:
+		memcpy(p, &v8, 1);
+		break;
+	case 2:
+		memcpy(p, &v16, 2);
+		break;
+	case 4:
+		memcpy(p, &v32, 4);
+		break;
+	case 8:
+		memcpy(p, &v, 8);
+		break;
+	case 16:
+		memset(p, (int)(v & 0xff), 16);
+		p[0] ^= 0x5a;
+		break;
 	}
 }
 
@@ -292,9 +375,11 @@ static void test_round_trip(void **state)
 			in.pdata_len = d[i].pdata_len;
 			for (k = 0; k < d[i].nfields; k++)
 				set_member(&in, &d[i].fields[k],
-					   pattern(round, k, d[i].fields[k].width));
+					   pattern(round, k,
+						   d[i].fields[k].width));
 			cm_mad_build(mad, &in);
-			assert_int_equal(cm_mad_parse(mad, sizeof(mad), &out), 0);
+			assert_int_equal(cm_mad_parse(mad, sizeof(mad), &out),
+					 0);
 			assert_int_equal(out.attr, in.attr);
 			assert_true(out.tid == in.tid);
 			assert_int_equal(out.pdata_len, d[i].pdata_len);
@@ -325,10 +410,10 @@ static void test_parse_refuses(void **state)
 	(void)state;
 	cm_mad_build(mad, &samples[0]);
 	assert_int_equal(cm_mad_parse(mad, CM_MAD_SIZE - 1, &m), -1);
-	mad[3] = 0x01;				/* method Get */
+	mad[3] = 0x01; /* method Get */
 	assert_int_equal(cm_mad_parse(mad, CM_MAD_SIZE, &m), -1);
 	cm_mad_build(mad, &samples[0]);
-	mad[17] = 0x19;				/* LAP */
+	mad[17] = 0x19; /* LAP */
 	assert_int_equal(cm_mad_parse(mad, CM_MAD_SIZE, &m), -1);
 }
 

@@ -39,19 +39,19 @@ static const struct {
 	enum uroce_hdr_type type;
 	unsigned int len;
 } hdr_order[] = {
-	{ UROCE_HDR_XRCETH,	UROCE_XRCETH_LEN },
-	{ UROCE_HDR_DETH,	UROCE_DETH_LEN },
-	{ UROCE_HDR_FETH,	UROCE_FETH_LEN },
-	{ UROCE_HDR_RETH,	UROCE_RETH_LEN },
-	{ UROCE_HDR_ATMETH,	UROCE_ATMETH_LEN },
-	{ UROCE_HDR_AETH,	UROCE_AETH_LEN },
-	{ UROCE_HDR_ATMACK,	UROCE_ATMACK_LEN },
-	{ UROCE_HDR_IMMDT,	UROCE_IMMDT_LEN },
-	{ UROCE_HDR_IETH,	UROCE_IETH_LEN },
+	{ UROCE_HDR_XRCETH, UROCE_XRCETH_LEN },
+	{ UROCE_HDR_DETH, UROCE_DETH_LEN },
+	{ UROCE_HDR_FETH, UROCE_FETH_LEN },
+	{ UROCE_HDR_RETH, UROCE_RETH_LEN },
+	{ UROCE_HDR_ATMETH, UROCE_ATMETH_LEN },
+	{ UROCE_HDR_AETH, UROCE_AETH_LEN },
+	{ UROCE_HDR_ATMACK, UROCE_ATMACK_LEN },
+	{ UROCE_HDR_IMMDT, UROCE_IMMDT_LEN },
+	{ UROCE_HDR_IETH, UROCE_IETH_LEN },
 };
 
-#define ALL_BITS	((1u << 27) - 1)
-#define HDR_BITS	((1u << UROCE_NUM_HDR_TYPES) - 1)
+#define ALL_BITS ((1u << 27) - 1)
+#define HDR_BITS ((1u << UROCE_NUM_HDR_TYPES) - 1)
 
 static bool has(uint32_t mask, uint32_t bits)
 {
@@ -162,7 +162,7 @@ static void test_opcode_classes(void **state)
 			assert_false(req);
 		if (m & (UROCE_M_READ | UROCE_M_ATOMIC))
 			assert_int_equal(req, strstr(n, "RESPONSE") == NULL &&
-					 strstr(n, "ACK") == NULL);
+						      strstr(n, "ACK") == NULL);
 
 		/* position in the message, from the name */
 		if (strstr(n, "_FIRST"))
@@ -190,12 +190,13 @@ static void test_opcode_classes(void **state)
 				 !req && !(m & UROCE_M_MIDDLE));
 		assert_int_equal(!!(m & UROCE_M_RETH),
 				 ((m & UROCE_M_WRITE) && (m & UROCE_M_FIRST)) ||
-				 ((m & UROCE_M_READ) && req) ||
-				 (m & (UROCE_M_ATOMIC_WRITE | UROCE_M_FLUSH)));
+					 ((m & UROCE_M_READ) && req) ||
+					 (m & (UROCE_M_ATOMIC_WRITE |
+					       UROCE_M_FLUSH)));
 		assert_int_equal(!!(m & UROCE_M_PAYLOAD),
 				 !!(m & (UROCE_M_SEND | UROCE_M_WRITE |
 					 UROCE_M_ATOMIC_WRITE)) ||
-				 ((m & UROCE_M_READ) && !req));
+					 ((m & UROCE_M_READ) && !req));
 	}
 }
 
@@ -278,15 +279,15 @@ static void test_psn(void **state)
 	assert_int_equal(uroce_psn_add(0, UROCE_PSN_MASK), 0xffffff);
 
 	assert_int_equal(uroce_psn_cmp(7, 7), 0);
-	assert_true(uroce_psn_cmp(0, 0xffffff) > 0);	/* across the wrap */
+	assert_true(uroce_psn_cmp(0, 0xffffff) > 0); /* across the wrap */
 	assert_true(uroce_psn_cmp(0xffffff, 0) < 0);
-	assert_true(uroce_psn_cmp(0x7fffff, 0) > 0);	/* edge of the window */
+	assert_true(uroce_psn_cmp(0x7fffff, 0) > 0); /* edge of the window */
 	assert_true(uroce_psn_cmp(0x800000, 0) < 0);
 	assert_int_equal(uroce_psn_cmp(0x10, 0xfffff0), 0x20);
 
 	for (i = 0; i < 100000; i++) {
 		uint32_t a = rnd() & UROCE_PSN_MASK;
-		uint32_t d = rnd() % 0x7fffff + 1;	/* 1 .. 2^23 - 1 */
+		uint32_t d = rnd() % 0x7fffff + 1; /* 1 .. 2^23 - 1 */
 		uint32_t b = uroce_psn_add(a, d);
 
 		assert_true(b <= UROCE_PSN_MASK);
@@ -300,8 +301,8 @@ static void test_psn(void **state)
 static void test_bth(void **state)
 {
 	static const uint8_t want[UROCE_BTH_LEN] = {
-		0x0a, 0xe0, 0x80, 0x01, 0x00, 0x12, 0x34, 0x56,
-		0x80, 0xab, 0xcd, 0xef,
+		0x0a, 0xe0, 0x80, 0x01, 0x00, 0x12,
+		0x34, 0x56, 0x80, 0xab, 0xcd, 0xef,
 	};
 	uint8_t b[UROCE_BTH_LEN];
 	int i;
@@ -369,8 +370,8 @@ static void test_ext_headers(void **state)
 	assert_int_equal(aeth_syn(h) & UROCE_AETH_TYPE_MASK, UROCE_AETH_NAK);
 	assert_int_equal(aeth_msn(h), 0xfedcba);
 
-	atmeth_init(h, 0x1122334455667788ull, 0x99aabbcc,
-		    0x0102030405060708ull, 0xf0e0d0c0b0a09080ull);
+	atmeth_init(h, 0x1122334455667788ull, 0x99aabbcc, 0x0102030405060708ull,
+		    0xf0e0d0c0b0a09080ull);
 	assert_int_equal(h[0], 0x11);
 	assert_int_equal(h[8], 0x99);
 	assert_int_equal(h[12], 0x01);
@@ -396,7 +397,7 @@ static void test_ext_headers(void **state)
 
 	memset(h, 0xee, sizeof(h));
 	deth_init(h, 0x80010000, 0x000001);
-	assert_int_equal(h[4], 0);	/* reserved */
+	assert_int_equal(h[4], 0); /* reserved */
 	assert_int_equal(deth_qkey(h), 0x80010000);
 	assert_int_equal(deth_sqp(h), 1);
 
@@ -414,35 +415,27 @@ static void test_ext_headers(void **state)
 
 struct vec {
 	const char *what;
-	const uint8_t *pkt;	/* IPv4 header, UDP header, RoCE */
+	const uint8_t *pkt; /* IPv4 header, UDP header, RoCE */
 	size_t len;
 };
 
 /* RoCE v2 CNP captured from a ConnectX-4 Lx (in scapy's test suite). */
 static const uint8_t cx4_cnp[] = {
-	0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00,
-	0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01,
-	0x0a, 0x00, 0x12, 0x01,
-	0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00,
-	0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18,
-	0x00, 0x00, 0x00, 0x00,
-	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-	0x82, 0xfd, 0x00, 0x2a,
+	0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61,
+	0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01, 0x00, 0x00, 0x12, 0xb7,
+	0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
 };
 
 /* UC SEND ONLY with 2 bytes of pad (scapy's RoCE regression example). */
 static const uint8_t uc_send[] = {
-	0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00,
-	0x40, 0x11, 0xb4, 0xd5, 0xc0, 0xa8, 0x00, 0x07,
-	0xc0, 0xa8, 0x00, 0x07,
-	0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0xac, 0xa2,
-	0x24, 0x60, 0xff, 0xff, 0x00, 0x00, 0x00, 0xd3,
-	0x00, 0xcf, 0x17, 0x10,
-	'F', '0', 0x81, 0x8b, 0xe2, 0x89, '5', 0xd9,
-	0x0e, 0x9a, 0x95, 'P', 'T', 0x01, 0xbe, 0x88,
-	'^', 'P', 0x00, 0x00,
-	0x78, 0xf3, 0x53, 0xf3,
+	0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4,
+	0xd5, 0xc0, 0xa8, 0x00, 0x07, 0xc0, 0xa8, 0x00, 0x07, 0xc0, 0x00,
+	0x12, 0xb7, 0x00, 0x2c, 0xac, 0xa2, 0x24, 0x60, 0xff, 0xff, 0x00,
+	0x00, 0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10, 'F',	'0',  0x81, 0x8b,
+	0xe2, 0x89, '5',  0xd9, 0x0e, 0x9a, 0x95, 'P',	'T',  0x01, 0xbe,
+	0x88, '^',  'P',  0x00, 0x00, 0x78, 0xf3, 0x53, 0xf3,
 };
 
 static void ip_from_v4(struct uroce_icrc_ip *ip, const uint8_t *p)
@@ -515,8 +508,8 @@ static void random_ip(struct uroce_icrc_ip *ip, int family)
 }
 
 static const size_t lens[] = {
-	16, 17, 20, 28, 32, 36, 44, 60, 100, 256, 1024 + 28, 2048 + 32,
-	4096 + 16, 4096 + 44,
+	16, 17,	 20,  28,	 32,	    36,	       44,
+	60, 100, 256, 1024 + 28, 2048 + 32, 4096 + 16, 4096 + 44,
 };
 
 static void test_icrc_roundtrip(void **state)
@@ -560,7 +553,7 @@ static void test_icrc_iov(void **state)
 		size_t b = a + rnd() % (sizeof(p) - a + 1);
 		size_t c = b + rnd() % (sizeof(p) - b + 1);
 
-		if (n < 14) {	/* every split point inside the BTH */
+		if (n < 14) { /* every split point inside the BTH */
 			a = (size_t)n;
 			b = a;
 			c = a + 1;
