@@ -55,9 +55,12 @@ COUNTERS = ["retransmits", "timeouts", "duplicates", "out_of_seq",
             "tx_nak_seq", "rx_rnr_nak", "tlp_probes", "drop_unknown_qp",
             "drop_bad_state", "local_full_drops", "share_fwd_in"]
 # RSS may move by this much after the warm-up (malloc arenas, page cache
-# of the MRs' first touch); descriptors may not move at all
+# of the MRs' first touch); descriptors by this many: connections to
+# peers come and go (a same-host ring is two: its socket and its
+# doorbell), and the 30-minute run's busiest process moved between 22 and
+# 24 throughout.  A leak per run (hundreds of runs a minute) is far more.
 RSS_SLACK_KIB = 2048
-FD_SLACK = 0
+FD_SLACK = 2
 
 
 def log(msg):
