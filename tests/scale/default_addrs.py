@@ -23,6 +23,14 @@ def devinfo(prog):
     env = dict(os.environ)
     env.pop("UROCE_ADDR", None)
     env.pop("UROCE_IFNAME", None)
+    # an unmodified program, as tests/lib/uroce_test.sh runs one: our
+    # library, and the sanitizer runtime first when it was built with one
+    if env.get("UROCE_LIBDIR"):
+        env["LD_LIBRARY_PATH"] = env["UROCE_LIBDIR"]
+    if env.get("UROCE_PRELOAD"):
+        env["LD_PRELOAD"] = env["UROCE_PRELOAD"]
+        env["ASAN_OPTIONS"] = ":".join(
+            x for x in ("detect_leaks=0", env.get("ASAN_OPTIONS")) if x)
     return subprocess.run([prog, "-v"], env=env, capture_output=True,
                           text=True, timeout=60)
 
