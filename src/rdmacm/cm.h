@@ -414,7 +414,7 @@ static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
 }
 
 /* rdma-core's ucma_complete: a synchronous id waits for its event */
-int cm_sync_wait(struct cm_id *id);
+int cm_sync_wait(struct cm_id *id, bool is_sync);
 
 /* table.c: the ids' indexes; cm.lock held */
 void cm_id_link(struct cm_id *id);   /* cm_id_alloc */

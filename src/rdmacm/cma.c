@@ -258,13 +258,18 @@ CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return 0;
 }
 
-/* rdma-core's ucma_complete: a synchronous id waits for its own event. */
-static int sync_wait(struct cm_id *ci)
+/*
+ * rdma-core's ucma_complete: a synchronous id waits for its own event.
+ * is_sync is ci->sync as the caller read it under cm.lock: once the lock is
+ * let go, another thread may take an asynchronous id's event and destroy
+ * the id (cmtime's server does), so an asynchronous id is not touched.
+ */
+static int sync_wait(struct cm_id *ci, bool is_sync)
 {
 	struct rdma_cm_id *id = &ci->id;
 	int ret;
 
-	if (!ci->sync)
+	if (!is_sync)
 		return 0;
 	if (id->event) {
 		rdma_ack_cm_event(id->event);
@@ -282,9 +287,9 @@ static int sync_wait(struct cm_id *ci)
 	return 0;
 }
 
-int cm_sync_wait(struct cm_id *ci)
+int cm_sync_wait(struct cm_id *ci, bool is_sync)
 {
-	return sync_wait(ci);
+	return sync_wait(ci, is_sync);
 }
 
 CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
@@ -886,6 +891,7 @@ static int select_source(const struct sockaddr *dst)
 CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 				struct sockaddr *dst_addr, int timeout_ms)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	struct rdma_addr *ra;
 	struct sockaddr_storage dst;
@@ -949,11 +955,12 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 	cm_event_queue(e);
 	err = 0;
 out:
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	(void)timeout_ms;
 	if (err)
 		return cm_set_errno(err);
-	return sync_wait(ci);
+	return sync_wait(ci, is_sync);
 }
 
 void cm_fill_path(struct cm_id *ci)
@@ -985,6 +992,7 @@ void cm_fill_path(struct cm_id *ci)
 
 CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	struct cm_event *e;
 	int err;
@@ -1011,9 +1019,10 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 		ci->state = CM_ROUTE_RESOLVED;
 	}
 	cm_event_queue(e);
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	(void)timeout_ms;
-	return sync_wait(ci);
+	return sync_wait(ci, is_sync);
 }
 
 /*
@@ -1098,6 +1107,7 @@ static uint32_t random_psn(void)
 CM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			   struct rdma_conn_param *conn_param)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	uint8_t pdata[CM_USER_SIDR_PDATA];
 	uint8_t len = 0;
@@ -1156,12 +1166,14 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 	ci->local_psn = random_psn();
 	ci->mtu = (uint8_t)cm.mtu;
 	err = -cm_send_req(ci, pdata, len);
+	if (!err)
+		ci->ep_pdata_len = 0;
 out:
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	ci->ep_pdata_len = 0;
-	return sync_wait(ci);
+	return sync_wait(ci, is_sync);
 }
 
 /* The attributes a QP needs for qp_attr->qp_state, as the kernel's
@@ -1284,6 +1296,7 @@ void cm_qp_to_err(struct cm_id *ci)
 CM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 			  struct rdma_conn_param *conn_param)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	const void *pd = conn_param ? conn_param->private_data : NULL;
 	uint8_t len = conn_param && pd ? conn_param->private_data_len : 0;
@@ -1337,10 +1350,11 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 	}
 	err = -cm_send_rep(ci, pd, len);
 out:
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	return sync_wait(ci);
+	return sync_wait(ci, is_sync);
 }
 
 static int reject(struct rdma_cm_id *id, const void *pdata, uint8_t len,
@@ -1426,6 +1440,7 @@ CM_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 
 CM_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	struct cm_event *e;
 	bool wait = false;
@@ -1455,10 +1470,11 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	default:
 		err = EINVAL;
 	}
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	return wait ? sync_wait(ci) : 0;
+	return wait ? sync_wait(ci, is_sync) : 0;
 }
 
 CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *id,

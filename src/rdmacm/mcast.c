@@ -71,6 +71,7 @@ CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
 				     struct rdma_cm_join_mc_attr_ex *attr,
 				     void *context)
 {
+	bool is_sync;
 	struct cm_id *ci = to_cid(id);
 	struct cm_event *e;
 	struct cm_mc *mc;
@@ -128,10 +129,11 @@ CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
 	fill_event(ci, e, mc);
 	cm_event_queue(e);
 out:
+	is_sync = ci->sync;
 	pthread_mutex_unlock(&cm.lock);
 	if (err)
 		return cm_set_errno(err);
-	return cm_sync_wait(ci);
+	return cm_sync_wait(ci, is_sync);
 }
 
 CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
