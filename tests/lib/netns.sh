@@ -8,6 +8,10 @@
 #	trap netns_cleanup EXIT
 #	trap 'exit 130' INT TERM
 #	netns_up "run_x[$name]" [MTU]
+#
+# UROCE_NS_TAG, when set, is appended to both names, so that two checkouts
+# running the same test at once (two developers' worktrees on one
+# machine) do not delete each other's namespaces.
 
 # netns_del: end whatever still runs inside our two namespaces (only ours:
 # a previous run of this very test that was killed), then delete them
@@ -40,6 +44,9 @@ netns_cleanup() {
 netns_up() {
 	local who=$1 err
 	local -a link=()
+	if [ -n "${UROCE_NS_TAG:-}" ]; then
+		nsA=$nsA-$UROCE_NS_TAG nsB=$nsB-$UROCE_NS_TAG
+	fi
 	[ $# -lt 2 ] || link=(mtu "$2")
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "$who: SKIP: network namespaces need root (uid $(id -u))"
