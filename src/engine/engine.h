@@ -212,11 +212,6 @@ uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak);
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
-/* engine/recv.c: the IP/UDP fields the ICRC covers, for a datagram from
- * src to dst (port 4791); IPv4 ID and DF are left 0 */
-void uroce_icrc_ip_from(const struct sockaddr_storage *src,
-			const struct sockaddr_storage *dst,
-			struct uroce_icrc_ip *ip);
 /* engine/recv.c: parse, check and dispatch one datagram (no lock held);
  * ip_id_hint is the IPv4 identification it most likely had (the ICRC
  * check tries it first) */
@@ -232,6 +227,10 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		      const struct sockaddr_storage *src,
 		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
 		      const uint8_t *payload_at);
+/* engine/recv.c: register the engine's receive entry with packet IO
+ * (struct uroce_rx_entry, net/net.h: these functions), before the device
+ * opens */
+void uroce_rx_register(struct uroce_dev *dev);
 /* the receive burst net/ delivers: begin (take dev->lock, hold plain
  * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
  * is released and what was queued is sent); no lock held by the caller */

@@ -609,6 +609,11 @@ static bool addr_reserved(const struct sockaddr_storage *ss)
 	return false;
 }
 
+void uroce_net_set_rx(struct uroce_dev *dev, const struct uroce_rx_entry *rx)
+{
+	dev->net.rx = rx;
+}
+
 int uroce_net_open(struct uroce_dev *dev)
 {
 	const char *addr_env = uroce_config()->addr;
@@ -719,7 +724,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	fd = open_bound(dev, &ss, share_mode(true), &sh);
 	if (fd < 0)
 		return fd;
-	uroce_rx_pause(dev);
+	dev->net.rx->pause(dev);
 	old = dev->net.sock;
 	old_sh = dev->net.share;
 	ev.data.fd = fd;
@@ -740,7 +745,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
 	uroce_local_rebind(dev);
-	uroce_rx_resume(dev);
+	dev->net.rx->resume(dev);
 	if (old_sh)
 		uroce_share_release(old_sh, old); /* closes old */
 	else
@@ -848,7 +853,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 		return local;
 	pkts = local;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
-	uroce_rx_burst_begin(dev);
+	dev->net.rx->begin(dev);
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -872,16 +877,14 @@ int uroce_net_poll(struct uroce_dev *dev)
 					      &dst, k))
 				continue;
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
-			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
+			dev->net.rx->recv(dev, rx_buf[i] + off, l, &src[i],
+					  &dst, k);
 			pkts++;
 		}
 	}
 	dev->net.rx_ip.tos = 0;
-	/* an application's poll: its ACKs go behind its reply */
-	if (uroce_progress_app_rx(dev))
-		uroce_rx_burst_end_for_post(dev);
-	else
-		uroce_rx_burst_end(dev);
+	/* (an application's poll: its ACKs go behind its reply) */
+	dev->net.rx->end(dev, false);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }

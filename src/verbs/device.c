@@ -84,6 +84,7 @@ static int dev_up(struct uroce_dev *dev)
 	if (dev->net_up)
 		goto out;
 	uroce_cc_init(dev);
+	uroce_rx_register(dev);
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
@@ -125,6 +126,7 @@ int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
 		goto out;
 	}
 	uroce_cc_init(dev);
+	uroce_rx_register(dev);
 	dev->net.io = io;
 	dev->net.family = addr->ss_family;
 	dev->net.local = *addr;

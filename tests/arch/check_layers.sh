@@ -11,6 +11,11 @@
 #	no object file of those layers references a symbol that only an
 #	object of verbs/ defines, except the upward interface
 #	(uroce_cq_push, uroce_async_event: obj/cq.h).
+#   check_layers.sh netcalls OBJECT...
+#	no object file of net/ references a symbol an object of engine/
+#	defines but NET_ENGINE (uroce_progress_watch_bell): packets go up
+#	through the receive entry the engine registers (struct
+#	uroce_rx_entry, net/net.h), a table of pointers, not by name.
 #   check_layers.sh fields SRCDIR
 #	no file of verbs/ touches a QP's transport state (a field of its
 #	req, resp or comp sub-struct): the front calls the engine's
@@ -23,6 +28,8 @@
 set -u
 
 UPWARD="uroce_cq_push uroce_async_event"
+# what net/ may call of the engine by name (at most two; docs/architecture.md)
+NET_ENGINE="uroce_progress_watch_bell"
 
 check_includes() {
 	src=$1
@@ -105,6 +112,39 @@ check_symbols() {
 	return $bad
 }
 
+check_netcalls() {
+	net=""
+	engine=""
+	for o in $(printf '%s\n' "$@" | tr ';' '\n'); do
+		case $o in
+		*/src/net/*) net="$net $o" ;;
+		*/src/engine/*) engine="$engine $o" ;;
+		esac
+	done
+	if [ -z "$net" ] || [ -z "$engine" ]; then
+		echo "check_layers: no objects of net/ or of engine/ given" >&2
+		return 2
+	fi
+	tmp=$(mktemp -d) || return 2
+	# shellcheck disable=SC2086
+	nm -g --defined-only $engine | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/engine"
+	for s in $NET_ENGINE; do echo "$s"; done | sort >"$tmp/allowed"
+	comm -23 "$tmp/engine" "$tmp/allowed" >"$tmp/named"
+	bad=0
+	for o in $net; do
+		nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - "$tmp/named" |
+		while read -r s; do
+			echo "${o##*/src/}: calls $s, an engine function (net/ goes up through the registered receive entry; by name only $NET_ENGINE)"
+		done >"$tmp/out"
+		if [ -s "$tmp/out" ]; then
+			cat "$tmp/out"
+			bad=1
+		fi
+	done
+	rm -rf "$tmp"
+	return $bad
+}
+
 selftest() {
 	tmp=$(mktemp -d) || return 2
 	trap 'rm -rf "$tmp"' EXIT
@@ -142,6 +182,17 @@ selftest() {
 	echo "$out" | grep -q '^engine/up.o: references uroce_front_only' &&
 	! echo "$out" | grep -q 'references uroce_cq_push' ||
 		{ echo "selftest: symbols check did not name object and symbol"; return 1; }
+	printf 'int uroce_recv(void) { return 1; }\nint uroce_progress_watch_bell(void) { return 0; }\n' >"$tmp/src/engine/recv.c"
+	printf 'int uroce_recv(void);\nint uroce_progress_watch_bell(void);\nint uroce_net_x(void) { return uroce_recv() + uroce_progress_watch_bell(); }\n' >"$tmp/src/net/up.c"
+	"$cc" -c -o "$tmp/src/engine/recv.o" "$tmp/src/engine/recv.c" &&
+	"$cc" -c -o "$tmp/src/net/up.o" "$tmp/src/net/up.c" || return 2
+	out=$(check_netcalls "$tmp/src/engine/recv.o" "$tmp/src/net/up.o")
+	rc=$?
+	echo "$out"
+	[ $rc -eq 1 ] || { echo "selftest: netcalls check passed a planted violation"; return 1; }
+	echo "$out" | grep -q '^net/up.o: calls uroce_recv' &&
+	! echo "$out" | grep -q 'calls uroce_progress_watch_bell' ||
+		{ echo "selftest: netcalls check did not name object and symbol"; return 1; }
 	echo "selftest: every check catches a planted violation"
 }
 
@@ -151,8 +202,9 @@ case $mode in
 includes) check_includes "${1:?SRCDIR}" ;;
 fields) check_fields "${1:?SRCDIR}" ;;
 symbols) check_symbols "$@" ;;
+netcalls) check_netcalls "$@" ;;
 selftest) selftest ;;
-*) echo "usage: $0 includes SRCDIR | fields SRCDIR | symbols OBJECT... | selftest" >&2; exit 2 ;;
+*) echo "usage: $0 includes SRCDIR | fields SRCDIR | symbols OBJECT... | netcalls OBJECT... | selftest" >&2; exit 2 ;;
 esac
 rc=$?
 [ $rc -eq 0 ] && [ "$mode" != selftest ] && echo "check_layers $mode: the layers hold"
