@@ -167,6 +167,10 @@ struct uroce_flow {
 	uint64_t pace_last_ns;
 };
 
+/* engine/req.c: the pacing rate from the configuration (a device with a
+ * socket, when it comes up) */
+void uroce_pace_init(struct uroce_dev *dev);
+
 /* dev->cc, engine/cc.c: ECN and DCQCN, set when the device comes up */
 struct uroce_cc_dev {
 	bool on;	     /* UROCE_CC=dcqcn */
@@ -402,6 +406,9 @@ void uroce_qp_transport_free(struct uroce_qp *qp);
 /* engine/cq_err.c: move the QPs of every overrun CQ to the error state
  * (dev->lock held; from the timer pass, where no QP is mid-update) */
 void uroce_cq_overrun_sweep(struct uroce_dev *dev);
+/* a completion was lost: the sweep runs at the next timer pass, armed
+ * for now (dev->lock held) */
+void uroce_cq_overrun_soon(struct uroce_dev *dev);
 
 /* engine/mcast.c: a packet that came to a multicast group, or that has
  * the multicast DQPN; delivered to every QP attached to the group.  No

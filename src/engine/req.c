@@ -502,6 +502,12 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
  */
 #define PACE_BURST (1 << 20)
 
+/* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
+void uroce_pace_init(struct uroce_dev *dev)
+{
+	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
+}
+
 static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 {
 	struct uroce_dev *dev = qp->dev;

@@ -264,6 +264,13 @@ uint32_t uroce_local_window(struct uroce_dev *dev,
 			    const struct sockaddr_storage *dst, uint32_t qpn);
 
 /* net/udp.c */
+/* GSO off for good (a send said the kernel has none): whether it was on */
+bool uroce_net_gso_off(struct uroce_dev *dev);
+/* a device with packet IO io instead of a socket (engine tests): the
+ * address, and rcvbuf bytes of receive buffer */
+void uroce_net_open_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			    const struct sockaddr_storage *addr,
+			    uint32_t rcvbuf);
 /* the engine's receive entry (before uroce_net_open) */
 void uroce_net_set_rx(struct uroce_dev *dev, const struct uroce_rx_entry *rx);
 int uroce_net_open(struct uroce_dev *dev);

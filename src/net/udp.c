@@ -398,12 +398,6 @@ static bool gso_setup(int fd)
 	return !getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len);
 }
 
-/* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
-static void pace_init(struct uroce_dev *dev)
-{
-	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
-}
-
 /* ---- address selection ---- */
 
 static int find_ifaddr(const char *ifname, struct sockaddr_storage *ss)
@@ -609,6 +603,23 @@ static bool addr_reserved(const struct sockaddr_storage *ss)
 	return false;
 }
 
+bool uroce_net_gso_off(struct uroce_dev *dev)
+{
+	return atomic_exchange(&dev->net.gso, false);
+}
+
+void uroce_net_open_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			    const struct sockaddr_storage *addr, uint32_t rcvbuf)
+{
+	dev->net.io = io;
+	dev->net.family = addr->ss_family;
+	dev->net.local = *addr;
+	uroce_gid_from_addr(addr, &dev->net.gid);
+	dev->net.netdev_mtu = 1500;
+	dev->net.active_mtu = IBV_MTU_1024;
+	dev->net.rcvbuf = rcvbuf;
+}
+
 void uroce_net_set_rx(struct uroce_dev *dev, const struct uroce_rx_entry *rx)
 {
 	dev->net.rx = rx;
@@ -701,7 +712,6 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->net.io = &udp_io;
 	dev->net.gso = gso_setup(fd);
 	fault_init(dev);
-	pace_init(dev);
 	uroce_pcap_open(dev);
 	return uroce_local_open(dev);
 }

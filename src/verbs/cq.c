@@ -519,8 +519,7 @@ lost:
 	 */
 	pthread_mutex_unlock(&cq->lock);
 	dev = ctx_dev(cq->ex.context);
-	dev->prog.cq_overrun_pending = true;
-	uroce_timer_arm(dev, uroce_now_ns());
+	uroce_cq_overrun_soon(dev);
 	if (overrun_now) {
 		struct ibv_async_event ev = {
 			.element.cq = ucq_ibcq(cq),

@@ -85,6 +85,7 @@ static int dev_up(struct uroce_dev *dev)
 		goto out;
 	uroce_cc_init(dev);
 	uroce_rx_register(dev);
+	uroce_pace_init(dev);
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
@@ -127,13 +128,7 @@ int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
 	}
 	uroce_cc_init(dev);
 	uroce_rx_register(dev);
-	dev->net.io = io;
-	dev->net.family = addr->ss_family;
-	dev->net.local = *addr;
-	uroce_gid_from_addr(addr, &dev->net.gid);
-	dev->net.netdev_mtu = 1500;
-	dev->net.active_mtu = IBV_MTU_1024;
-	dev->net.rcvbuf = rcvbuf;
+	uroce_net_open_offline(dev, io, addr, rcvbuf);
 	/* up, with no socket (net.sock < 0) and no progress thread */
 	up_pid = getpid();
 	dev->been_up = true;
