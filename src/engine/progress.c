@@ -599,9 +599,9 @@ void uroce_progress_drain(struct uroce_dev *dev)
  * A thread that sleeps in ibv_get_cq_event sleeps on the device's
  * packets too (the socket, the rings' bell), and receives itself when
  * they wake it: the completion it waits for then costs one wake-up, its
- * own (DESIGN.md decision 5; docs/events.md).  The progress thread
- * leaves them to it meanwhile (wait_for_waiter) and does the rest
- * (timers, wake-ups, connections).  The ACKs of what it takes wait for
+ * own (docs/events.md, "Who does the receive work while the application
+ * sleeps").  The progress thread leaves them to it meanwhile
+ * (wait_for_waiter) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
  * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
  * the peer then gets the ACK and the reply in one wake-up.  -1: another
  * thread receives (rx_lock).
