@@ -114,13 +114,15 @@ struct uroce_ack_hold {
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 };
 
-/* who watches the socket (engine/progress.c) */
+/* who watches the socket (engine/progress.c): the progress thread's
+ * state, changed only through its table (uroce_progress_watch_may) */
 enum uroce_watch {
 	UROCE_WATCH_SOCK,   /* the progress thread, woken by every packet */
 	UROCE_WATCH_APP,    /* an application thread polling its CQ */
 	UROCE_WATCH_WAITER, /* one sleeping in uroce_progress_wait; the
 				 * thread looks again within WAITER_NS */
 	UROCE_WATCH_IDLE,   /* the same, the thread asleep until woken */
+	UROCE_WATCH_NSTATES
 };
 
 /* dev->prog, engine/progress.c */
@@ -177,8 +179,10 @@ struct uroce_cc_dev {
 	uint64_t cnp_gap_ns; /* at most one CNP per QP per this */
 };
 
-/* engine/cc.c (docs/congestion.md, "ECN and CNPs"); dev->lock held */
-void uroce_cc_init(struct uroce_dev *dev); /* from the configuration */
+/* engine/cc.c (docs/congestion.md, "ECN and CNPs"): from the
+ * configuration, when the device comes up (nothing else runs yet) */
+void uroce_cc_init(struct uroce_dev *dev);
+/* dev->lock held: */
 /* a packet for qp arrived marked CE: a CNP to its sender, unless one
  * went less than cnp_gap_ns ago */
 void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt);
@@ -263,6 +267,8 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
 bool uroce_progress_waiter_rx(void);
 /* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
 int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
+/* whether the watch may go from one state to the other */
+bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);
