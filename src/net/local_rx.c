@@ -408,6 +408,7 @@ void uroce_local_bell_take(struct uroce_dev *dev)
 	uint64_t v;
 	int i;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L)
 		return;
 	if (read(L->bell, &v, sizeof(v)) < 0)

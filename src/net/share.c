@@ -349,6 +349,7 @@ static int take_slot(struct uroce_share *sh)
 	socklen_t len;
 	uint32_t k, s;
 
+	uroce_assert_held(&sh->mu);
 	sh->fwd_fd = uroce_socket(AF_UNIX,
 				  SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sh->fwd_fd < 0)

@@ -481,6 +481,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	struct uroce_cqe *e;
 	bool overrun_now = false;
 
+	uroce_assert_held(&ctx_dev(cq->ex.context)->lock);
 	pthread_mutex_lock(&cq->lock);
 	if (cq->overrun)
 		goto lost;
@@ -542,6 +543,7 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 {
 	uint32_t mask = cq->size - 1, from, to;
 
+	uroce_assert_held(&ctx_dev(cq->ex.context)->lock);
 	pthread_mutex_lock(&cq->lock);
 	for (from = to = cq->head; from != cq->tail; from++) {
 		if (cq->ring[from & mask].wc.qp_num == qpn)
