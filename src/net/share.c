@@ -27,6 +27,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,10 +84,11 @@ struct uroce_share {
 	int fwd_fd; /* abstract AF_UNIX datagram socket */
 	int epfd;   /* where fwd_fd and pidfds are watched */
 	char addr[48];
-	char path[128];		      /* of the registry file */
-	int sock;		      /* our member of the group */
-	bool left;		      /* out of the registry already */
-	int pidfd[UROCE_SHARE_SLOTS]; /* the other members, watched */
+	char path[128];		       /* of the registry file */
+	int sock;		       /* our member of the group */
+	struct sockaddr_storage local; /* its address */
+	bool left;		       /* out of the registry already */
+	int pidfd[UROCE_SHARE_SLOTS];  /* the other members, watched */
 };
 
 /* the group the device is in now, for the exit below */
@@ -201,6 +204,7 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
  *           of that slot's socket, or of its owner's for a further QPN
  *           range of a member; none (QP1, a free slot): an index out
  *           of range, which makes the kernel pick one by flow hash
+ *           (while `without` leaves: the first other member's index)
  * For UDP the kernel runs the program on the datagram past the UDP
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
@@ -236,7 +240,15 @@ static int attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
 						      seg->slot[o].index);
 	}
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+	/* none: the kernel picks by hash, among every socket it has; a
+	 * leaving member's is still among them until it closes, so while
+	 * one leaves the first other member takes what has no owner */
+	for (i = 0, o = 0xffffffffu; without && i < seg->nmembers; i++)
+		if (seg->order[i] != without) {
+			o = i;
+			break;
+		}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, o);
 	prog.len = k;
 	if (setsockopt(sock, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
 		       sizeof(prog)))
@@ -444,6 +456,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		err = -errno;
 		goto unlock;
 	}
+	sh->local = *ss;
 	if (!sh->seg->nonce &&
 	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
 		sh->seg->nonce = (uint64_t)uroce_now_ns();
@@ -527,6 +540,8 @@ static void drop_sock(int sock)
 	close(fd);
 }
 
+static void forward_queued(struct uroce_share *sh, int sock);
+
 static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
 	uint32_t i;
@@ -549,6 +564,7 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 * the survivors, told FWD_LEFT, attach the new order's program.
 	 */
 	attach_prog(sh->seg, sock, sh->slot);
+	forward_queued(sh, sock);
 	remove_member(sh->seg, sh->slot);
 	if (do_close)
 		close(sock);
@@ -744,8 +760,8 @@ static uint64_t get_be64(const uint8_t *p)
 /* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
  * service ID it asks for, every later MAD by the comm or request ID our
  * side chose, whose top byte is its slot (rdmacm/proto.c). */
-static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
-			  const uint8_t *buf, size_t len)
+static uint32_t gsi_slot(const struct uroce_share *sh, const uint8_t *buf,
+			 size_t len, bool have_gsi)
 {
 	const uint8_t *mad = buf + MAD_OFF;
 	uint32_t k, s = 0;
@@ -768,9 +784,7 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 			}
 		/* nobody listens: a member with a CM answers with the REJ
 		 * (every listener has one), if we have none */
-		for (k = 0;
-		     !s && !uroce_qp_has_gsi(dev) && k < UROCE_SHARE_LISTENS;
-		     k++)
+		for (k = 0; !s && !have_gsi && k < UROCE_SHARE_LISTENS; k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
 					    __ATOMIC_ACQUIRE))
 				s = __atomic_load_n(&sh->seg->listen[k].slot,
@@ -783,7 +797,116 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 		s = get_be32(mad + MAD_DATA + 4) >> 24;
 		break;
 	}
+	return s;
+}
+
+static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
+			  const uint8_t *buf, size_t len)
+{
+	uint32_t s = gsi_slot(sh, buf, len, uroce_qp_has_gsi(dev));
+
 	return s == sh->slot ? 0 : s;
+}
+
+/* The slot a datagram is for (0: ours, or nobody's), without the device
+ * (the exit path); with the further ranges' owners. */
+static uint32_t owner_of(const struct uroce_share *sh, const uint8_t *buf,
+			 size_t len)
+{
+	uint32_t qpn = bth_qpn(buf), s;
+
+	if (buf[0] == PROBE_OPCODE || qpn == UROCE_MCAST_QPN)
+		return 0;
+	s = qpn == GSI_QPN ? gsi_slot(sh, buf, len, true) : qpn >> 16;
+	if (s && s < UROCE_SHARE_SLOTS && sh->seg->slot[s].owner &&
+	    sh->seg->slot[s].owner < UROCE_SHARE_SLOTS)
+		s = sh->seg->slot[s].owner;
+	return s < UROCE_SHARE_SLOTS && s != sh->slot ? s : 0;
+}
+
+/*
+ * Leaving: what the kernel queued on our socket before the program
+ * without us took effect goes on to its owners rather than down with
+ * the socket: another member's datagrams, and QP1 MADs the kernel picked
+ * us for by hash (a DREQ lost so leaves its connection's passive side
+ * waiting for ever).  Ours are dropped: we are going.  Locked.
+ */
+static void forward_queued(struct uroce_share *sh, int sock)
+{
+	static uint8_t pkt[65536];
+	uint8_t ctl[128];
+	struct fwd_hdr h;
+	struct sockaddr_storage src;
+	struct sockaddr_un un;
+	int i;
+
+	for (i = 0; i < 4096; i++) {
+		struct iovec iov = { pkt, sizeof(pkt) }, out[2];
+		struct msghdr m = {
+			.msg_name = &src,
+			.msg_namelen = sizeof(src),
+			.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = ctl,
+			.msg_controllen = sizeof(ctl),
+		};
+		struct msghdr fm = { .msg_name = &un,
+				     .msg_iov = out,
+				     .msg_iovlen = 2 };
+		struct sockaddr_storage dst = sh->local;
+		struct cmsghdr *c;
+		ssize_t len = recvmsg(sock, &m, MSG_DONTWAIT);
+		size_t off, seg;
+		int gro = 0;
+		uint16_t k = 0;
+
+		if (len < 0)
+			break;
+		if (m.msg_flags & MSG_TRUNC)
+			continue;
+		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+			if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+				memcpy(&gro, CMSG_DATA(c), sizeof(gro));
+			else if (c->cmsg_level == IPPROTO_IP &&
+				 c->cmsg_type == IP_PKTINFO)
+				memcpy(&((struct sockaddr_in *)&dst)->sin_addr,
+				       &((struct in_pktinfo *)CMSG_DATA(c))
+						->ipi_addr,
+				       sizeof(struct in_addr));
+			else if (c->cmsg_level == IPPROTO_IPV6 &&
+				 c->cmsg_type == IPV6_PKTINFO)
+				memcpy(&((struct sockaddr_in6 *)&dst)->sin6_addr,
+				       &((struct in6_pktinfo *)CMSG_DATA(c))
+						->ipi6_addr,
+				       sizeof(struct in6_addr));
+		}
+		seg = gro > 0 && gro < len ? (size_t)gro : (size_t)len;
+		/* datagram k of a GSO send had IPv4 identification k */
+		for (off = 0; off < (size_t)len; off += seg, k++) {
+			size_t l = (size_t)len - off < seg ? (size_t)len - off :
+							     seg;
+			uint32_t s;
+
+			if (l < UROCE_BTH_LEN)
+				continue;
+			s = owner_of(sh, pkt + off, l);
+			if (!s)
+				continue;
+			memset(&h, 0, sizeof(h));
+			h.kind = FWD_PKT;
+			h.ip_id = k;
+			h.src = src;
+			h.dst = dst;
+			out[0].iov_base = &h;
+			out[0].iov_len = sizeof(h);
+			out[1].iov_base = pkt + off;
+			out[1].iov_len = l;
+			fwd_name(sh, s, &un, &fm.msg_namelen);
+			if (sendmsg(sh->fwd_fd, &fm, MSG_DONTWAIT) < 0)
+				__atomic_add_fetch(&sh->seg->fwd_drops, 1,
+						   __ATOMIC_RELAXED);
+		}
+	}
 }
 
 /* A probe told us our index in the kernel's array: set the registry
