@@ -60,22 +60,35 @@ static uint64_t exp_ns(uint8_t e)
 	return 4096ull << (e > 31 ? 31 : e);
 }
 
-/* Gives id a comm ID no other id here has. */
+/*
+ * Gives id a comm ID no other id here has, and none an id had recently:
+ * a counter from a random start, so that an ID comes back only after
+ * 2^24 others (the kernel's CM allocates cyclically too).  An answer to
+ * an abandoned connect (a REP or REJ still on its way, or retransmitted
+ * by a peer that has not yet heard of the abandon) then finds no id, not
+ * a newer one that drew the same random number.
+ */
 static void new_comm_id(struct cm_id *id)
 {
+	static uint32_t next;
 	uint32_t v;
 
-again:
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = (uint32_t)cm_now_ns();
-	/* on a shared address the top byte says which process is ours
-	 * (net/share.c demultiplexes QP1 by it) */
-	if (cm.ctx && uroce_dev_id_prefix(cm.ctx))
-		v = uroce_dev_id_prefix(cm.ctx) | (v & 0xffffff);
-	if (!v || !(v & 0xffffff))
-		goto again;
-	if (cm_find_local(v))
-		goto again;
+	if (!next && getrandom(&next, sizeof(next), 0) != sizeof(next))
+		next = (uint32_t)cm_now_ns();
+	for (;;) {
+		v = ++next & 0xffffff;
+		if (!v)
+			continue;
+		/* on a shared address the top byte says which process is
+		 * ours (net/share.c demultiplexes QP1 by it); alone, the top
+		 * byte is random as before */
+		if (cm.ctx && uroce_dev_id_prefix(cm.ctx))
+			v |= uroce_dev_id_prefix(cm.ctx);
+		else
+			v |= (next >> 24 | 1) << 24;
+		if (!cm_find_local(v))
+			break;
+	}
 	cm_set_local_id(id, v);
 }
 
@@ -942,8 +955,10 @@ static void handle_rej(const struct cm_msg *m)
 {
 	struct cm_id *id = find_local(m->remote_id);
 
-	if (!id || (id->state != CM_REQ_SENT && id->state != CM_REP_SENT &&
-		    id->state != CM_REP_RCVD)) {
+	if (!id ||
+	    (id->state != CM_REQ_SENT && id->state != CM_REP_SENT &&
+	     id->state != CM_REP_RCVD) ||
+	    (id->state == CM_REQ_SENT && m->tid != id->tid)) {
 		cm.cnt.drop_state++;
 		return;
 	}
@@ -966,7 +981,9 @@ static void handle_rep(const struct cm_msg *m)
 		cm_send_rtu(id);
 		return;
 	}
-	if (id->state != CM_REQ_SENT) {
+	/* the REP answers our REQ's transaction (the kernel's CM echoes it
+	 * too): one for an earlier REQ is stale, whatever its comm ID */
+	if (id->state != CM_REQ_SENT || m->tid != id->tid) {
 		cm.cnt.drop_state++;
 		return;
 	}
