@@ -280,6 +280,9 @@ struct cm_id {
 	struct cm_id *listener;	      /* child: until its request is read */
 	bool deferred;		      /* child: held back by the backlog */
 	struct cm_event *deferred_ev; /* its CONNECT_REQUEST meanwhile */
+	/* destroyed while its DREQ waits for the DREP: kept, with no
+	 * channel, for the DREQ's retries (cma.c, orphan()) */
+	bool orphan;
 
 	uint32_t local_id, remote_id; /* CM comm IDs */
 	uint64_t tid;		      /* of the REQ / DREQ we answer */
@@ -388,6 +391,8 @@ extern struct cm_global cm;
 struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 			  enum rdma_port_space ps, enum ibv_qp_type qpt);
 void cm_id_free(struct cm_id *id);
+/* Frees id if it is an orphan (its DREQ answered or given up): true. */
+bool cm_orphan_done(struct cm_id *id);
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 			      int status);
 void cm_event_queue(struct cm_event *e);

@@ -1052,7 +1052,8 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 		send_once(&id->peer_gid, &r);
 		cm_mad_done(id);
 		id->state = CM_DISCONNECTED;
-		disconnected(id, m);
+		if (!cm_orphan_done(id))
+			disconnected(id, m);
 		break;
 	case CM_DISCONNECTED:
 		send_once(&id->peer_gid, &r);
@@ -1072,7 +1073,8 @@ static void handle_drep(const struct cm_msg *m)
 	}
 	cm_mad_done(id);
 	id->state = CM_DISCONNECTED;
-	disconnected(id, m);
+	if (!cm_orphan_done(id))
+		disconnected(id, m);
 }
 
 static void handle_sidr_rep(const struct cm_msg *m)
@@ -1203,7 +1205,8 @@ void cm_handle_timeouts(uint64_t now)
 			break;
 		case CM_DREQ_SENT:
 			id->state = CM_DISCONNECTED;
-			disconnected(id, NULL);
+			if (!cm_orphan_done(id))
+				disconnected(id, NULL);
 			break;
 		default:
 			break;
