@@ -363,6 +363,8 @@ struct cm_global {
 	struct cm_link listeners;   /* ids in CM_LISTEN */
 	struct cm_hash by_local;    /* ids by local comm ID */
 	struct cm_hash by_remote;   /* passive ids by peer's comm ID */
+	struct cm_hash tombs;	    /* passive connections gone (table.c) */
+	struct cm_link tomb_fifo;   /* ... oldest first */
 	struct cm_hash ports;	    /* bound ids by (ps, port) */
 	struct cm_hash child_ports; /* passive ids by (ps, port) */
 	struct cm_heap timers;	    /* retransmission deadlines */
@@ -430,6 +432,10 @@ void cm_id_unlink(struct cm_id *id); /* cm_id_free: out of every index */
 struct cm_id *cm_find_local(uint32_t local_id);
 void cm_set_local_id(struct cm_id *id, uint32_t local_id);
 void cm_index_passive(struct cm_id *id); /* remote_id, peer_gid set */
+/* A freed passive id's peer comm ID stays known for a while (its
+ * tombstone): true when a REQ with it is a late copy of a request whose
+ * connection is gone. */
+bool cm_tomb_find(uint32_t remote_id, const union ibv_gid *peer);
 struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 			      uint64_t tid);
 void cm_index_port(struct cm_id *id, bool passive); /* port set */

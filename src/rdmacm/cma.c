@@ -429,7 +429,6 @@ static void orphan(struct cm_id *ci)
 	ci->id.qp = NULL;
 	cm_link_del(&ci->child_node);
 	cm_link_del(&ci->listen_node);
-	cm_hash_del(&cm.by_remote, &ci->remote_node);
 	if (ci->port_table) {
 		cm_hash_del(ci->port_table, &ci->port_node);
 		ci->port_table = NULL;

@@ -663,6 +663,11 @@ static bool answer_repeat(const struct cm_msg *m, const union ibv_gid *peer)
 		cm.cnt.drop_state++; /* a repeat; the first one waits */
 		return true;
 	}
+	/* a late copy of a REQ whose connection is gone (table.c) */
+	if (m->attr == CM_ATTR_REQ && cm_tomb_find(m->local_id, peer)) {
+		cm.cnt.drop_state++;
+		return true;
+	}
 	return false;
 }
 
