@@ -203,6 +203,13 @@ class Run:
                 r = sh(self.soak.tool, cmd, str(self.pid), check=False)
                 self.f.write(f"---- soak: timed out; uroce {cmd} {self.pid}:\n"
                              f"{r.stdout}{r.stderr}")
+            # where each thread of the hung program waits (the program
+            # is the child of `ip netns exec`, which execs it: same pid)
+            if shutil.which("gdb"):
+                r = sh("timeout", "60", "gdb", "-p", str(self.pid), "-batch",
+                       "-ex", "thread apply all bt", check=False)
+                self.f.write(f"---- soak: timed out; gdb backtraces {self.pid}:\n"
+                             f"{r.stdout}")
             self.f.flush()
         self.sigkilled = True
         self.p.kill()

@@ -164,6 +164,7 @@ int share_reap(struct uroce_share_seg *seg, uint32_t self)
  *           of that slot's socket, or of its owner's for a further QPN
  *           range of a member; none (QP1, a free slot): an index out
  *           of range, which makes the kernel pick one by flow hash
+ *           (while `without` leaves: the first other member's index)
  * For UDP the kernel runs the program on the datagram past the UDP
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
@@ -199,7 +200,15 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
 						      seg->slot[o].index);
 	}
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+	/* none: the kernel picks by hash, among every socket it has; a
+	 * leaving member's is still among them until it closes, so while
+	 * one leaves the first other member takes what has no owner */
+	for (i = 0, o = 0xffffffffu; without && i < seg->nmembers; i++)
+		if (seg->order[i] != without) {
+			o = i;
+			break;
+		}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, o);
 	prog.len = k;
 	if (setsockopt(sock, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
 		       sizeof(prog)))
@@ -408,6 +417,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		err = -errno;
 		goto unlock;
 	}
+	sh->local = *ss;
 	if (!sh->seg->nonce &&
 	    getrandom(&sh->seg->nonce, sizeof(sh->seg->nonce), 0) < 0)
 		sh->seg->nonce = (uint64_t)uroce_now_ns();
@@ -513,6 +523,7 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 * the survivors, told FWD_LEFT, attach the new order's program.
 	 */
 	share_attach_prog(sh->seg, sock, sh->slot);
+	share_forward_queued(sh, sock);
 	remove_member(sh->seg, sh->slot);
 	if (do_close)
 		close(sock);

@@ -40,10 +40,11 @@ struct uroce_share {
 	int fwd_fd; /* abstract AF_UNIX datagram socket */
 	int epfd;   /* where fwd_fd and pidfds are watched */
 	char addr[48];
-	char path[128];		      /* of the registry file */
-	int sock;		      /* our member of the group */
-	bool left;		      /* out of the registry already */
-	int pidfd[UROCE_SHARE_SLOTS]; /* the other members, watched */
+	char path[128];		       /* of the registry file */
+	int sock;		       /* our member of the group */
+	struct sockaddr_storage local; /* its address */
+	bool left;		       /* out of the registry already */
+	int pidfd[UROCE_SHARE_SLOTS];  /* the other members, watched */
 };
 
 /* share.c: the registry's lock and what runs under it (reap,
@@ -58,5 +59,7 @@ void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
 void share_send_probes(struct uroce_share *sh, int sock,
 		       const struct sockaddr_storage *addr);
 void share_rescan(struct uroce_share *sh);
+/* share_rx.c: leaving, what our socket holds goes on to its owners */
+void share_forward_queued(struct uroce_share *sh, int sock);
 
 #endif /* UROCE_NET_SHARE_H */

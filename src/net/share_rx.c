@@ -6,6 +6,8 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -37,11 +39,11 @@ static uint64_t get_be64(const uint8_t *p)
 	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
 }
 
-/* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
+/* The slot a QP1 MAD is for (0: none found): a REQ or SIDR REQ by the
  * service ID it asks for, every later MAD by the comm or request ID our
  * side chose, whose top byte is its slot (rdmacm/proto.c). */
-static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
-			  const uint8_t *buf, size_t len)
+static uint32_t gsi_slot(const struct uroce_share *sh, const uint8_t *buf,
+			 size_t len, bool have_gsi)
 {
 	const uint8_t *mad = buf + MAD_OFF;
 	uint32_t k, s = 0;
@@ -64,9 +66,7 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 			}
 		/* nobody listens: a member with a CM answers with the REJ
 		 * (every listener has one), if we have none */
-		for (k = 0;
-		     !s && !uroce_qp_has_gsi(dev) && k < UROCE_SHARE_LISTENS;
-		     k++)
+		for (k = 0; !s && !have_gsi && k < UROCE_SHARE_LISTENS; k++)
 			if (__atomic_load_n(&sh->seg->listen[k].sid,
 					    __ATOMIC_ACQUIRE))
 				s = __atomic_load_n(&sh->seg->listen[k].slot,
@@ -79,7 +79,117 @@ static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 		s = get_be32(mad + MAD_DATA + 4) >> 24;
 		break;
 	}
+	return s;
+}
+
+/* ... and the member to forward it to (0: this one, or none) */
+static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
+			  const uint8_t *buf, size_t len)
+{
+	uint32_t s = gsi_slot(sh, buf, len, uroce_qp_has_gsi(dev));
+
 	return s == sh->slot ? 0 : s;
+}
+
+/* The slot a datagram is for (0: ours, or nobody's), without the device
+ * (the exit path); with the further ranges' owners. */
+static uint32_t owner_of(const struct uroce_share *sh, const uint8_t *buf,
+			 size_t len)
+{
+	uint32_t qpn = bth_qpn(buf), s;
+
+	if (buf[0] == PROBE_OPCODE || qpn == UROCE_MCAST_QPN)
+		return 0;
+	s = qpn == GSI_QPN ? gsi_slot(sh, buf, len, true) : qpn >> 16;
+	if (s && s < UROCE_SHARE_SLOTS && sh->seg->slot[s].owner &&
+	    sh->seg->slot[s].owner < UROCE_SHARE_SLOTS)
+		s = sh->seg->slot[s].owner;
+	return s < UROCE_SHARE_SLOTS && s != sh->slot ? s : 0;
+}
+
+/*
+ * Leaving: what the kernel queued on our socket before the program
+ * without us took effect goes on to its owners rather than down with
+ * the socket: another member's datagrams, and QP1 MADs the kernel picked
+ * us for by hash (a DREQ lost so leaves its connection's passive side
+ * waiting for ever).  Ours are dropped: we are going.  Locked.
+ */
+void share_forward_queued(struct uroce_share *sh, int sock)
+{
+	static uint8_t pkt[65536];
+	uint8_t ctl[128];
+	struct fwd_hdr h;
+	struct sockaddr_storage src;
+	struct sockaddr_un un;
+	int i;
+
+	for (i = 0; i < 4096; i++) {
+		struct iovec iov = { pkt, sizeof(pkt) }, out[2];
+		struct msghdr m = {
+			.msg_name = &src,
+			.msg_namelen = sizeof(src),
+			.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = ctl,
+			.msg_controllen = sizeof(ctl),
+		};
+		struct msghdr fm = { .msg_name = &un,
+				     .msg_iov = out,
+				     .msg_iovlen = 2 };
+		struct sockaddr_storage dst = sh->local;
+		struct cmsghdr *c;
+		ssize_t len = recvmsg(sock, &m, MSG_DONTWAIT);
+		size_t off, seg;
+		int gro = 0;
+		uint16_t k = 0;
+
+		if (len < 0)
+			break;
+		if (m.msg_flags & MSG_TRUNC)
+			continue;
+		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+			if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+				memcpy(&gro, CMSG_DATA(c), sizeof(gro));
+			else if (c->cmsg_level == IPPROTO_IP &&
+				 c->cmsg_type == IP_PKTINFO)
+				memcpy(&((struct sockaddr_in *)&dst)->sin_addr,
+				       &((struct in_pktinfo *)CMSG_DATA(c))
+						->ipi_addr,
+				       sizeof(struct in_addr));
+			else if (c->cmsg_level == IPPROTO_IPV6 &&
+				 c->cmsg_type == IPV6_PKTINFO)
+				memcpy(&((struct sockaddr_in6 *)&dst)->sin6_addr,
+				       &((struct in6_pktinfo *)CMSG_DATA(c))
+						->ipi6_addr,
+				       sizeof(struct in6_addr));
+		}
+		seg = gro > 0 && gro < len ? (size_t)gro : (size_t)len;
+		/* datagram k of a GSO send had IPv4 identification k */
+		for (off = 0; off < (size_t)len; off += seg, k++) {
+			size_t l = (size_t)len - off < seg ? (size_t)len - off :
+							     seg;
+			uint32_t s;
+
+			if (l < UROCE_BTH_LEN)
+				continue;
+			s = owner_of(sh, pkt + off, l);
+			if (!s)
+				continue;
+			memset(&h, 0, sizeof(h));
+			h.kind = FWD_PKT;
+			h.ip_id = k;
+			h.src = src;
+			h.dst = dst;
+			out[0].iov_base = &h;
+			out[0].iov_len = sizeof(h);
+			out[1].iov_base = pkt + off;
+			out[1].iov_len = l;
+			share_fwd_name(sh, s, &un, &fm.msg_namelen);
+			if (sendmsg(sh->fwd_fd, &fm, MSG_DONTWAIT) < 0)
+				__atomic_add_fetch(&sh->seg->fwd_drops, 1,
+						   __ATOMIC_RELAXED);
+		}
+	}
 }
 
 /* A probe told us our index in the kernel's array: set the registry

@@ -280,6 +280,9 @@ struct cm_id {
 	struct cm_id *listener;	      /* child: until its request is read */
 	bool deferred;		      /* child: held back by the backlog */
 	struct cm_event *deferred_ev; /* its CONNECT_REQUEST meanwhile */
+	/* destroyed while its DREQ waits for the DREP: kept, with no
+	 * channel, for the DREQ's retries (cma.c, orphan()) */
+	bool orphan;
 
 	uint32_t local_id, remote_id; /* CM comm IDs */
 	uint64_t tid;		      /* of the REQ / DREQ we answer */
@@ -360,6 +363,8 @@ struct cm_global {
 	struct cm_link listeners;   /* ids in CM_LISTEN */
 	struct cm_hash by_local;    /* ids by local comm ID */
 	struct cm_hash by_remote;   /* passive ids by peer's comm ID */
+	struct cm_hash tombs;	    /* passive connections gone (table.c) */
+	struct cm_link tomb_fifo;   /* ... oldest first */
 	struct cm_hash ports;	    /* bound ids by (ps, port) */
 	struct cm_hash child_ports; /* passive ids by (ps, port) */
 	struct cm_heap timers;	    /* retransmission deadlines */
@@ -388,6 +393,8 @@ extern struct cm_global cm;
 struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 			  enum rdma_port_space ps, enum ibv_qp_type qpt);
 void cm_id_free(struct cm_id *id);
+/* Frees id if it is an orphan (its DREQ answered or given up): true. */
+bool cm_orphan_done(struct cm_id *id);
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 			      int status);
 void cm_event_queue(struct cm_event *e);
@@ -425,6 +432,10 @@ void cm_id_unlink(struct cm_id *id); /* cm_id_free: out of every index */
 struct cm_id *cm_find_local(uint32_t local_id);
 void cm_set_local_id(struct cm_id *id, uint32_t local_id);
 void cm_index_passive(struct cm_id *id); /* remote_id, peer_gid set */
+/* A freed passive id's peer comm ID stays known for a while (its
+ * tombstone): true when a REQ with it is a late copy of a request whose
+ * connection is gone. */
+bool cm_tomb_find(uint32_t remote_id, const union ibv_gid *peer);
 struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 			      uint64_t tid);
 void cm_index_port(struct cm_id *id, bool passive); /* port set */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cm.h"
@@ -129,8 +130,12 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 struct cm_event *cm_event_new(struct cm_id *id, enum rdma_cm_event_type type,
 			      int status)
 {
-	struct cm_event *e = calloc(1, sizeof(*e));
+	struct cm_event *e;
 
+	/* an orphan has no application to tell */
+	if (id->orphan)
+		return NULL;
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->ev.id = &id->id;
@@ -372,11 +377,11 @@ struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 	return id;
 }
 
-void cm_id_free(struct cm_id *id)
+/* The application's part of an id: its events, its channel's count. */
+static void id_leave_chan(struct cm_id *id)
 {
 	struct cm_chan *ch = to_chan(id->id.channel);
 
-	cm_id_unlink(id);
 	if (id->nqueued)
 		unqueue_events(ch, id, NULL);
 	if (id->deferred_ev) {
@@ -386,9 +391,49 @@ void cm_id_free(struct cm_id *id)
 	ch->nids--;
 	if (ch->sync && !ch->nids)
 		chan_free(ch);
+	id->id.channel = NULL;
+}
+
+void cm_id_free(struct cm_id *id)
+{
+	cm_id_unlink(id);
+	if (!id->orphan)
+		id_leave_chan(id);
 	free(id->ep_qp_attr);
 	free(id);
 	cm_timer_arm();
+}
+
+bool cm_orphan_done(struct cm_id *id)
+{
+	if (!id->orphan)
+		return false;
+	cm_id_free(id);
+	return true;
+}
+
+/*
+ * An id destroyed while its DREQ waits for the DREP (rdma_disconnect,
+ * then rdma_destroy_id at once, as rping's client does) stays in the CM,
+ * without its channel, port or listener, until the DREP comes or the
+ * DREQ's retries run out: a DREQ lost on the way is sent again, as the
+ * kernel's CM does for a connection in time wait.  Without that the
+ * peer, told nothing, waits for ever on a connection nobody sends on
+ * any more (rping's server on a lossy path did).
+ */
+static void orphan(struct cm_id *ci)
+{
+	uroce_assert_held(&cm.lock);
+	id_leave_chan(ci);
+	ci->orphan = true;
+	ci->id.qp = NULL;
+	cm_link_del(&ci->child_node);
+	cm_link_del(&ci->listen_node);
+	if (ci->port_table) {
+		cm_hash_del(ci->port_table, &ci->port_node);
+		ci->port_table = NULL;
+	}
+	ci->listener = NULL;
 }
 
 CM_EXPORT int rdma_create_id(struct rdma_event_channel *channel,
@@ -475,6 +520,47 @@ static bool tell_peer_gone(struct cm_id *ci)
 	}
 }
 
+/* at exit, how long DREQs wait for their DREPs, and how often they are
+ * sent again meanwhile */
+#define EXIT_DREP_WAIT_NS (500 * 1000000ull)
+#define EXIT_DREQ_EVERY	  10
+
+/*
+ * At exit, a DREQ still unanswered (the one just sent, or an orphan's,
+ * above) dies with the process, and a lost one leaves the peer waiting
+ * for ever: so the exit waits for the DREPs a little (the CM thread
+ * receives them), and sends the unanswered DREQs again meanwhile every
+ * 50 ms, rather than after the usual second.  A peer that is gone costs
+ * the exit this wait once.  cm.lock held; let go while waiting.
+ */
+static void wait_dreps(void)
+{
+	uint64_t step = EXIT_DREP_WAIT_NS / EXIT_DREQ_EVERY;
+	struct timespec ts = { 0, (long)step };
+	struct cm_id *ci;
+	int round;
+	bool any;
+
+	for (round = 0; round < EXIT_DREQ_EVERY; round++) {
+		any = false;
+		cm_for_each_id (ci)
+			if (ci->state == CM_DREQ_SENT && ci->mad_pending) {
+				any = true;
+				/* (one waiting in the window goes out as
+				 * answers come) */
+				if (round && !ci->win_waiting) {
+					cm.cnt.retrans++;
+					cm_send_mad(&ci->peer_gid, ci->mad);
+				}
+			}
+		if (!any)
+			return;
+		pthread_mutex_unlock(&cm.lock);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&cm.lock);
+	}
+}
+
 /*
  * At exit (exit() or the return from main; this runs before our
  * libibverbs closes the device) every connection of the process is
@@ -497,6 +583,7 @@ static void __attribute__((destructor)) end_connections_at_exit(void)
 			sent = true;
 	if (sent)
 		cm_flush_sends(100 * 1000000ull);
+	wait_dreps();
 	pthread_mutex_unlock(&cm.lock);
 }
 
@@ -527,7 +614,10 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		tell_peer_gone(ci);
 	cm_mc_leave_all(ci);
 	cm_unpin(ci);
-	cm_id_free(ci);
+	if (ci->state == CM_DREQ_SENT && ci->mad_pending)
+		orphan(ci);
+	else
+		cm_id_free(ci);
 	/* held requests for a port nobody here uses any more are refused */
 	cm_hold_update();
 	pthread_mutex_unlock(&cm.lock);

@@ -31,6 +31,7 @@ struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.timerfd = -1,
 	.ids = { &cm.ids, &cm.ids },
+	.tomb_fifo = { &cm.tomb_fifo, &cm.tomb_fifo },
 	.listeners = { &cm.listeners, &cm.listeners },
 };
 

@@ -60,22 +60,35 @@ static uint64_t exp_ns(uint8_t e)
 	return 4096ull << (e > 31 ? 31 : e);
 }
 
-/* Gives id a comm ID no other id here has. */
+/*
+ * Gives id a comm ID no other id here has, and none an id had recently:
+ * a counter from a random start, so that an ID comes back only after
+ * 2^24 others (the kernel's CM allocates cyclically too).  An answer to
+ * an abandoned connect (a REP or REJ still on its way, or retransmitted
+ * by a peer that has not yet heard of the abandon) then finds no id, not
+ * a newer one that drew the same random number.
+ */
 static void new_comm_id(struct cm_id *id)
 {
+	static uint32_t next;
 	uint32_t v;
 
-again:
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = (uint32_t)cm_now_ns();
-	/* on a shared address the top byte says which process is ours
-	 * (net/share.c demultiplexes QP1 by it) */
-	if (cm.ctx && uroce_dev_id_prefix(cm.ctx))
-		v = uroce_dev_id_prefix(cm.ctx) | (v & 0xffffff);
-	if (!v || !(v & 0xffffff))
-		goto again;
-	if (cm_find_local(v))
-		goto again;
+	if (!next && getrandom(&next, sizeof(next), 0) != sizeof(next))
+		next = (uint32_t)cm_now_ns();
+	for (;;) {
+		v = ++next & 0xffffff;
+		if (!v)
+			continue;
+		/* on a shared address the top byte says which process is
+		 * ours (net/share.c demultiplexes QP1 by it); alone, the top
+		 * byte is random as before */
+		if (cm.ctx && uroce_dev_id_prefix(cm.ctx))
+			v |= uroce_dev_id_prefix(cm.ctx);
+		else
+			v |= (next >> 24 | 1) << 24;
+		if (!cm_find_local(v))
+			break;
+	}
 	cm_set_local_id(id, v);
 }
 
@@ -650,6 +663,11 @@ static bool answer_repeat(const struct cm_msg *m, const union ibv_gid *peer)
 		cm.cnt.drop_state++; /* a repeat; the first one waits */
 		return true;
 	}
+	/* a late copy of a REQ whose connection is gone (table.c) */
+	if (m->attr == CM_ATTR_REQ && cm_tomb_find(m->local_id, peer)) {
+		cm.cnt.drop_state++;
+		return true;
+	}
 	return false;
 }
 
@@ -942,8 +960,10 @@ static void handle_rej(const struct cm_msg *m)
 {
 	struct cm_id *id = find_local(m->remote_id);
 
-	if (!id || (id->state != CM_REQ_SENT && id->state != CM_REP_SENT &&
-		    id->state != CM_REP_RCVD)) {
+	if (!id ||
+	    (id->state != CM_REQ_SENT && id->state != CM_REP_SENT &&
+	     id->state != CM_REP_RCVD) ||
+	    (id->state == CM_REQ_SENT && m->tid != id->tid)) {
 		cm.cnt.drop_state++;
 		return;
 	}
@@ -966,7 +986,9 @@ static void handle_rep(const struct cm_msg *m)
 		cm_send_rtu(id);
 		return;
 	}
-	if (id->state != CM_REQ_SENT) {
+	/* the REP answers our REQ's transaction (the kernel's CM echoes it
+	 * too): one for an earlier REQ is stale, whatever its comm ID */
+	if (id->state != CM_REQ_SENT || m->tid != id->tid) {
 		cm.cnt.drop_state++;
 		return;
 	}
@@ -1035,7 +1057,8 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 		send_once(&id->peer_gid, &r);
 		cm_mad_done(id);
 		id->state = CM_DISCONNECTED;
-		disconnected(id, m);
+		if (!cm_orphan_done(id))
+			disconnected(id, m);
 		break;
 	case CM_DISCONNECTED:
 		send_once(&id->peer_gid, &r);
@@ -1055,7 +1078,8 @@ static void handle_drep(const struct cm_msg *m)
 	}
 	cm_mad_done(id);
 	id->state = CM_DISCONNECTED;
-	disconnected(id, m);
+	if (!cm_orphan_done(id))
+		disconnected(id, m);
 }
 
 static void handle_sidr_rep(const struct cm_msg *m)
@@ -1186,7 +1210,8 @@ void cm_handle_timeouts(uint64_t now)
 			break;
 		case CM_DREQ_SENT:
 			id->state = CM_DISCONNECTED;
-			disconnected(id, NULL);
+			if (!cm_orphan_done(id))
+				disconnected(id, NULL);
 			break;
 		default:
 			break;

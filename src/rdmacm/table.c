@@ -201,6 +201,79 @@ void cm_index_passive(struct cm_id *id)
 		    dup_key(id->remote_id, &id->peer_gid));
 }
 
+/*
+ * Tombstones.  A copy of a REQ can arrive after its passive id is gone:
+ * a retransmission that waited in a queue (QP1's, a shared address's
+ * forwarding socket) while the connection was made, used and ended, or
+ * rejected.  Found by no id, it would make a new connection and a second
+ * CONNECT_REQUEST for one request (cmtime's server indexes an array by
+ * those).  So a freed passive id leaves its peer's comm ID and GID here
+ * for as long as the peer may still be sending its REQ (its retries),
+ * and such a REQ is dropped, as the kernel's CM does for a connection in
+ * time wait.  Comm IDs come back only after 2^24 others (proto.c), so a
+ * new connection from the peer does not hit one.  Constant lifetime:
+ * the FIFO is in expiry order, and each insert drops the expired.
+ */
+#define CM_TOMB_NS (12 * 1000000000ull)
+
+struct cm_tomb {
+	struct cm_hnode node; /* cm.tombs, by dup_key */
+	struct cm_link fifo;  /* cm.tomb_fifo */
+	union ibv_gid gid;
+	uint32_t remote_id;
+	uint64_t expires_ns;
+};
+
+static void tomb_sweep(uint64_t now)
+{
+	while (!cm_link_empty(&cm.tomb_fifo)) {
+		struct cm_tomb *t = cm_link_entry(cm.tomb_fifo.next,
+						  struct cm_tomb, fifo);
+
+		if (t->expires_ns > now)
+			break;
+		cm_link_del(&t->fifo);
+		cm_hash_del(&cm.tombs, &t->node);
+		free(t);
+	}
+}
+
+static void tomb_add(const struct cm_id *id)
+{
+	struct cm_tomb *t;
+	uint64_t now = cm_now_ns();
+
+	tomb_sweep(now);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return; /* (a late REQ copy then makes a connection) */
+	t->gid = id->peer_gid;
+	t->remote_id = id->remote_id;
+	t->expires_ns = now + CM_TOMB_NS;
+	if (cm_hash_add(&cm.tombs, &t->node, dup_key(t->remote_id, &t->gid))) {
+		free(t);
+		return;
+	}
+	cm_link_add_tail(&cm.tomb_fifo, &t->fifo);
+}
+
+bool cm_tomb_find(uint32_t remote_id, const union ibv_gid *peer)
+{
+	struct cm_hnode *n;
+
+	uroce_assert_held(&cm.lock);
+	tomb_sweep(cm_now_ns());
+	for (n = cm_hash_first(&cm.tombs, dup_key(remote_id, peer)); n;
+	     n = cm_hash_next(n)) {
+		struct cm_tomb *t = container_of(n, struct cm_tomb, node);
+
+		if (t->remote_id == remote_id &&
+		    !memcmp(t->gid.raw, peer->raw, 16))
+			return true;
+	}
+	return false;
+}
+
 struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 			      uint64_t tid)
 {
@@ -271,6 +344,9 @@ void cm_id_unlink(struct cm_id *id)
 	cm_link_del(&id->deferred_node);
 	cm_link_del(&id->listen_node);
 	cm_hash_del(&cm.by_local, &id->local_node);
+	if (id->remote_node.pprev && id->state != CM_SIDR_REQ_RCVD &&
+	    id->state != CM_SIDR_DONE)
+		tomb_add(id);
 	cm_hash_del(&cm.by_remote, &id->remote_node);
 	if (id->port_table)
 		cm_hash_del(id->port_table, &id->port_node);

@@ -20,6 +20,10 @@
 #                every WR flushed, QP in error, a new QP still works
 #   kill         the server is killed with SIGKILL mid-transfer: the client
 #                gets an error completion within its retry budget
+#   dreq-lost    rping (rdmacm-utils): B's first DREQ is dropped (iptables
+#                u32 on the MAD's attribute ID), and rping's client exits
+#                right after rdma_disconnect: its DREQ must be sent again,
+#                or A's server waits for ever
 #
 # Namespaces uroce-f-NAME-{a,b} with 10.78.0.1/24 and 10.78.0.2/24 on the
 # private link only; both are deleted on exit, and stale ones of the same
@@ -305,6 +309,17 @@ flap-short)
 	    --retry-cnt 7 -r "$seed" -t 60)
 	;;
 flap-long|kill) kind=peer ;;
+dreq-lost)
+	command -v rping >/dev/null || { echo "SKIP: rping not installed"; exit 77; }
+	kind=rping
+	# IP 20 + UDP 8 + BTH 12 + DETH 8: the MAD at 48, its class (CM:
+	# 7) in byte 49, its attribute ID (DREQ: 0x15) in bytes 64-65; the
+	# first one matched (308 bytes: the quota) is dropped
+	in_ns B iptables -A OUTPUT -p udp --dport 4791 -m u32 \
+		--u32 "48&0x00FF0000=0x00070000&&64&0xFFFF0000=0x00150000" \
+		-m quota --quota 400 -j DROP ||
+		fail "iptables u32 rule"
+	;;
 *) die "unknown scenario '$scenario'" ;;
 esac
 
@@ -343,6 +358,28 @@ if [ $kind = traffic ]; then
 	wait_pid $spid 30
 	src=$?
 	traffic_ok $crc $src
+elif [ $kind = rping ]; then
+	ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR=$addrA \
+		UROCE_CM_LISTEN_FILE="$work/listen" \
+		rping -s -a $addrA -p 7174 -C 5 -v \
+		>"$work/server.out" 2>"$work/server.err" &
+	spid=$!
+	pids+=($spid)
+	wait_file "$work/listen" $spid 30 || fail "rping server did not listen"
+	ip netns exec "$nsB" env "${lib_env[@]}" UROCE_ADDR=$addrB \
+		timeout -k 5 "$tmo" rping -c -a $addrA -p 7174 -C 5 -v \
+		>"$work/client.out" 2>"$work/client.err" &
+	cpid=$!
+	pids+=($cpid)
+	wait_pid $cpid $((tmo + 10))
+	crc=$?
+	# the DREQ's retries come within a second or two
+	wait_pid $spid 10
+	src=$?
+	[ $crc -eq 0 ] || errs+=("rping client exit status $crc")
+	[ $src -eq 0 ] || errs+=("rping server exit status $src (124: it never learned of the disconnect)")
+	[ "$(grep -c '^ping data' "$work/client.out")" -eq 5 ] ||
+		errs+=("rping client: not 5 pings")
 else
 	start_server "$bindir/fault_peer"
 	run_client "$bindir/fault_peer" --expect RETRY_EXC_ERR \
@@ -404,6 +441,10 @@ rate)
 	;;
 flap-short)
 	expect client:timeouts "$(get_stat "$work/client.err" timeouts)" '>' 0
+	;;
+dreq-lost)
+	faults=$(in_ns B iptables -L OUTPUT -v -n -x | awk '/u32/ { s += $1 } END { print s + 0 }')
+	expect dreqs_dropped "$faults" '==' 1
 	;;
 esac
 

@@ -135,8 +135,15 @@ tcp_listening() { ip netns exec "$nsA" ss -ltnH "sport = :$1" | grep -q .; }
 cm_listening() { grep -qx "listen $1" "$work/cm_listen.$1" 2>/dev/null; }
 
 # members ADDR: how many processes `uroce devices` shows on ADDR, shared
+# (`uroce devices` lists every process on the host: those of another
+# checkout's run of this scenario, in its own namespaces, are left out)
 members() {
-	"$tool" devices | awk -v a="$1" '$4 == a && /shared/' | wc -l
+	local ns pid n=0
+	ns=$(on_A readlink /proc/self/ns/net)
+	for pid in $("$tool" devices | awk -v a="$1" '$4 == a && /shared/ { print $1 }'); do
+		[ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$ns" ] && n=$((n + 1))
+	done
+	echo $n
 }
 
 errs=()
