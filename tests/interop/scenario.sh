@@ -163,7 +163,8 @@ penv+=("UROCE_ADDR=$host_ip" "UROCE_STATS=1")
 gpre=''
 if ((preload)); then
 	# (the same Debian path in the guest)
-	penv+=("LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp")	# (the last one counts)
+	# (the last one counts)
+	penv+=("LD_PRELOAD=$(uroce_rspreload "$rsp")")
 	gpre="LD_PRELOAD=$rsp "
 fi
 # the guest's command line for the pair on port $1 (then the client's
