@@ -262,7 +262,8 @@ struct uroce_share_slot {
 struct uroce_share_listen {
 	uint64_t sid; /* CM service ID, 0: free */
 	uint32_t slot;
-	uint32_t reserved;
+	uint32_t idle; /* 1: the holder no longer listens on it; REQs still
+			* go to it, and another member's listen takes it */
 };
 
 struct uroce_share_seg {
