@@ -13,9 +13,10 @@ one round, back to back:
 
 Per run: every flow's throughput (what it reports), their sum over the
 bottleneck's rate (the utilisation), Jain's fairness index over the
-flows, and the median of a `ping` through the same queue during the
-run (a UDP echo every 50 ms: this host has no ping(8)).  dcqcn runs with a CE marker in front of the receiver: the fault
-tests' nfq_impair with a phantom queue drained at the bottleneck's rate
+flows, and the median round trip of a ping through the same queue during
+the run (a UDP echo every 50 ms: this host has no ping(8)).  dcqcn runs
+with a CE marker in front of the receiver: the fault tests' nfq_impair
+with a phantom queue drained at the bottleneck's rate
 (no qdisc of this kernel marks ECN)."""
 
 import os
@@ -266,7 +267,8 @@ def incast_section(R):
          f"CE above {INCAST_MARK_KB} KB of a phantom queue drained at {INCAST_MBIT} Mbit/s "
          "in front of the receiver. Utilisation: the flows' own throughput summed over "
          f"{INCAST_MBIT / 1000:g} Gbit/s; ping: the median round trip of a 64-byte UDP "
-         f"echo every 50 ms through the queue during the run (idle: {fmt(idle, 3)} ms); load: the 1-minute load "
+         "echo every 50 ms through the queue during the run "
+         f"(idle: {fmt(idle, 3)} ms); load: the 1-minute load "
          "average as the run started (2 cores). Medians of the rounds.\n",
          "| flows | utilisation (≥ 0.9) | Jain's index (≥ 0.95) | median ping ms (≤ 1) "
          "| per-flow Gbit/s | load |",
