@@ -177,6 +177,8 @@ void uroce_pace_init(struct uroce_dev *dev);
 struct uroce_cc_dev {
 	bool on;	     /* UROCE_CC=dcqcn */
 	uint64_t cnp_gap_ns; /* at most one CNP per QP per this */
+	bool delay;	     /* UROCE_CC=delay */
+	uint64_t target_ns;  /* its queueing delay target */
 };
 
 /* engine/cc.c (docs/congestion.md, "ECN and CNPs"): from the
@@ -188,8 +190,11 @@ void uroce_cc_init(struct uroce_dev *dev);
 void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* a CNP for qp arrived: cut its rate (DCQCN) */
 void uroce_cc_cnp(struct uroce_qp *qp);
+/* an RTT sample r of qp's data (send to ACK of a packet that asked for
+ * one): the delay-based control's input (dev->cc.delay) */
+void uroce_cc_delay(struct uroce_qp *qp, uint64_t r);
 /* may qp send a packet of bytes now?  false: qp->req.pace_deadline_ns
- * is armed for when it may (only called with dev->cc.on) */
+ * is armed for when it may (only called with dev->cc.on or .delay) */
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes);
 
 /* engine/req.c: dev->lock held */
