@@ -23,6 +23,7 @@
 
 #include "core/thread.h"
 #include "dev.h"
+#include "engine/spin.h"
 
 static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
@@ -381,10 +382,38 @@ static bool ring_watch(struct uroce_dev *dev)
 	return uroce_local_recent(dev) && !app_active(dev, uroce_now_ns());
 }
 
-static void receive_spin(struct uroce_dev *dev)
+/*
+ * A request that this thread answers alone (an RDMA READ, an atomic) comes
+ * from a peer that waits for the answer and then, often, sends the next
+ * one: a passive responder (qperf's and ib_read_lat's servers).  A NIC
+ * answers it without waking anybody; here the thread would sleep in
+ * epoll and wake per request, a wake-up on top of the requester's own in
+ * every round trip (qperf rc_rdma_read_lat over UDP: 2.5x its udp_lat).
+ * So after answering one the thread keeps receiving for spin_ns, as it
+ * does after a ring's packet, unless the application found completions
+ * lately (it runs a loop of its own and needs the core; ring_watch).
+ */
+static uint64_t answered(struct uroce_dev *dev)
 {
-	uint64_t start = uroce_now_ns(), last = 0;
-	bool stream = false, bulk = false;
+	return atomic_load_explicit(&dev->stats.cnt[UROCE_CNT_RX_READ_REQ_PKTS],
+				    memory_order_relaxed) +
+	       atomic_load_explicit(&dev->stats.cnt[UROCE_CNT_RX_ATOMIC_PKTS],
+				    memory_order_relaxed);
+}
+
+static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
+{
+	uint64_t now = answered(dev);
+	bool more = now != *seen;
+
+	*seen = now;
+	return more && !app_active(dev, uroce_now_ns());
+}
+
+static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
+{
+	uint64_t start = uroce_now_ns(), last = 0, seen = answered(dev);
+	bool stream = false, bulk = false, answer = false;
 	int n;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
@@ -393,24 +422,32 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
+			now = uroce_now_ns();
 			bulk |= n >= SPIN_MIN_PKTS;
 			stream |= bulk || ring_watch(dev);
+			/* (an answer spin only on a core of our own: spin.h) */
+			if (answer_watch(dev, &seen) && !stream &&
+			    uroce_spin_may(gov, now))
+				answer = true;
+			uroce_spin_begin(gov, now);
 			last = 0;
-			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
+			if (now - start > RECEIVE_MAX_NS)
 				break;
 			/* a datagram or a few and no ring: another read would
 			 * find the socket empty (a system call a ping-pong
 			 * message); epoll says when the next one comes */
-			if (!stream && !uroce_local_rings(dev))
+			if (!stream && !answer && !uroce_local_rings(dev))
 				break;
 			continue;
 		}
 		/* a packet now and then (a ping-pong, however fast) is not a
 		 * stream: the application, spinning on its own, needs the
 		 * core more */
-		if (!spin_ns || !stream)
+		if (!spin_ns || !(stream || answer))
 			break;
 		now = uroce_now_ns();
+		if (!stream && answer && !uroce_spin_look(gov, now))
+			break;
 		/* an application thread polling its CQ receives for itself:
 		 * two threads spinning would need a core more */
 		if (app_polls(dev, now) &&
@@ -448,6 +485,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct waiter_look look = { 0, 0, false };
+	struct uroce_spin_gov gov = { 0, 0, 0, 0 };
 	struct epoll_event ev[4];
 	uint64_t v;
 
@@ -502,7 +540,7 @@ static void *progress_main(void *arg)
 			/* (senders need not ring while we look) */
 			uroce_local_awake(dev);
 			uroce_count(dev, UROCE_CNT_PROG_WAKEUPS, 1);
-			receive_spin(dev);
+			receive_spin(dev, &gov);
 		}
 		/* (every engine path sends what it queued; this is a net) */
 		uroce_tx_drain(dev);
@@ -654,7 +692,71 @@ static bool restart_after_signal(void)
 	return true;
 }
 
-int uroce_progress_wait(struct uroce_dev *dev, int fd)
+/*
+ * A waiter whose last wait was short spins before it sleeps: in a
+ * ping-pong the answer is a round trip away, and the wake-up it would
+ * otherwise cost is most of the one-way time of an event-driven exchange
+ * on a machine with idle cores (a blocking socket pays one too; a NIC
+ * pays none on the side that answers).  For at most spin_ns it receives
+ * (wait_rx) and looks at its channel (ready), only while its last wait,
+ * spin or sleep, took at most WAIT_SHORT_NS (an idle program's next
+ * wait sleeps at once), and only on a core of its own (spin.h: a spin
+ * that finds itself preempted stops, and the next ones wait for a
+ * back-off).  The progress thread leaves the packets to it as to a
+ * sleeping waiter (wait_gen).  1: ready; 0: sleep now.
+ */
+#define WAIT_SHORT_NS 200000
+
+static __thread uint64_t wait_took_ns = UINT64_MAX;
+static __thread struct uroce_spin_gov wait_gov;
+
+static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+		     uint64_t start)
+{
+	uint64_t now = start;
+
+	if (!spin_ns || wait_took_ns > WAIT_SHORT_NS ||
+	    !uroce_spin_may(&wait_gov, now))
+		return 0;
+	atomic_fetch_add(&dev->prog.wait_gen, 1);
+	uroce_spin_begin(&wait_gov, now);
+	for (;;) {
+		int n = wait_rx(dev, false, false);
+
+		if (ready(arg)) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_RX, 1);
+			return 1;
+		}
+		now = uroce_now_ns();
+		if (now - start > spin_ns)
+			return 0;
+		if (n > 0) {
+			uroce_spin_begin(&wait_gov, now);
+			continue;
+		}
+		if (!uroce_spin_look(&wait_gov, now))
+			return 0;
+	}
+}
+
+static int wait_sleep(struct uroce_dev *dev, int fd);
+
+int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
+			void *arg)
+{
+	uint64_t start = uroce_now_ns();
+	int err = 0;
+
+	/* what the last wait's receive held for a reply that did not come */
+	uroce_ack_release_unlocked(dev);
+	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running ||
+	    !wait_spin(dev, ready, arg, start))
+		err = wait_sleep(dev, fd);
+	wait_took_ns = err ? UINT64_MAX : uroce_now_ns() - start;
+	return err;
+}
+
+static int wait_sleep(struct uroce_dev *dev, int fd)
 {
 	struct pollfd p[3] = {
 		{ .fd = fd, .events = POLLIN },
@@ -666,8 +768,6 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd)
 
 	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running)
 		np = 1;
-	/* what the last wait's receive held for a reply that did not come */
-	uroce_ack_release_unlocked(dev);
 	for (;;) {
 		int n, got;
 

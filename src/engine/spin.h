@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * When a thread may spin instead of sleeping (docs/progress.md, "Spinning
+ * only on a core nobody else wants").  A spin saves the wake-up of the
+ * next packet only on a core that would otherwise idle: on a loaded
+ * machine the spinner is one more runnable task, it takes the core from
+ * the very peer it waits for, and the next packet waits for the
+ * spinner's turn instead of preempting on its wake-up.  A spin sees that
+ * it shares its core from the clock: two of its looks, which are a
+ * system call apart at most, lie more than UROCE_SPIN_PREEMPT_NS apart
+ * only when something else ran in between.  Then it stops, and no spin
+ * of this governor starts for a back-off that doubles at each such
+ * preemption (UROCE_SPIN_BACKOFF_MIN_NS to _MAX_NS), and goes back to
+ * the least only after UROCE_SPIN_CALM_NS without one: on a machine
+ * that stays loaded a spin is tried ten times a second, and each try
+ * costs at most the one time slice that shows the load.  Times are the
+ * caller's, so that the engine tests drive it with a fake clock.
+ */
+#ifndef UROCE_ENGINE_SPIN_H
+#define UROCE_ENGINE_SPIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define UROCE_SPIN_PREEMPT_NS	  20000ull
+#define UROCE_SPIN_BACKOFF_MIN_NS 1000000ull
+#define UROCE_SPIN_BACKOFF_MAX_NS 100000000ull
+#define UROCE_SPIN_CALM_NS	  1000000000ull
+
+struct uroce_spin_gov {
+	uint64_t off_until; /* no spin starts before */
+	uint64_t backoff;   /* the next back-off; 0: the least */
+	uint64_t last;	    /* the spin's last look */
+	uint64_t preempted; /* when a spin last found itself preempted */
+};
+
+/* may a spin start now? */
+static inline bool uroce_spin_may(struct uroce_spin_gov *g, uint64_t now)
+{
+	if (now < g->off_until)
+		return false;
+	if (now - g->preempted > UROCE_SPIN_CALM_NS)
+		g->backoff = 0;
+	return true;
+}
+
+/* a spin starts, or goes on after work of its own (which is no sign of
+ * preemption) */
+static inline void uroce_spin_begin(struct uroce_spin_gov *g, uint64_t now)
+{
+	g->last = now;
+}
+
+/* a look of the spin, at now: false if it was preempted since the last
+ * one (it stops, and the back-off starts) */
+static inline bool uroce_spin_look(struct uroce_spin_gov *g, uint64_t now)
+{
+	uint64_t prev = g->last;
+
+	g->last = now;
+	if (now - prev <= UROCE_SPIN_PREEMPT_NS)
+		return true;
+	if (g->backoff < UROCE_SPIN_BACKOFF_MIN_NS)
+		g->backoff = UROCE_SPIN_BACKOFF_MIN_NS;
+	g->off_until = now + g->backoff;
+	g->preempted = now;
+	g->backoff = g->backoff * 2 > UROCE_SPIN_BACKOFF_MAX_NS ?
+			     UROCE_SPIN_BACKOFF_MAX_NS :
+			     g->backoff * 2;
+	return false;
+}
+
+#endif
