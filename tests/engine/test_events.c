@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include "engine/spin.h"
 #include "harness.h"
 
 static struct eng_opts chan_opts(void)
@@ -193,11 +194,84 @@ static void t_two_cqs_one_channel(void)
 	eng_expect_ok(&E->wc_b[0], 10);
 }
 
+/* ---- when a thread may spin instead of sleeping (engine/spin.h,
+ * docs/progress.md): on the fake clock's times ---- */
+
+/* a spin whose looks come a system call apart goes on, and a spin may
+ * start again at once */
+static void t_spin_own_core(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0 };
+	uint64_t t = 5 * MS;
+
+	eng_setup(NULL); /* (the harness reports on its device) */
+	ENG_CHECK(uroce_spin_may(&g, t), "a first spin refused");
+	uroce_spin_begin(&g, t);
+	for (int i = 0; i < 50; i++) {
+		t += 1000;
+		ENG_CHECK(uroce_spin_look(&g, t), "look %d stopped", i);
+	}
+	/* work of its own (a receive that took 100 us) is no preemption */
+	t += 100000;
+	uroce_spin_begin(&g, t);
+	ENG_CHECK(uroce_spin_look(&g, t + 1000), "work taken for preemption");
+	ENG_CHECK(uroce_spin_may(&g, t + 2000), "the next spin refused");
+}
+
+/* a spin preempted (a look more than UROCE_SPIN_PREEMPT_NS after the
+ * last) stops; none starts for a back-off that doubles at each
+ * preemption up to its bound, and is the least again only after
+ * UROCE_SPIN_CALM_NS without one */
+static void t_spin_backoff(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, want = UROCE_SPIN_BACKOFF_MIN_NS;
+	int i;
+
+	eng_setup(NULL);
+	for (i = 0; i < 12; i++) {
+		ENG_CHECK(uroce_spin_may(&g, t), "round %d: no spin", i);
+		uroce_spin_begin(&g, t);
+		ENG_CHECK(uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS),
+			  "round %d: a look at the bound stopped", i);
+		t += UROCE_SPIN_PREEMPT_NS;
+		ENG_CHECK(!uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS + 1),
+			  "round %d: preempted, the spin went on", i);
+		t += UROCE_SPIN_PREEMPT_NS + 1;
+		ENG_CHECK(!uroce_spin_may(&g, t + want - 1),
+			  "round %d: a spin before the back-off of %llu ns", i,
+			  (unsigned long long)want);
+		t += want;
+		want = want * 2 > UROCE_SPIN_BACKOFF_MAX_NS ?
+			       UROCE_SPIN_BACKOFF_MAX_NS :
+			       want * 2;
+	}
+	ENG_CHECK(want == UROCE_SPIN_BACKOFF_MAX_NS, "the back-off not bounded");
+	/* calm for less than UROCE_SPIN_CALM_NS: the back-off stays long */
+	t += UROCE_SPIN_CALM_NS / 2;
+	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the back-off");
+	uroce_spin_begin(&g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(!uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MAX_NS - 1),
+		  "the back-off shrank without calm");
+	/* calm for UROCE_SPIN_CALM_NS: the least back-off again */
+	t += UROCE_SPIN_CALM_NS + 1;
+	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the calm");
+	uroce_spin_begin(&g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MIN_NS),
+		  "the back-off after the calm is not the least");
+}
+
 static const struct eng_test tests[] = {
 	{ "arm_then_completion", t_arm_then_completion },
 	{ "completion_then_arm", t_completion_then_arm },
 	{ "arm_mid_burst", t_arm_mid_burst },
 	{ "two_cqs_one_channel", t_two_cqs_one_channel },
+	{ "spin_own_core", t_spin_own_core },
+	{ "spin_backoff", t_spin_backoff },
 };
 
 int main(int argc, char **argv)
