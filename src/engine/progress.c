@@ -710,14 +710,11 @@ static bool restart_after_signal(void)
 static __thread uint64_t wait_took_ns = UINT64_MAX;
 static __thread struct uroce_spin_gov wait_gov;
 
-static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 		     uint64_t start)
 {
 	uint64_t now = start;
 
-	if (!spin_ns || wait_took_ns > WAIT_SHORT_NS ||
-	    !uroce_spin_may(&wait_gov, now))
-		return 0;
 	atomic_fetch_add(&dev->prog.wait_gen, 1);
 	uroce_spin_begin(&wait_gov, now);
 	for (;;) {
@@ -739,6 +736,48 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	}
 }
 
+/* sig has a handler (one that interrupts a poll) */
+static bool caught(int sig)
+{
+	struct sigaction sa;
+
+	return !sigaction(sig, NULL, &sa) && sa.sa_handler != SIG_DFL &&
+	       sa.sa_handler != SIG_IGN;
+}
+
+/*
+ * A signal must still interrupt the wait (qperf ends each test with a
+ * SIGALRM and expects ibv_get_cq_event to fail with EINTR; a handler
+ * that ran during the spin would leave the sleep after it waiting for
+ * a peer that stopped too).  So the spin runs with signals blocked, and
+ * one that came meanwhile is delivered when the spin ends and counts as
+ * an interrupted wait.  1: ready; 0: sleep now; -1: EINTR.
+ */
+static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+		     uint64_t start)
+{
+	sigset_t all, old, pend;
+	bool intr = false;
+	int r, sig;
+
+	if (!spin_ns || wait_took_ns > WAIT_SHORT_NS ||
+	    !uroce_spin_may(&wait_gov, start))
+		return 0;
+	sigfillset(&all);
+	if (pthread_sigmask(SIG_BLOCK, &all, &old))
+		return 0;
+	r = spin_loop(dev, ready, arg, start);
+	if (!sigpending(&pend))
+		for (sig = 1; sig < NSIG && !intr; sig++)
+			intr = sigismember(&pend, sig) == 1 &&
+			       sigismember(&old, sig) == 0 && caught(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL); /* (delivered here) */
+	if (r == 1 || !intr || restart_after_signal())
+		return r;
+	errno = EINTR;
+	return -1;
+}
+
 static int wait_sleep(struct uroce_dev *dev, int fd);
 
 int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
@@ -749,9 +788,12 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
 
 	/* what the last wait's receive held for a reply that did not come */
 	uroce_ack_release_unlocked(dev);
-	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running ||
-	    !wait_spin(dev, ready, arg, start))
+	if (dev->net_up && uroce_net_sock(dev) >= 0 && dev->prog.running)
+		err = wait_spin(dev, ready, arg, start);
+	if (!err)
 		err = wait_sleep(dev, fd);
+	else if (err == 1)
+		err = 0;
 	wait_took_ns = err ? UINT64_MAX : uroce_now_ns() - start;
 	return err;
 }
