@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 
 #include "core/thread.h"
@@ -410,6 +412,35 @@ static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
 	return more && !app_active(dev, uroce_now_ns());
 }
 
+/* the calling thread's run delay so far, in ns (the second field of its
+ * schedstat; 0 where the kernel keeps none) */
+static uint64_t run_delay(void)
+{
+	unsigned long long run, delay;
+	char buf[96];
+	ssize_t n;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return 0;
+	return delay;
+}
+
+/* may a spin of g start now (spin.h)?  Samples the run delay when due */
+static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
+{
+	if (uroce_spin_sample_due(g, now))
+		uroce_spin_sample(g, now, run_delay());
+	return uroce_spin_may(g, now);
+}
+
 static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 {
 	uint64_t start = uroce_now_ns(), last = 0, seen = answered(dev);
@@ -427,8 +458,12 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 			stream |= bulk || ring_watch(dev);
 			/* (an answer spin only on a core of our own: spin.h) */
 			if (answer_watch(dev, &seen) && !stream &&
-			    uroce_spin_may(gov, now))
+			    (answer || spin_may(gov, now))) {
+				/* (a request that came during the spin) */
+				if (answer)
+					uroce_spin_caught(gov);
 				answer = true;
+			}
 			uroce_spin_begin(gov, now);
 			last = 0;
 			if (now - start > RECEIVE_MAX_NS)
@@ -485,7 +520,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct waiter_look look = { 0, 0, false };
-	struct uroce_spin_gov gov = { 0, 0, 0, 0 };
+	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
 	uint64_t v;
 
@@ -721,6 +756,7 @@ static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 		int n = wait_rx(dev, false, false);
 
 		if (ready(arg)) {
+			uroce_spin_caught(&wait_gov);
 			uroce_count(dev, UROCE_CNT_WAIT_SPIN_RX, 1);
 			return 1;
 		}
@@ -761,7 +797,7 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	int r, sig;
 
 	if (!spin_ns || wait_took_ns > WAIT_SHORT_NS ||
-	    !uroce_spin_may(&wait_gov, start))
+	    !spin_may(&wait_gov, start))
 		return 0;
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))

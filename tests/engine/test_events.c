@@ -201,7 +201,7 @@ static void t_two_cqs_one_channel(void)
  * start again at once */
 static void t_spin_own_core(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS;
 
 	eng_setup(NULL); /* (the harness reports on its device) */
@@ -224,7 +224,7 @@ static void t_spin_own_core(void)
  * UROCE_SPIN_CALM_NS without one */
 static void t_spin_backoff(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS, want = UROCE_SPIN_BACKOFF_MIN_NS;
 	int i;
 
@@ -265,6 +265,75 @@ static void t_spin_backoff(void)
 		  "the back-off after the calm is not the least");
 }
 
+/* one preemption of a spin at t; returns when the back-off ends, having
+ * checked that it lasts want ns */
+static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want)
+{
+	ENG_CHECK(uroce_spin_may(g, t), "no spin at %llu",
+		  (unsigned long long)t);
+	uroce_spin_begin(g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(g, t), "preempted, the spin went on");
+	ENG_CHECK(!uroce_spin_may(g, t + want - 1),
+		  "a spin before the back-off of %llu ns",
+		  (unsigned long long)want);
+	ENG_CHECK(uroce_spin_may(g, t + want), "the back-off is not %llu ns",
+		  (unsigned long long)want);
+	return t + want;
+}
+
+/* a spin that caught its packet unpreempted halves the back-off, down to
+ * none (a rare preemption on an idle machine costs little) */
+static void t_spin_caught(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
+
+	eng_setup(NULL);
+	t = spin_preempt(&g, t, m);
+	t = spin_preempt(&g, t, 2 * m);
+	t = spin_preempt(&g, t, 4 * m); /* the next would be 8 */
+	uroce_spin_caught(&g);
+	t = spin_preempt(&g, t, 4 * m); /* the next would be 8 */
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	spin_preempt(&g, t, m);
+}
+
+/* a thread that waited for a core more than an eighth of the time
+ * between two samples of its run delay (a loaded machine, seen outside
+ * the spins too) does not spin: it backs off as if a spin had been
+ * preempted; one that waited less spins on */
+static void t_spin_run_delay(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
+	uint64_t s = UROCE_SPIN_SAMPLE_NS;
+
+	eng_setup(NULL);
+	ENG_CHECK(uroce_spin_sample_due(&g, t), "no first sample");
+	uroce_spin_sample(&g, t, 1000000);
+	ENG_CHECK(uroce_spin_may(&g, t), "the first sample stopped spins");
+	ENG_CHECK(!uroce_spin_sample_due(&g, t + s - 1), "a sample too soon");
+	ENG_CHECK(uroce_spin_sample_due(&g, t + s), "no sample due");
+	/* an eighth of the interval waited: still ours */
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s / 8);
+	ENG_CHECK(uroce_spin_may(&g, t), "an eighth waited stopped spins");
+	/* more: loaded, a back-off of the least, then twice that */
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s / 8 + s / 8 + 1);
+	ENG_CHECK(!uroce_spin_may(&g, t + m - 1), "loaded: a spin");
+	ENG_CHECK(uroce_spin_may(&g, t + m), "no spin after the back-off");
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s);
+	ENG_CHECK(!uroce_spin_may(&g, t + 2 * m - 1),
+		  "the second back-off is not twice the first");
+	ENG_CHECK(uroce_spin_may(&g, t + 2 * m), "no spin after the second");
+}
+
 static const struct eng_test tests[] = {
 	{ "arm_then_completion", t_arm_then_completion },
 	{ "completion_then_arm", t_completion_then_arm },
@@ -272,6 +341,8 @@ static const struct eng_test tests[] = {
 	{ "two_cqs_one_channel", t_two_cqs_one_channel },
 	{ "spin_own_core", t_spin_own_core },
 	{ "spin_backoff", t_spin_backoff },
+	{ "spin_caught", t_spin_caught },
+	{ "spin_run_delay", t_spin_run_delay },
 };
 
 int main(int argc, char **argv)
