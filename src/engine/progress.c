@@ -746,7 +746,7 @@ static __thread uint64_t wait_took_ns = UINT64_MAX;
 static __thread struct uroce_spin_gov wait_gov;
 
 static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
-		     uint64_t start)
+		     uint64_t start, uint64_t len)
 {
 	uint64_t now = start;
 
@@ -761,7 +761,7 @@ static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 			return 1;
 		}
 		now = uroce_now_ns();
-		if (now - start > spin_ns)
+		if (now - start > len)
 			return 0;
 		if (n > 0) {
 			uroce_spin_begin(&wait_gov, now);
@@ -792,17 +792,18 @@ static bool caught(int sig)
 static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 		     uint64_t start)
 {
+	/* (the configuration, not spin_ns: the progress thread sets that) */
+	uint64_t len = uroce_config()->spin_ns;
 	sigset_t all, old, pend;
 	bool intr = false;
 	int r, sig;
 
-	if (!spin_ns || wait_took_ns > WAIT_SHORT_NS ||
-	    !spin_may(&wait_gov, start))
+	if (!len || wait_took_ns > WAIT_SHORT_NS || !spin_may(&wait_gov, start))
 		return 0;
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;
-	r = spin_loop(dev, ready, arg, start);
+	r = spin_loop(dev, ready, arg, start, len);
 	if (!sigpending(&pend))
 		for (sig = 1; sig < NSIG && !intr; sig++)
 			intr = sigismember(&pend, sig) == 1 &&
