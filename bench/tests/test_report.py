@@ -178,6 +178,33 @@ class EventsSectionTest(unittest.TestCase):
         self.assertNotIn("## Event-driven", render({}))
 
 
+class QperfSectionTest(unittest.TestCase):
+    """qperf over uroce (-cm1) runs on the first path only (and on the
+    alternatives' path): the other paths say so, and only a run that
+    failed says "failed"."""
+
+    def test_not_run_is_not_failed(self):
+        m = meta()
+        m["paths"] = ["local", "udp", "veth9000"]
+        m["qperf"] = "yes"
+        runs = {"local/qperf": {"rc_lat-2": {"test": "rc_lat", "size": 2, "lat_us": 5.0}},
+                "veth9000/qperf": None}
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": runs, "meta": m}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+
+        def body(p):
+            head = f"## qperf over uroce (our librdmacm, `-cm1`) — {p}\n"
+            self.assertEqual(text.count(head), 1)
+            return text.split(head, 1)[1].split("\n## ", 1)[0]
+
+        self.assertIn("| rc_lat | 2 | 5.00 µs |", body("local"))
+        self.assertIn("not run on this path", body("udp"))
+        self.assertNotIn("failed", body("udp"))
+        self.assertIn("failed (see logs)", body("veth9000"))
+
+
 class AppsSectionTest(unittest.TestCase):
     """The applications (issue 22): iSER against iSCSI/TCP and gloo's
     ibverbs transport against its TCP one, as ratios, failures said."""

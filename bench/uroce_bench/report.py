@@ -418,6 +418,11 @@ def report(res, outdir, pngs, analysis_md=None):
         w(f"## qperf over uroce (our librdmacm, `-cm1`) — {p}\n")
         if meta["qperf"] != "yes":
             w("n/a: no librdmacm.so.1 in the build.\n")
+        elif f"{p}/qperf" not in R:
+            # (the case runs on the first path and the alternatives' path
+            # only: runners.py, "qperf over uroce")
+            w("not run on this path (the `qperf` case runs on the first path "
+              "of `--paths` and on the alternatives' path).\n")
         elif not q:
             w("failed (see logs).\n")
         else:

@@ -145,6 +145,8 @@
 	X(PROG_WAKEUPS, \
 	  "prog_wakeups") /* the progress thread woke to packets */ \
 	X(WAIT_SLEEPS, "wait_sleeps") /* a thread in ibv_get_cq_event slept */ \
-	X(WAIT_RX, "wait_rx")	      /* ... woke to packets and took them */
+	X(WAIT_RX, "wait_rx")	      /* ... woke to packets and took them */ \
+	X(WAIT_SPIN_RX, \
+	  "wait_spin_rx") /* ... found its event spinning, before it slept */
 
 #endif /* UROCE_CORE_COUNTERS_H */

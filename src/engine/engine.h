@@ -279,8 +279,10 @@ bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 void uroce_progress_sock_handback(struct uroce_dev *dev);
 void uroce_progress_arm(struct uroce_dev *dev);
 /* an application thread waits until fd (its completion channel) is
- * readable, receiving for the device meanwhile; 0, or -1 with errno */
-int uroce_progress_wait(struct uroce_dev *dev, int fd);
+ * readable, receiving for the device meanwhile (and, after a short wait,
+ * spinning a little first, until ready(arg)); 0, or -1 with errno */
+int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
+			void *arg);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */

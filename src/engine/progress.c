@@ -19,10 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 
 #include "core/thread.h"
 #include "dev.h"
+#include "engine/spin.h"
 
 static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
@@ -425,10 +428,67 @@ static bool ring_watch(struct uroce_dev *dev)
 	return uroce_local_recent(dev) && !app_active(dev, uroce_now_ns());
 }
 
-static void receive_spin(struct uroce_dev *dev)
+/*
+ * A request that this thread answers alone (an RDMA READ, an atomic) comes
+ * from a peer that waits for the answer and then, often, sends the next
+ * one: a passive responder (qperf's and ib_read_lat's servers).  A NIC
+ * answers it without waking anybody; here the thread would sleep in
+ * epoll and wake per request, a wake-up on top of the requester's own in
+ * every round trip (qperf rc_rdma_read_lat over UDP: 2.5x its udp_lat).
+ * So after answering one the thread keeps receiving for spin_ns, as it
+ * does after a ring's packet, unless the application found completions
+ * lately (it runs a loop of its own and needs the core; ring_watch).
+ */
+static uint64_t answered(struct uroce_dev *dev)
 {
-	uint64_t start = uroce_now_ns(), last = 0;
-	bool stream = false, bulk = false;
+	return atomic_load_explicit(&dev->stats.cnt[UROCE_CNT_RX_READ_REQ_PKTS],
+				    memory_order_relaxed) +
+	       atomic_load_explicit(&dev->stats.cnt[UROCE_CNT_RX_ATOMIC_PKTS],
+				    memory_order_relaxed);
+}
+
+static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
+{
+	uint64_t now = answered(dev);
+	bool more = now != *seen;
+
+	*seen = now;
+	return more && !app_active(dev, uroce_now_ns());
+}
+
+/* the calling thread's run delay so far, in ns (the second field of its
+ * schedstat; 0 where the kernel keeps none) */
+static uint64_t run_delay(void)
+{
+	unsigned long long run, delay;
+	char buf[96];
+	ssize_t n;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return 0;
+	return delay;
+}
+
+/* may a spin of g start now (spin.h)?  Samples the run delay when due */
+static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
+{
+	if (uroce_spin_sample_due(g, now))
+		uroce_spin_sample(g, now, run_delay());
+	return uroce_spin_may(g, now);
+}
+
+static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
+{
+	uint64_t start = uroce_now_ns(), last = 0, seen = answered(dev);
+	bool stream = false, bulk = false, answer = false;
 	int n;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
@@ -437,24 +497,36 @@ static void receive_spin(struct uroce_dev *dev)
 
 		n = uroce_net_poll(dev);
 		if (n > 0) {
+			now = uroce_now_ns();
 			bulk |= n >= SPIN_MIN_PKTS;
 			stream |= bulk || ring_watch(dev);
+			/* (an answer spin only on a core of our own: spin.h) */
+			if (answer_watch(dev, &seen) && !stream &&
+			    (answer || spin_may(gov, now))) {
+				/* (a request that came during the spin) */
+				if (answer)
+					uroce_spin_caught(gov);
+				answer = true;
+			}
+			uroce_spin_begin(gov, now);
 			last = 0;
-			if (uroce_now_ns() - start > RECEIVE_MAX_NS)
+			if (now - start > RECEIVE_MAX_NS)
 				break;
 			/* a datagram or a few and no ring: another read would
 			 * find the socket empty (a system call a ping-pong
 			 * message); epoll says when the next one comes */
-			if (!stream && !uroce_local_rings(dev))
+			if (!stream && !answer && !uroce_local_rings(dev))
 				break;
 			continue;
 		}
 		/* a packet now and then (a ping-pong, however fast) is not a
 		 * stream: the application, spinning on its own, needs the
 		 * core more */
-		if (!spin_ns || !stream)
+		if (!spin_ns || !(stream || answer))
 			break;
 		now = uroce_now_ns();
+		if (!stream && answer && !uroce_spin_look(gov, now))
+			break;
 		/* an application thread polling its CQ receives for itself:
 		 * two threads spinning would need a core more */
 		if (app_polls(dev, now) &&
@@ -492,6 +564,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct waiter_look look = { 0, 0, false };
+	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
 	uint64_t v;
 
@@ -546,7 +619,7 @@ static void *progress_main(void *arg)
 			/* (senders need not ring while we look) */
 			uroce_local_awake(dev);
 			uroce_count(dev, UROCE_CNT_PROG_WAKEUPS, 1);
-			receive_spin(dev);
+			receive_spin(dev, &gov);
 		}
 		/* (every engine path sends what it queued; this is a net) */
 		uroce_tx_drain(dev);
@@ -698,7 +771,115 @@ static bool restart_after_signal(void)
 	return true;
 }
 
-int uroce_progress_wait(struct uroce_dev *dev, int fd)
+/*
+ * A waiter whose last wait was short spins before it sleeps: in a
+ * ping-pong the answer is a round trip away, and the wake-up it would
+ * otherwise cost is most of the one-way time of an event-driven exchange
+ * on a machine with idle cores (a blocking socket pays one too; a NIC
+ * pays none on the side that answers).  For at most spin_ns it receives
+ * (wait_rx) and looks at its channel (ready), only while its last wait,
+ * spin or sleep, took at most WAIT_SHORT_NS (an idle program's next
+ * wait sleeps at once), and only on a core of its own (spin.h: a spin
+ * that finds itself preempted stops, and the next ones wait for a
+ * back-off).  The progress thread leaves the packets to it as to a
+ * sleeping waiter (wait_gen).  1: ready; 0: sleep now.
+ */
+#define WAIT_SHORT_NS 200000
+
+static __thread uint64_t wait_took_ns = UINT64_MAX;
+static __thread struct uroce_spin_gov wait_gov;
+
+static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+		     uint64_t start, uint64_t len)
+{
+	uint64_t now = start;
+
+	atomic_fetch_add(&dev->prog.wait_gen, 1);
+	uroce_spin_begin(&wait_gov, now);
+	for (;;) {
+		int n = wait_rx(dev, false, false);
+
+		if (ready(arg)) {
+			uroce_spin_caught(&wait_gov);
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_RX, 1);
+			return 1;
+		}
+		now = uroce_now_ns();
+		if (now - start > len)
+			return 0;
+		if (n > 0) {
+			uroce_spin_begin(&wait_gov, now);
+			continue;
+		}
+		if (!uroce_spin_look(&wait_gov, now))
+			return 0;
+	}
+}
+
+/* sig has a handler (one that interrupts a poll) */
+static bool caught(int sig)
+{
+	struct sigaction sa;
+
+	return !sigaction(sig, NULL, &sa) && sa.sa_handler != SIG_DFL &&
+	       sa.sa_handler != SIG_IGN;
+}
+
+/*
+ * A signal must still interrupt the wait (qperf ends each test with a
+ * SIGALRM and expects ibv_get_cq_event to fail with EINTR; a handler
+ * that ran during the spin would leave the sleep after it waiting for
+ * a peer that stopped too).  So the spin runs with signals blocked, and
+ * one that came meanwhile is delivered when the spin ends and counts as
+ * an interrupted wait.  1: ready; 0: sleep now; -1: EINTR.
+ */
+static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+		     uint64_t start)
+{
+	/* (the configuration, not spin_ns: the progress thread sets that) */
+	uint64_t len = uroce_config()->spin_ns;
+	sigset_t all, old, pend;
+	bool intr = false;
+	int r, sig;
+
+	if (!len || wait_took_ns > WAIT_SHORT_NS || !spin_may(&wait_gov, start))
+		return 0;
+	sigfillset(&all);
+	if (pthread_sigmask(SIG_BLOCK, &all, &old))
+		return 0;
+	r = spin_loop(dev, ready, arg, start, len);
+	if (!sigpending(&pend))
+		for (sig = 1; sig < NSIG && !intr; sig++)
+			intr = sigismember(&pend, sig) == 1 &&
+			       sigismember(&old, sig) == 0 && caught(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL); /* (delivered here) */
+	if (r == 1 || !intr || restart_after_signal())
+		return r;
+	errno = EINTR;
+	return -1;
+}
+
+static int wait_sleep(struct uroce_dev *dev, int fd);
+
+int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
+			void *arg)
+{
+	uint64_t start = uroce_now_ns();
+	int err = 0;
+
+	/* what the last wait's receive held for a reply that did not come */
+	uroce_ack_release_unlocked(dev);
+	if (dev->net_up && uroce_net_sock(dev) >= 0 && dev->prog.running)
+		err = wait_spin(dev, ready, arg, start);
+	if (!err)
+		err = wait_sleep(dev, fd);
+	else if (err == 1)
+		err = 0;
+	wait_took_ns = err ? UINT64_MAX : uroce_now_ns() - start;
+	return err;
+}
+
+static int wait_sleep(struct uroce_dev *dev, int fd)
 {
 	struct pollfd p[3] = {
 		{ .fd = fd, .events = POLLIN },
@@ -710,8 +891,6 @@ int uroce_progress_wait(struct uroce_dev *dev, int fd)
 
 	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running)
 		np = 1;
-	/* what the last wait's receive held for a reply that did not come */
-	uroce_ack_release_unlocked(dev);
 	for (;;) {
 		int n, got;
 

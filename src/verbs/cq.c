@@ -221,6 +221,18 @@ static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 	return ucq;
 }
 
+/* (uroce_progress_wait's spin looks) */
+static bool chan_ready(void *arg)
+{
+	struct uroce_comp_channel *chan = arg;
+	bool ready;
+
+	pthread_mutex_lock(&chan->lock);
+	ready = chan->head != NULL;
+	pthread_mutex_unlock(&chan->lock);
+	return ready;
+}
+
 /*
  * Wait until the channel may have an event: at once -1/EAGAIN if the
  * application made its fd non-blocking (as the uverbs fd); otherwise
@@ -239,7 +251,8 @@ static int chan_wait(struct uroce_comp_channel *chan)
 		return -1;
 	}
 	waiting_on = chan;
-	err = uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd);
+	err = uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd,
+				  chan_ready, chan);
 	waiting_on = NULL;
 	if (err) {
 		/* (not taken after all: the byte goes now) */

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include "engine/spin.h"
 #include "harness.h"
 
 static struct eng_opts chan_opts(void)
@@ -193,11 +194,155 @@ static void t_two_cqs_one_channel(void)
 	eng_expect_ok(&E->wc_b[0], 10);
 }
 
+/* ---- when a thread may spin instead of sleeping (engine/spin.h,
+ * docs/progress.md): on the fake clock's times ---- */
+
+/* a spin whose looks come a system call apart goes on, and a spin may
+ * start again at once */
+static void t_spin_own_core(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS;
+
+	eng_setup(NULL); /* (the harness reports on its device) */
+	ENG_CHECK(uroce_spin_may(&g, t), "a first spin refused");
+	uroce_spin_begin(&g, t);
+	for (int i = 0; i < 50; i++) {
+		t += 1000;
+		ENG_CHECK(uroce_spin_look(&g, t), "look %d stopped", i);
+	}
+	/* work of its own (a receive that took 100 us) is no preemption */
+	t += 100000;
+	uroce_spin_begin(&g, t);
+	ENG_CHECK(uroce_spin_look(&g, t + 1000), "work taken for preemption");
+	ENG_CHECK(uroce_spin_may(&g, t + 2000), "the next spin refused");
+}
+
+/* a spin preempted (a look more than UROCE_SPIN_PREEMPT_NS after the
+ * last) stops; none starts for a back-off that doubles at each
+ * preemption up to its bound, and is the least again only after
+ * UROCE_SPIN_CALM_NS without one */
+static void t_spin_backoff(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, want = UROCE_SPIN_BACKOFF_MIN_NS;
+	int i;
+
+	eng_setup(NULL);
+	for (i = 0; i < 12; i++) {
+		ENG_CHECK(uroce_spin_may(&g, t), "round %d: no spin", i);
+		uroce_spin_begin(&g, t);
+		ENG_CHECK(uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS),
+			  "round %d: a look at the bound stopped", i);
+		t += UROCE_SPIN_PREEMPT_NS;
+		ENG_CHECK(!uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS + 1),
+			  "round %d: preempted, the spin went on", i);
+		t += UROCE_SPIN_PREEMPT_NS + 1;
+		ENG_CHECK(!uroce_spin_may(&g, t + want - 1),
+			  "round %d: a spin before the back-off of %llu ns", i,
+			  (unsigned long long)want);
+		t += want;
+		want = want * 2 > UROCE_SPIN_BACKOFF_MAX_NS ?
+			       UROCE_SPIN_BACKOFF_MAX_NS :
+			       want * 2;
+	}
+	ENG_CHECK(want == UROCE_SPIN_BACKOFF_MAX_NS, "the back-off not bounded");
+	/* calm for less than UROCE_SPIN_CALM_NS: the back-off stays long */
+	t += UROCE_SPIN_CALM_NS / 2;
+	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the back-off");
+	uroce_spin_begin(&g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(!uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MAX_NS - 1),
+		  "the back-off shrank without calm");
+	/* calm for UROCE_SPIN_CALM_NS: the least back-off again */
+	t += UROCE_SPIN_CALM_NS + 1;
+	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the calm");
+	uroce_spin_begin(&g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MIN_NS),
+		  "the back-off after the calm is not the least");
+}
+
+/* one preemption of a spin at t; returns when the back-off ends, having
+ * checked that it lasts want ns */
+static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want)
+{
+	ENG_CHECK(uroce_spin_may(g, t), "no spin at %llu",
+		  (unsigned long long)t);
+	uroce_spin_begin(g, t);
+	t += UROCE_SPIN_PREEMPT_NS + 1;
+	ENG_CHECK(!uroce_spin_look(g, t), "preempted, the spin went on");
+	ENG_CHECK(!uroce_spin_may(g, t + want - 1),
+		  "a spin before the back-off of %llu ns",
+		  (unsigned long long)want);
+	ENG_CHECK(uroce_spin_may(g, t + want), "the back-off is not %llu ns",
+		  (unsigned long long)want);
+	return t + want;
+}
+
+/* a spin that caught its packet unpreempted halves the back-off, down to
+ * none (a rare preemption on an idle machine costs little) */
+static void t_spin_caught(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
+
+	eng_setup(NULL);
+	t = spin_preempt(&g, t, m);
+	t = spin_preempt(&g, t, 2 * m);
+	t = spin_preempt(&g, t, 4 * m); /* the next would be 8 */
+	uroce_spin_caught(&g);
+	t = spin_preempt(&g, t, 4 * m); /* the next would be 8 */
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	uroce_spin_caught(&g);
+	spin_preempt(&g, t, m);
+}
+
+/* a thread that waited for a core more than an eighth of the time
+ * between two samples of its run delay (a loaded machine, seen outside
+ * the spins too) does not spin: it backs off as if a spin had been
+ * preempted; one that waited less spins on */
+static void t_spin_run_delay(void)
+{
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
+	uint64_t s = UROCE_SPIN_SAMPLE_NS;
+
+	eng_setup(NULL);
+	ENG_CHECK(uroce_spin_sample_due(&g, t), "no first sample");
+	uroce_spin_sample(&g, t, 1000000);
+	ENG_CHECK(uroce_spin_may(&g, t), "the first sample stopped spins");
+	ENG_CHECK(!uroce_spin_sample_due(&g, t + s - 1), "a sample too soon");
+	ENG_CHECK(uroce_spin_sample_due(&g, t + s), "no sample due");
+	/* an eighth of the interval waited: still ours */
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s / 8);
+	ENG_CHECK(uroce_spin_may(&g, t), "an eighth waited stopped spins");
+	/* more: loaded, a back-off of the least, then twice that */
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s / 8 + s / 8 + 1);
+	ENG_CHECK(!uroce_spin_may(&g, t + m - 1), "loaded: a spin");
+	ENG_CHECK(uroce_spin_may(&g, t + m), "no spin after the back-off");
+	t += s;
+	uroce_spin_sample(&g, t, 1000000 + s);
+	ENG_CHECK(!uroce_spin_may(&g, t + 2 * m - 1),
+		  "the second back-off is not twice the first");
+	ENG_CHECK(uroce_spin_may(&g, t + 2 * m), "no spin after the second");
+}
+
 static const struct eng_test tests[] = {
 	{ "arm_then_completion", t_arm_then_completion },
 	{ "completion_then_arm", t_completion_then_arm },
 	{ "arm_mid_burst", t_arm_mid_burst },
 	{ "two_cqs_one_channel", t_two_cqs_one_channel },
+	{ "spin_own_core", t_spin_own_core },
+	{ "spin_backoff", t_spin_backoff },
+	{ "spin_caught", t_spin_caught },
+	{ "spin_run_delay", t_spin_run_delay },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/*
+ * When a thread may spin instead of sleeping (docs/progress.md, "Spinning
+ * only on a core nobody else wants").  A spin saves the wake-up of the
+ * next packet only on a core that would otherwise idle: on a loaded
+ * machine the spinner is one more runnable task, it takes the core from
+ * the very peer it waits for, the next packet waits for the spinner's
+ * turn instead of preempting on its wake-up, and a spinner loses the
+ * scheduler's favour that a sleeper keeps (it waits for a core after
+ * the spin).  A spin sees that it shares its core in two ways: two of
+ * its looks, which are a system call apart at most, lie more than
+ * UROCE_SPIN_PREEMPT_NS apart only when something else ran in between;
+ * and, sampled at most every UROCE_SPIN_SAMPLE_NS, the time the thread
+ * spent runnable but waiting for a core (its schedstat run delay) was
+ * more than an eighth of the time since the last sample.  Then the spin
+ * stops or does not start, and none of this governor starts for a
+ * back-off that doubles at each such sign (UROCE_SPIN_BACKOFF_MIN_NS to
+ * _MAX_NS), is halved by each spin that caught what it waited for, and
+ * is none again after UROCE_SPIN_CALM_NS without a sign: on a machine
+ * that stays loaded a spin is tried about ten times a second; on an idle
+ * one a rare preemption (a tick, the host's) costs a millisecond without
+ * spins.  Times are the caller's, so that the engine tests drive it with
+ * a fake clock.
+ */
+#ifndef UROCE_ENGINE_SPIN_H
+#define UROCE_ENGINE_SPIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define UROCE_SPIN_PREEMPT_NS	  20000ull
+#define UROCE_SPIN_BACKOFF_MIN_NS 1000000ull
+#define UROCE_SPIN_BACKOFF_MAX_NS 100000000ull
+#define UROCE_SPIN_CALM_NS	  1000000000ull
+#define UROCE_SPIN_SAMPLE_NS	  1000000ull
+
+struct uroce_spin_gov {
+	uint64_t off_until; /* no spin starts before */
+	uint64_t backoff;   /* the next back-off; 0: the least */
+	uint64_t last;	    /* the spin's last look */
+	uint64_t preempted; /* when a preemption was last seen */
+	uint64_t sampled;   /* when the run delay was last sampled */
+	uint64_t delay;	    /* ... and what it was */
+};
+
+/* a preemption seen at now: no spin for the back-off, which doubles */
+static inline void uroce_spin_backoff(struct uroce_spin_gov *g, uint64_t now)
+{
+	if (g->backoff < UROCE_SPIN_BACKOFF_MIN_NS)
+		g->backoff = UROCE_SPIN_BACKOFF_MIN_NS;
+	g->off_until = now + g->backoff;
+	g->preempted = now;
+	g->backoff = g->backoff * 2 > UROCE_SPIN_BACKOFF_MAX_NS ?
+			     UROCE_SPIN_BACKOFF_MAX_NS :
+			     g->backoff * 2;
+}
+
+/* is a sample of the thread's run delay due? */
+static inline bool uroce_spin_sample_due(const struct uroce_spin_gov *g,
+					 uint64_t now)
+{
+	return !g->sampled || now - g->sampled >= UROCE_SPIN_SAMPLE_NS;
+}
+
+/* the thread's run delay so far (ns runnable but not running), at now */
+static inline void uroce_spin_sample(struct uroce_spin_gov *g, uint64_t now,
+				     uint64_t delay)
+{
+	if (g->sampled && delay - g->delay > (now - g->sampled) / 8)
+		uroce_spin_backoff(g, now);
+	g->sampled = now;
+	g->delay = delay;
+}
+
+/* may a spin start now? */
+static inline bool uroce_spin_may(struct uroce_spin_gov *g, uint64_t now)
+{
+	if (now < g->off_until)
+		return false;
+	if (now - g->preempted > UROCE_SPIN_CALM_NS)
+		g->backoff = 0;
+	return true;
+}
+
+/* a spin starts, or goes on after work of its own (which is no sign of
+ * preemption) */
+static inline void uroce_spin_begin(struct uroce_spin_gov *g, uint64_t now)
+{
+	g->last = now;
+}
+
+/* a look of the spin, at now: false if it was preempted since the last
+ * one (it stops, and the back-off starts) */
+static inline bool uroce_spin_look(struct uroce_spin_gov *g, uint64_t now)
+{
+	uint64_t prev = g->last;
+
+	g->last = now;
+	if (now - prev <= UROCE_SPIN_PREEMPT_NS)
+		return true;
+	uroce_spin_backoff(g, now);
+	return false;
+}
+
+/* the spin caught what it waited for, unpreempted */
+static inline void uroce_spin_caught(struct uroce_spin_gov *g)
+{
+	g->backoff = g->backoff / 2 < UROCE_SPIN_BACKOFF_MIN_NS ? 0 :
+								  g->backoff / 2;
+}
+
+#endif
