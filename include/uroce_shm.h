@@ -154,7 +154,14 @@ struct uroce_shm_qp {
 	uint64_t cc_ce_seen;  /* packets that arrived marked CE */
 	uint64_t cc_cnp_sent; /* CNPs it answered them with */
 	uint64_t cc_cnp_rx;   /* CNPs from its peer */
-	uint64_t cc_cuts;     /* rate cuts they made */
+	uint64_t cc_cuts;     /* rate cuts they made (CNPs', or the
+					 * delay control's) */
+	/* delay-based congestion control (UROCE_CC=delay); entries of an
+	 * older library end before these */
+	uint64_t cc_rtt_ns;	 /* its last RTT sample, 0: none */
+	uint64_t cc_base_rtt_ns; /* its base RTT */
+	uint64_t cc_fallbacks;	 /* times it left the QP to loss-based
+					  * control: cuts the delay ignored */
 };
 
 /* Whether QP entries of entry_size bytes carry the RTT estimate. */
@@ -169,6 +176,13 @@ static inline int uroce_shm_qp_has_cc(uint32_t entry_size)
 {
 	return entry_size >=
 	       offsetof(struct uroce_shm_qp, cc_cuts) + sizeof(uint64_t);
+}
+
+/* Whether QP entries of entry_size bytes carry the delay control's. */
+static inline int uroce_shm_qp_has_delay(uint32_t entry_size)
+{
+	return entry_size >=
+	       offsetof(struct uroce_shm_qp, cc_fallbacks) + sizeof(uint64_t);
 }
 
 /* Whether a segment whose header is hdr_size bytes long carries a LID. */
@@ -262,7 +276,8 @@ struct uroce_share_slot {
 struct uroce_share_listen {
 	uint64_t sid; /* CM service ID, 0: free */
 	uint32_t slot;
-	uint32_t reserved;
+	uint32_t idle; /* 1: the holder no longer listens on it; REQs still
+			* go to it, and another member's listen takes it */
 };
 
 struct uroce_share_seg {

@@ -844,6 +844,18 @@ static void cc_text(const struct seg *s, const struct uroce_shm_qp *q,
 		 q->cc_cnp_rx);
 }
 
+/* the delay control's last RTT sample and base RTT, microseconds, "-"
+ * before a sample (or with it off, or from an older library) */
+static void delay_text(const struct seg *s, const struct uroce_shm_qp *q,
+		       char *buf, size_t len)
+{
+	if (!uroce_shm_qp_has_delay(s->h->qp_entry_size) || !q->cc_rtt_ns)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f/%.1f", q->cc_rtt_ns / 1e3,
+			 q->cc_base_rtt_ns / 1e3);
+}
+
 /* which packet IO a QP's packets take (include/uroce_shm.h) */
 static const char *path_text(uint8_t path)
 {
@@ -871,28 +883,29 @@ static void print_qps_text(const struct seg *s, bool fresh)
 	if (!n)
 		return;
 	printf("  %-8s %-5s %-4s %-8s %-18s %4s %-8s %-8s %-8s %13s %11s "
-	       "%10s %10s %7s %15s %10s %13s %s\n",
+	       "%10s %10s %7s %15s %5s %10s %15s %13s %s\n",
 	       "QPN", "STATE", "TYPE", "DEST", "PEER", "MTU", "SQ_PSN",
 	       "UNACKED", "EPSN", "SQ POST/UNS", "RQ POSTED", "TX_PKTS",
-	       "RX_PKTS", "RETRANS", "RTT_US/VAR", "RATE_MBPS", "CNP_TX/RX",
-	       "PATH");
+	       "RX_PKTS", "RETRANS", "RTT_US/VAR", "CWND", "RATE_MBPS",
+	       "DRTT_US/BASE", "CNP_TX/RX", "PATH");
 	for (i = 0; i < n && i < s->h->qp_slots; i++) {
 		const struct uroce_shm_qp *q = qp_entry(s, i);
 		char gid[INET6_ADDRSTRLEN], sq[32], rq[32], rtt[40];
-		char rate[32], cnp[48];
+		char rate[32], cnp[48], drtt[48];
 
 		gid_text(q->peer_gid, gid, sizeof(gid));
 		snprintf(sq, sizeof(sq), "%u/%u", q->sq_posted, q->sq_unsent);
 		snprintf(rq, sizeof(rq), "%u", q->rq_posted);
 		rtt_text(s, q, rtt, sizeof(rtt));
 		cc_text(s, q, rate, sizeof(rate), cnp, sizeof(cnp));
+		delay_text(s, q, drtt, sizeof(drtt));
 		printf("  0x%06x %-5s %-4s 0x%06x %-18s %4u 0x%06x 0x%06x "
 		       "0x%06x %13s %11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       " %15s %10s %13s %s\n",
+		       " %15s %5u %10s %15s %13s %s\n",
 		       q->qpn, state_text(q->state), type_text(q->type),
 		       q->dest_qpn, gid, q->mtu, q->sq_psn, q->unacked_psn,
 		       q->epsn, sq, rq, q->tx_pkts, q->rx_pkts, q->retransmits,
-		       rtt, rate, cnp, path_text(q->path));
+		       rtt, q->cwnd, rate, drtt, cnp, path_text(q->path));
 	}
 	if (s->h->qp_overflow)
 		printf("  ... and %u more QPs that do not fit the table\n",
@@ -947,7 +960,15 @@ static void print_qps_json(const struct seg *s, bool fresh)
 			json_kv_u64("ce_seen", q->cc_ce_seen, true);
 			json_kv_u64("cnp_sent", q->cc_cnp_sent, true);
 			json_kv_u64("cnp_received", q->cc_cnp_rx, true);
-			json_kv_u64("rate_cuts", q->cc_cuts, false);
+			json_kv_u64("rate_cuts", q->cc_cuts,
+				    uroce_shm_qp_has_delay(s->h->qp_entry_size));
+			if (uroce_shm_qp_has_delay(s->h->qp_entry_size)) {
+				json_kv_u64("cc_rtt_ns", q->cc_rtt_ns, true);
+				json_kv_u64("cc_base_rtt_ns", q->cc_base_rtt_ns,
+					    true);
+				json_kv_u64("cc_fallbacks", q->cc_fallbacks,
+					    false);
+			}
 		} else if (uroce_shm_qp_has_rtt(s->h->qp_entry_size)) {
 			json_kv_u64("retransmits", q->retransmits, true);
 			json_kv_u64("srtt_ns", q->srtt_ns, true);

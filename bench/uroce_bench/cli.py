@@ -35,7 +35,10 @@ through librspreload over uroce against plain iperf3 TCP, rstream's
 every path), apps (applications against their own TCP transports, in
 namespaces of their own whatever --paths says: iSER against iSCSI/TCP to
 one tgtd, gloo's ibverbs transport against its TCP one;
-bench/uroce_bench/apps.py).
+bench/uroce_bench/apps.py), incast (a 2 Gbit/s htb bottleneck between
+two namespaces of its own: 8 ib_write_bw flows with each UROCE_CC, 8
+iperf3 TCP flows, one of each at once, a ping through the queue;
+bench/uroce_bench/incast.py).
 
 A benchmark is not a test: nothing here asserts a timing; the report
 compares the measured ratios with the targets of issues 15, 6, 14, 22 and
@@ -56,7 +59,7 @@ from .runners import Bench
 from .targets import targets
 
 CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
-         "shared", "rsocket", "apps")
+         "shared", "rsocket", "apps", "incast")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}
 
@@ -104,6 +107,10 @@ def ensure_built(args):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode:
         log("tests/mpi/mpi_pingpong did not build: the Open MPI runs will fail")
+    r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "nfq_impair"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode:
+        log("tests/fault/nfq_impair did not build: the incast case's dcqcn runs go unmarked")
     r = subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "gloo_coll"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode:

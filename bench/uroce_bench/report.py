@@ -5,6 +5,7 @@ import os
 
 from .alternatives import ALT_FI_SIZE, ALT_MPI_SIZE, ALT_UCX_TESTS, alt_key
 from .apps import apps_section
+from .incast import incast_section
 from .common import KIB, PRIMARY, SHARED_RUNS, fmt, get, ratio, shared_key, size_name
 from .targets import targets
 
@@ -361,6 +362,7 @@ def report(res, outdir, pngs, analysis_md=None):
     L += alt_section(R, meta)
     apps = apps_section(R)
     L += apps
+    L += incast_section(R)
     if R.get("shared"):
         L += shared_section(R["shared"])
 

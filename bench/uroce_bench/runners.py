@@ -17,11 +17,12 @@ import time
 from . import parsers
 from .alternatives import Alternatives
 from .apps import Apps
+from .incast import Incast
 from .common import (KIB, MIB, ROOT, SHARED_RUNS, VETHS, Path, Run, cpu_total, log,
                      median_result,
                      shared_key, size_name)
 
-class Bench(Alternatives, Apps):
+class Bench(Alternatives, Apps, Incast):
     def __init__(self, args):
         self.args = args
         self.quick = args.quick
@@ -561,6 +562,7 @@ class Bench(Alternatives, Apps):
     def cleanup(self):
         """Our namespaces, and what still runs in them (only ours: a far
         Open MPI daemon whose mpirun was killed, say)."""
+        self.incast_cleanup()
         for ns in self.ns:
             pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
                                   text=True).stdout.split()
@@ -737,6 +739,8 @@ class Bench(Alternatives, Apps):
                 self.alt_round(p)
             if self.want("apps"):
                 self.apps_round()
+            if self.want("incast"):
+                self.incast_round()
             if r == 0 and any(self.want(c) for c in ("bw", "qps", "lat")):
                 continue        # the sweeps were the first round
             for p in paths if self.want("repeat") else []:

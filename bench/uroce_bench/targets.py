@@ -16,6 +16,7 @@ from collections import namedtuple
 from .alternatives import alt_key
 from .apps import APPS_GLOO_RANKS, APPS_ISER_PLACES, APPS_ISER_SIZES, gloo_key, iser_key
 from .common import KIB, fmt, get, ratio, shared_key, size_name
+from .incast import INCAST_MODES, incast_key
 
 S64K = 64 * KIB
 SAME_HOST = ("local", "udp")
@@ -131,6 +132,20 @@ TARGETS += tuple(
            (gloo_key(n, "tcp"), "ms_per_iter"), (gloo_key(n, "ibverbs"), "ms_per_iter"),
            "ge", 2.0, "ms", None)
     for n in APPS_GLOO_RANKS)
+
+# issue 24: the shared 2 Gbit/s bottleneck (case incast), each UROCE_CC
+TARGETS += tuple(
+    t for m in INCAST_MODES for t in (
+        Target(24, f"8-flow incast utilisation, UROCE_CC={m}", "≥ 0.9",
+               (incast_key(f"uroce-{m}", "incast"), "util"), None, "ge", 0.9, "", None, 1, 3),
+        Target(24, f"8-flow incast Jain's index, UROCE_CC={m}", "≥ 0.95",
+               (incast_key(f"uroce-{m}", "incast"), "jain"), None, "ge", 0.95, "", None, 1, 3),
+        Target(24, f"8-flow incast median ping, UROCE_CC={m}", "≤ 1 ms",
+               (incast_key(f"uroce-{m}", "incast"), "ping_ms"), None, "le", 1.0, "ms", None,
+               1, 3),
+        Target(24, f"uroce's share next to 1 TCP flow, UROCE_CC={m}", "0.3–0.7",
+               (incast_key(f"uroce-{m}", "pair"), "share"), None, "in", (0.3, 0.7), "", None,
+               1, 3)))
 
 VERDICT = {
     "ge": lambda v, lim: v >= lim,

@@ -9,6 +9,7 @@
 #define DEFAULT_UNRELIABLE_MBPS 4000
 #define DEFAULT_SPIN_US		50
 #define DEFAULT_CNP_US		50
+#define DEFAULT_CC_TARGET_US	200
 
 static struct uroce_config config;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -38,6 +39,9 @@ static void config_read(void)
 	c->unreliable_mbps = v ? strtoull(v, NULL, 0) : DEFAULT_UNRELIABLE_MBPS;
 	v = env("UROCE_CC");
 	c->cc = v && (!strcmp(v, "dcqcn") || !strcmp(v, "1"));
+	c->cc_delay = v && !strcmp(v, "delay");
+	v = env("UROCE_CC_TARGET_US");
+	c->cc_target_us = v ? strtoull(v, NULL, 0) : DEFAULT_CC_TARGET_US;
 	v = env("UROCE_CNP_US");
 	c->cnp_us = v ? strtoull(v, NULL, 0) : DEFAULT_CNP_US;
 	v = env("UROCE_SPIN_US");

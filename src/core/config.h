@@ -27,6 +27,10 @@ struct uroce_config {
 					 * Mbit/s, 0 = off (default 4000) */
 	bool cc;		  /* UROCE_CC=dcqcn: ECN congestion
 					 * control (engine/cc.c; default off) */
+	bool cc_delay;		  /* UROCE_CC=delay: delay-based
+					 * congestion control (engine/cc.c) */
+	uint64_t cc_target_us;	  /* UROCE_CC_TARGET_US: its queueing
+					 * delay target (default 200) */
 	uint64_t cnp_us;	  /* UROCE_CNP_US: the least time between
 					 * two CNPs of a QP (default 50) */
 	uint64_t spin_ns;	  /* UROCE_SPIN_US: how long the progress

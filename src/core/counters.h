@@ -102,6 +102,10 @@
 	X(CC_RATE_CUTS, "cc_rate_cuts") /* CNPs that cut a QP's rate */ \
 	X(CC_RECOVERED, \
 	  "cc_recovered") /* cut QPs back to their rate before the first cut: unpaced */ \
+	X(CC_DELAY_CUTS, \
+	  "cc_delay_cuts") /* RTT samples above the delay target that cut a rate */ \
+	X(CC_DELAY_FALLBACKS, \
+	  "cc_delay_fallbacks") /* delay control left to loss-based: cuts did not drain the queue */ \
 	/* what went on and came off the wire, by opcode class (net/pcap.c): \
 	 * per class a packet and a byte counter, in enum uroce_pkt_class \
 	 * order; bytes are BTH through ICRC */ \

@@ -25,17 +25,32 @@ static void watch_fork(void)
 	pthread_atfork(NULL, NULL, forget_tid);
 }
 
-void uroce_lock_check_held(const pthread_mutex_t *m, const char *name,
-			   const char *file, int line)
+static pid_t tid(void)
 {
 	if (!my_tid) {
 		pthread_once(&atfork_once, watch_fork);
 		my_tid = gettid();
 	}
-	if (m->__data.__owner == my_tid)
+	return my_tid;
+}
+
+void uroce_lock_check_held(const pthread_mutex_t *m, const char *name,
+			   const char *file, int line)
+{
+	if (m->__data.__owner == tid())
 		return;
 	fprintf(stderr, "uroce: %s:%d: %s not held by this thread (owner %d)\n",
 		file, line, name, m->__data.__owner);
+	abort();
+}
+
+void uroce_lock_check_either(const pthread_mutex_t *a, const pthread_mutex_t *b,
+			     const char *names, const char *file, int line)
+{
+	if (a->__data.__owner == tid() || b->__data.__owner == tid())
+		return;
+	fprintf(stderr, "uroce: %s:%d: neither %s held by this thread\n", file,
+		line, names);
 	abort();
 }
 #endif

@@ -63,8 +63,14 @@
 void uroce_lock_check_held(const pthread_mutex_t *m, const char *name,
 			   const char *file, int line);
 #define uroce_assert_held(m) uroce_lock_check_held((m), #m, __FILE__, __LINE__)
+/* ... unless it holds a or b (a reader that either lock keeps safe) */
+void uroce_lock_check_either(const pthread_mutex_t *a, const pthread_mutex_t *b,
+			     const char *names, const char *file, int line);
+#define uroce_assert_held_either(a, b) \
+	uroce_lock_check_either((a), (b), #a " or " #b, __FILE__, __LINE__)
 #else
-#define uroce_assert_held(m) ((void)sizeof(m))
+#define uroce_assert_held(m)	       ((void)sizeof(m))
+#define uroce_assert_held_either(a, b) ((void)sizeof(a), (void)sizeof(b))
 #endif
 
 #endif

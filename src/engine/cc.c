@@ -5,7 +5,9 @@
  * packet that arrived marked CE with a CNP to the QP that sent it, at most
  * one per QP every UROCE_CNP_US; the reaction point cuts the QP's sending
  * rate on each CNP and recovers it over time when none come.  Off unless
- * UROCE_CC=dcqcn (docs/congestion.md, "ECN and CNPs").
+ * UROCE_CC=dcqcn (docs/congestion.md, "ECN and CNPs").  With
+ * UROCE_CC=delay the same pacer follows a rate set from the RTT instead
+ * (uroce_cc_delay; docs/congestion.md, "Delay").
  *
  * All of it runs under dev->lock: the receive demux calls uroce_cc_ce and
  * uroce_cc_cnp, the requester uroce_cc_pace_ok before each data packet.
@@ -37,6 +39,8 @@ void uroce_cc_init(struct uroce_dev *dev)
 
 	dev->cc.on = c->cc;
 	dev->cc.cnp_gap_ns = c->cnp_us * 1000ull;
+	dev->cc.delay = c->cc_delay;
+	dev->cc.target_ns = c->cc_target_us * 1000ull;
 }
 
 /*
@@ -135,6 +139,27 @@ static void rate_measure(struct uroce_cc_state *cc, uint64_t now, uint32_t bytes
 }
 
 /*
+ * An unpaced QP about to be cut starts pacing from the fastest rate it
+ * was seen to send at, the last full window or the one under way (DCQCN
+ * starts from the line rate, which a socket does not know).
+ */
+static void pace_start(struct uroce_cc_state *cc, uint64_t now)
+{
+	uint64_t dt = now - cc->win_ns, est = cc->sent_rate;
+
+	if (cc->win_ns && dt >= CC_RATE_WIN_NS / 10 &&
+	    cc->win_bytes * 1000000000ull / dt > est)
+		est = cc->win_bytes * 1000000000ull / dt;
+	if (est > cc->free_rate)
+		cc->free_rate = est;
+	if (cc->free_rate < CC_MIN_RATE)
+		cc->free_rate = CC_MIN_RATE;
+	cc->rate = cc->free_rate;
+	cc->tokens = 0;
+	cc->tok_ns = now;
+}
+
+/*
  * Reaction point: a CNP for qp.  A cut of an unpaced QP starts from the
  * fastest rate it was measured at.  DCQCN: target = rate, rate *= 1 -
  * alpha / 2, alpha = (1 - g) alpha + g.
@@ -151,23 +176,9 @@ void uroce_cc_cnp(struct uroce_qp *qp)
 	if (cc->rate)
 		rate_increase(qp, now);
 	if (!cc->rate) {
-		/* unpaced: it may send at the fastest it was seen to send,
-		 * the last full window or the one under way (DCQCN starts
-		 * from the line rate, which a socket does not know) */
-		uint64_t dt = now - cc->win_ns, est = cc->sent_rate;
-
-		if (cc->win_ns && dt >= CC_RATE_WIN_NS / 10 &&
-		    cc->win_bytes * 1000000000ull / dt > est)
-			est = cc->win_bytes * 1000000000ull / dt;
-		if (est > cc->free_rate)
-			cc->free_rate = est;
-		if (cc->free_rate < CC_MIN_RATE)
-			cc->free_rate = CC_MIN_RATE;
-		cc->rate = cc->free_rate;
+		pace_start(cc, now);
 		if (!cc->cuts)
 			cc->alpha = CC_ALPHA_ONE;
-		cc->tokens = 0;
-		cc->tok_ns = now;
 	}
 	cc->target = cc->rate;
 	cc->rate -= cc->rate * cc->alpha / (2 * CC_ALPHA_ONE);
@@ -181,12 +192,121 @@ void uroce_cc_cnp(struct uroce_qp *qp)
 	uroce_count(qp->dev, UROCE_CNT_CC_RATE_CUTS, 1);
 }
 
+/*
+ * Delay-based control (docs/congestion.md, "Delay"; Swift, SIGCOMM 2020,
+ * with a rate instead of a window, as TIMELY): one RTT sample per round
+ * trip, from the send of a packet that asks for an ACK to that ACK; the
+ * RTT it acts on is the least of the last CC_DELAY_FILTER of them.  The
+ * target is the base RTT (the least sample) plus dev->cc.target_ns:
+ * below it (and the last sample too) the rate grows by CC_DELAY_AI per
+ * sample (by one more of it every 32 samples in a row below, so that a
+ * long RTT does not make the way back too long), above it the rate
+ * is cut in proportion to the excess, CC_DELAY_BETA of it, at most by
+ * half and at most once per RTT, unless the RTT is already falling (the
+ * last cut works, the queue drains).  Cuts the delay does not answer (the rate a quarter of what it
+ * was when the RTT rose above target, CC_DELAY_MAX_BACKOFF, and the RTT
+ * still above it) say the queue is not ours, a TCP flow's standing
+ * queue: the base is raised to the least RTT seen since the delay went
+ * above target, and the QP stops yielding to that queue (the cap on its
+ * back-off).  A lower sample lowers the base again.
+ */
+#define CC_DELAY_AI	     (10ull * 1000000 / 8) /* + 10 Mbit/s a sample */
+#define CC_DELAY_BETA	     820u		   /* 0.8, of 1024 */
+#define CC_DELAY_MAX_CUT     512u		   /* at most half, of 1024 */
+#define CC_DELAY_FILTER	     4u /* samples: the RTT is their least */
+#define CC_DELAY_MAX_BACKOFF 4u /* of the rate above target */
+
+void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
+{
+	struct uroce_cc_state *cc = &qp->cc;
+	uint64_t now = uroce_now_ns(), target, cut, raw;
+	bool falling;
+	uint32_t i;
+
+	if (!r)
+		r = 1;
+	raw = r;
+	if (!cc->base_ns || r < cc->base_ns)
+		cc->base_ns = r;
+	/* what was delivered since the last sample */
+	if (cc->dlv_ns && now > cc->dlv_ns)
+		cc->dlv_rate = cc->dlv_bytes * 1000000000ull /
+			       (now - cc->dlv_ns);
+	cc->dlv_ns = now;
+	cc->dlv_bytes = 0;
+	/* the least of the last CC_DELAY_FILTER samples: a queue holds
+	 * every sample up, a descheduled peer or progress thread only one */
+	cc->recent[cc->nrecent++ % CC_DELAY_FILTER] = r;
+	for (i = 0; i < CC_DELAY_FILTER && i < cc->nrecent; i++)
+		if (cc->recent[i] < r)
+			r = cc->recent[i];
+	falling = cc->prev_ns && r + r / 64 < cc->prev_ns;
+	cc->prev_ns = cc->rtt_ns = r;
+	target = cc->base_ns + qp->dev->cc.target_ns;
+	if (r <= target) {
+		cc->streak_rate = 0;
+		cc->loss_mode = false; /* the queue drained: ours again */
+		/* grow only a rate that held the QP back, and only while
+		 * the last sample is below target too (the filter's lag
+		 * would grow it into a queue that is building); it stays
+		 * paced (unpaced, it would send its whole window at once) */
+		if (raw > target) {
+			cc->stage = 0;
+			return;
+		}
+		if (cc->rate && cc->limited) {
+			cc->rate += CC_DELAY_AI * (1 + cc->stage / 32);
+			cc->stage++;
+		}
+		cc->limited = false;
+		return;
+	}
+	cc->stage = 0;
+	/* the queue is someone else's; the last cut works, or has not had
+	 * an RTT to show (Swift: at most one decrease per RTT) */
+	if (cc->loss_mode || falling || (cc->cut_ns && now - cc->cut_ns < r))
+		return;
+	if (!cc->rate) {
+		/* start from what it delivered, not from the bursts it sent:
+		 * through a shared queue that is its share */
+		pace_start(cc, now);
+		if (cc->dlv_rate && cc->dlv_rate < cc->rate)
+			cc->rate = cc->dlv_rate;
+		if (cc->rate < CC_MIN_RATE)
+			cc->rate = CC_MIN_RATE;
+	}
+	if (!cc->streak_rate)
+		cc->streak_rate = cc->rate;
+	cut = (uint64_t)CC_DELAY_BETA * (r - target) / r;
+	if (cut > CC_DELAY_MAX_CUT)
+		cut = CC_DELAY_MAX_CUT;
+	cut = cc->rate * cut / 1024;
+	if (cc->rate - cut < cc->streak_rate / CC_DELAY_MAX_BACKOFF) {
+		/* cut this deep and the RTT still up: not our queue.  Leave
+		 * the QP to its loss-based window until the RTT is back
+		 * below target */
+		cc->rate = 0;
+		cc->loss_mode = true;
+		cc->streak_rate = 0;
+		cc->fallbacks++;
+		uroce_count(qp->dev, UROCE_CNT_CC_DELAY_FALLBACKS, 1);
+		return;
+	}
+	cc->rate -= cut;
+	cc->cut_ns = now;
+	if (cc->rate < CC_MIN_RATE)
+		cc->rate = CC_MIN_RATE;
+	cc->limited = false;
+	cc->cuts++;
+	uroce_count(qp->dev, UROCE_CNT_CC_DELAY_CUTS, 1);
+}
+
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
 {
 	struct uroce_cc_state *cc = &qp->cc;
 	uint64_t now = uroce_now_ns(), burst, add;
 
-	if (cc->rate) {
+	if (cc->rate && qp->dev->cc.on) {
 		alpha_decay(cc, now);
 		rate_increase(qp, now);
 	}
@@ -211,6 +331,7 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	}
 	/* the QP waits until a few packets' worth is back, so that a wake-up
 	 * (uroce_req_timeout) sends a GSO train, not one packet */
+	cc->limited = true;
 	qp->req.pace_deadline_ns = now + 1 +
 				   ((uint64_t)(-cc->tokens) + CC_WAKE_BYTES) *
 					   1000000000ull / cc->rate;

@@ -20,6 +20,13 @@ static bool on_overrun_cq(const struct uroce_qp *qp)
 	return (qp->scq && qp->scq->overrun) || (qp->rcq && qp->rcq->overrun);
 }
 
+void uroce_cq_overrun_soon(struct uroce_dev *dev)
+{
+	uroce_assert_held(&dev->lock);
+	dev->prog.cq_overrun_pending = true;
+	uroce_timer_arm(dev, uroce_now_ns());
+}
+
 void uroce_cq_overrun_sweep(struct uroce_dev *dev)
 {
 	uint32_t i;

@@ -114,13 +114,15 @@ struct uroce_ack_hold {
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 };
 
-/* who watches the socket (engine/progress.c) */
+/* who watches the socket (engine/progress.c): the progress thread's
+ * state, changed only through its table (uroce_progress_watch_may) */
 enum uroce_watch {
 	UROCE_WATCH_SOCK,   /* the progress thread, woken by every packet */
 	UROCE_WATCH_APP,    /* an application thread polling its CQ */
 	UROCE_WATCH_WAITER, /* one sleeping in uroce_progress_wait; the
 				 * thread looks again within WAITER_NS */
 	UROCE_WATCH_IDLE,   /* the same, the thread asleep until woken */
+	UROCE_WATCH_NSTATES
 };
 
 /* dev->prog, engine/progress.c */
@@ -167,21 +169,32 @@ struct uroce_flow {
 	uint64_t pace_last_ns;
 };
 
+/* engine/req.c: the pacing rate from the configuration (a device with a
+ * socket, when it comes up) */
+void uroce_pace_init(struct uroce_dev *dev);
+
 /* dev->cc, engine/cc.c: ECN and DCQCN, set when the device comes up */
 struct uroce_cc_dev {
 	bool on;	     /* UROCE_CC=dcqcn */
 	uint64_t cnp_gap_ns; /* at most one CNP per QP per this */
+	bool delay;	     /* UROCE_CC=delay */
+	uint64_t target_ns;  /* its queueing delay target */
 };
 
-/* engine/cc.c (docs/congestion.md, "ECN and CNPs"); dev->lock held */
-void uroce_cc_init(struct uroce_dev *dev); /* from the configuration */
+/* engine/cc.c (docs/congestion.md, "ECN and CNPs"): from the
+ * configuration, when the device comes up (nothing else runs yet) */
+void uroce_cc_init(struct uroce_dev *dev);
+/* dev->lock held: */
 /* a packet for qp arrived marked CE: a CNP to its sender, unless one
  * went less than cnp_gap_ns ago */
 void uroce_cc_ce(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* a CNP for qp arrived: cut its rate (DCQCN) */
 void uroce_cc_cnp(struct uroce_qp *qp);
+/* an RTT sample r of qp's data (send to ACK of a packet that asked for
+ * one): the delay-based control's input (dev->cc.delay) */
+void uroce_cc_delay(struct uroce_qp *qp, uint64_t r);
 /* may qp send a packet of bytes now?  false: qp->req.pace_deadline_ns
- * is armed for when it may (only called with dev->cc.on) */
+ * is armed for when it may (only called with dev->cc.on or .delay) */
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes);
 
 /* engine/req.c: dev->lock held */
@@ -212,11 +225,6 @@ uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak);
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
-/* engine/recv.c: the IP/UDP fields the ICRC covers, for a datagram from
- * src to dst (port 4791); IPv4 ID and DF are left 0 */
-void uroce_icrc_ip_from(const struct sockaddr_storage *src,
-			const struct sockaddr_storage *dst,
-			struct uroce_icrc_ip *ip);
 /* engine/recv.c: parse, check and dispatch one datagram (no lock held);
  * ip_id_hint is the IPv4 identification it most likely had (the ICRC
  * check tries it first) */
@@ -232,6 +240,10 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		      const struct sockaddr_storage *src,
 		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
 		      const uint8_t *payload_at);
+/* engine/recv.c: register the engine's receive entry with packet IO
+ * (struct uroce_rx_entry, net/net.h: these functions), before the device
+ * opens */
+void uroce_rx_register(struct uroce_dev *dev);
 /* the receive burst net/ delivers: begin (take dev->lock, hold plain
  * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
  * is released and what was queued is sent); no lock held by the caller */
@@ -260,6 +272,8 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
 bool uroce_progress_waiter_rx(void);
 /* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
 int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
+/* whether the watch may go from one state to the other */
+bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);
@@ -403,6 +417,9 @@ void uroce_qp_transport_free(struct uroce_qp *qp);
 /* engine/cq_err.c: move the QPs of every overrun CQ to the error state
  * (dev->lock held; from the timer pass, where no QP is mid-update) */
 void uroce_cq_overrun_sweep(struct uroce_dev *dev);
+/* a completion was lost: the sweep runs at the next timer pass, armed
+ * for now (dev->lock held) */
+void uroce_cq_overrun_soon(struct uroce_dev *dev);
 
 /* engine/mcast.c: a packet that came to a multicast group, or that has
  * the multicast DQPN; delivered to every QP attached to the group.  No

@@ -149,6 +149,56 @@ void uroce_progress_arm(struct uroce_dev *dev)
  */
 #define HANDBACK_NS 1000000
 
+/*
+ * The watch (enum uroce_watch) is the thread's state: it sets it before
+ * each wait (watch_to: SOCK, APP, WAITER, IDLE as wait_events and
+ * wait_for_waiter decide), and two other threads move it by
+ * compare-and-swap (watch_cas): an application that hands the socket
+ * back (APP -> SOCK) and the last waiter to leave (IDLE -> WAITER).
+ * IDLE comes only after a wait for a waiter (look->idle).  Every change
+ * goes through this table; one it refuses is a bug, logged and not made.
+ */
+#define W(x) (1u << UROCE_WATCH_##x)
+static const unsigned int watch_may[UROCE_WATCH_NSTATES] = {
+	[UROCE_WATCH_SOCK] = W(SOCK) | W(APP) | W(WAITER),
+	[UROCE_WATCH_APP] = W(SOCK) | W(APP) | W(WAITER),
+	[UROCE_WATCH_WAITER] = W(SOCK) | W(APP) | W(WAITER) | W(IDLE),
+	[UROCE_WATCH_IDLE] = W(SOCK) | W(APP) | W(WAITER) | W(IDLE),
+};
+#undef W
+
+bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to)
+{
+	return from < UROCE_WATCH_NSTATES && to < UROCE_WATCH_NSTATES &&
+	       (watch_may[from] & (1u << to));
+}
+
+static bool watch_refused(int from, enum uroce_watch to)
+{
+	if (uroce_progress_watch_may((enum uroce_watch)from, to))
+		return false;
+	uroce_log(UROCE_LOG_WARN, "progress watch %d -> %d refused", from,
+		  (int)to);
+	return true;
+}
+
+/* the thread's own change */
+static void watch_to(struct uroce_dev *dev, enum uroce_watch to)
+{
+	if (!watch_refused(atomic_load(&dev->prog.watch), to))
+		atomic_store(&dev->prog.watch, to);
+}
+
+/* another thread's: from -> to if the watch is from */
+static bool watch_cas(struct uroce_dev *dev, enum uroce_watch from,
+		      enum uroce_watch to)
+{
+	int expect = from;
+
+	return !watch_refused(from, to) &&
+	       atomic_compare_exchange_strong(&dev->prog.watch, &expect, to);
+}
+
 static bool app_receives(struct uroce_dev *dev)
 {
 	uint64_t last = atomic_load(&dev->prog.app_rx_ns), now = uroce_now_ns();
@@ -171,16 +221,13 @@ static void wake_thread(struct uroce_dev *dev)
 
 void uroce_progress_sock_handback(struct uroce_dev *dev)
 {
-	int app = UROCE_WATCH_APP;
-
 	/* (the mark first, then the watch; the thread stores its watch,
 	 * then reads the mark: one of the two sees the other.  A watch for
 	 * a waiter is the waiter's to end.) */
 	atomic_store_explicit(&dev->prog.handback_ns, uroce_now_ns(),
 			      memory_order_relaxed);
 	atomic_store(&dev->prog.app_rx_ns, 0);
-	if (atomic_compare_exchange_strong(&dev->prog.watch, &app,
-					   UROCE_WATCH_SOCK))
+	if (watch_cas(dev, UROCE_WATCH_APP, UROCE_WATCH_SOCK))
 		wake_thread(dev);
 }
 
@@ -233,13 +280,13 @@ static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
 	/* (until WAITER_NS after the waiter was last seen) */
 	wait.tv_nsec = (long)(look->seen_ns + WAITER_NS - now);
 	if (sleep && look->idle) {
-		atomic_store(&dev->prog.watch, UROCE_WATCH_IDLE);
+		watch_to(dev, UROCE_WATCH_IDLE);
 		if (waiter_sleeps(dev)) {
 			*n = epoll_wait(dev->prog.epfd, ev, max, -1);
 			return true;
 		}
 	}
-	atomic_store(&dev->prog.watch, UROCE_WATCH_WAITER);
+	watch_to(dev, UROCE_WATCH_WAITER);
 	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none, NULL);
 	if (*n < 0 && errno == ENOSYS) /* Linux < 5.11 */
 		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
@@ -260,11 +307,8 @@ static void waiter_in(struct uroce_dev *dev)
 /* ... and wakes: the last one wakes a thread asleep for good */
 static void waiter_out(struct uroce_dev *dev)
 {
-	int idle = UROCE_WATCH_IDLE;
-
 	if (atomic_fetch_sub(&dev->prog.waiters, 1) == 1 &&
-	    atomic_compare_exchange_strong(&dev->prog.watch, &idle,
-					   UROCE_WATCH_WAITER))
+	    watch_cas(dev, UROCE_WATCH_IDLE, UROCE_WATCH_WAITER))
 		wake_thread(dev);
 }
 
@@ -290,7 +334,7 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
 	if (wait_for_waiter(dev, ev, max, *sleep, look, &n))
 		return n;
 	if (app_receives(dev)) {
-		atomic_store(&dev->prog.watch, UROCE_WATCH_APP);
+		watch_to(dev, UROCE_WATCH_APP);
 		if (app_receives(dev)) {
 			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
 					 *sleep ? &app_wait : &none, NULL);
@@ -300,7 +344,7 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
 			goto expand;
 		}
 	}
-	atomic_store(&dev->prog.watch, UROCE_WATCH_SOCK);
+	watch_to(dev, UROCE_WATCH_SOCK);
 	n = epoll_wait(dev->prog.sock_epfd, ev, max, *sleep ? -1 : 0);
 expand:
 	/* epfd is one entry of sock_epfd and app_epfd: its own events
@@ -599,9 +643,9 @@ void uroce_progress_drain(struct uroce_dev *dev)
  * A thread that sleeps in ibv_get_cq_event sleeps on the device's
  * packets too (the socket, the rings' bell), and receives itself when
  * they wake it: the completion it waits for then costs one wake-up, its
- * own (DESIGN.md decision 5; docs/events.md).  The progress thread
- * leaves them to it meanwhile (wait_for_waiter) and does the rest
- * (timers, wake-ups, connections).  The ACKs of what it takes wait for
+ * own (docs/events.md, "Who does the receive work while the application
+ * sleeps").  The progress thread leaves them to it meanwhile
+ * (wait_for_waiter) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
  * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
  * the peer then gets the ACK and the reply in one wake-up.  -1: another
  * thread receives (rx_lock).

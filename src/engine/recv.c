@@ -9,30 +9,6 @@
 
 #include "dev.h"
 
-void uroce_icrc_ip_from(const struct sockaddr_storage *src,
-			const struct sockaddr_storage *dst,
-			struct uroce_icrc_ip *ip)
-{
-	memset(ip, 0, sizeof(*ip));
-	ip->family = src->ss_family;
-	if (src->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)src;
-		const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
-
-		ip->src.v4 = s->sin_addr;
-		ip->dst.v4 = d->sin_addr;
-		ip->sport = ntohs(s->sin_port);
-	} else {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)src;
-		const struct sockaddr_in6 *d = (const struct sockaddr_in6 *)dst;
-
-		ip->src.v6 = s->sin6_addr;
-		ip->dst.v6 = d->sin6_addr;
-		ip->sport = ntohs(s->sin6_port);
-	}
-	ip->dport = UROCE_UDP_PORT;
-}
-
 static uint32_t transport_mask(enum ibv_qp_type type)
 {
 	switch (type) {
@@ -217,4 +193,29 @@ void uroce_rx_burst_end_for_post(struct uroce_dev *dev)
 	pthread_mutex_lock(&dev->lock);
 	uroce_ack_burst_end_for_post(dev);
 	uroce_dev_unlock(dev);
+}
+
+/* The end of a burst: its ACKs wait for the reply of an application
+ * thread that received it (its poll; for the rings only a thread asleep
+ * in ibv_get_cq_event: engine/progress.c says which) */
+static void rx_end(struct uroce_dev *dev, bool rings)
+{
+	if (rings ? uroce_progress_waiter_rx() : uroce_progress_app_rx(dev))
+		uroce_rx_burst_end_for_post(dev);
+	else
+		uroce_rx_burst_end(dev);
+}
+
+static const struct uroce_rx_entry rx_entry = {
+	.begin = uroce_rx_burst_begin,
+	.recv = uroce_recv,
+	.recv_ring = uroce_recv_local,
+	.end = rx_end,
+	.pause = uroce_rx_pause,
+	.resume = uroce_rx_resume,
+};
+
+void uroce_rx_register(struct uroce_dev *dev)
+{
+	uroce_net_set_rx(dev, &rx_entry);
 }

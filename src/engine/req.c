@@ -178,6 +178,12 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 		rtt_sample(qp, uroce_now_ns() - qp->req.rtt_sent_ns);
 		qp->req.rtt_sent_ns = 0;
 	}
+	if (qp->dev->cc.delay)
+		qp->cc.dlv_bytes += (uint64_t)acked * qp->mtu;
+	if (qp->cc.ts_ns && uroce_psn_cmp(qp->comp.psn, qp->cc.ts_psn) > 0) {
+		uroce_cc_delay(qp, uroce_now_ns() - qp->cc.ts_ns);
+		qp->cc.ts_ns = 0;
+	}
 	qp->req.probes = 0;
 	probe_arm(qp);
 }
@@ -502,6 +508,12 @@ static int send_atomic(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
  */
 #define PACE_BURST (1 << 20)
 
+/* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
+void uroce_pace_init(struct uroce_dev *dev)
+{
+	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
+}
+
 static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 {
 	struct uroce_dev *dev = qp->dev;
@@ -602,8 +614,9 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return 0;
 	if (qp->type == IBV_QPT_UC && !pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
-	/* ECN congestion control's rate (engine/cc.c); a probe is not new */
-	if (qp->dev->cc.on && uroce_qp_reliable(qp) && !qp->req.probing &&
+	/* congestion control's rate (engine/cc.c); a probe is not new */
+	if ((qp->dev->cc.on || qp->dev->cc.delay) && uroce_qp_reliable(qp) &&
+	    !qp->req.probing &&
 	    !uroce_cc_pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
 	op = pick_opcode(wqe, first, last);
@@ -624,6 +637,17 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	     (info->mask & UROCE_M_SEND);
 	bth_init(hdr, op, se, 0, UROCE_DEFAULT_PKEY, qp->attr.dest_qp_num,
 		 ackreq, qp->req.psn);
+	/* the delay control's RTT: from a packet that asks for an ACK, on
+	 * its first trip, to that ACK (engine/cc.c uroce_cc_delay); not
+	 * from the first packet after the last sample, as the loss
+	 * recovery's is: that would count a paced QP's own wait until
+	 * the AckReq packet */
+	if (qp->dev->cc.delay && ackreq && !qp->cc.ts_ns &&
+	    uroce_qp_reliable(qp) && !qp->req.probing &&
+	    uroce_psn_cmp(qp->req.psn, qp->req.psn_max) >= 0) {
+		qp->cc.ts_psn = qp->req.psn;
+		qp->cc.ts_ns = uroce_now_ns();
+	}
 	if (info->mask & UROCE_M_RETH)
 		reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,
 			  wqe->rkey, (uint32_t)wqe->length);
@@ -805,6 +829,10 @@ static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 	uint32_t i;
 
 	qp->req.rtt_sent_ns = 0;
+	/* the delay control's timed PSN only if it goes again (a probe
+	 * resends the last packet: one sent before it stays timed) */
+	if (qp->cc.ts_ns && uroce_psn_cmp(qp->cc.ts_psn, target) >= 0)
+		qp->cc.ts_ns = 0;
 	for (i = sq->tail; i != sq->head; i++) {
 		struct uroce_send_wqe *wqe = &sq->wqe[i & sq_mask(qp)];
 		int32_t done;

@@ -214,6 +214,9 @@ static void snapshot(struct uroce_dev *dev)
 		e->cc_cnp_sent = qp->cc.cnp_sent;
 		e->cc_cnp_rx = qp->cc.cnp_rx;
 		e->cc_cuts = qp->cc.cuts;
+		e->cc_rtt_ns = qp->cc.rtt_ns;
+		e->cc_base_rtt_ns = qp->cc.base_ns;
+		e->cc_fallbacks = qp->cc.fallbacks;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	shm->snap_time_ns = (uint64_t)ts.tv_sec * 1000000000ull +

@@ -108,7 +108,7 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 		if (t->qpn & UROCE_TXTAG_REQ)
 			note_failed(&dev->tx, t); /* (RC: loss) */
 	}
-	if (gso_off && atomic_exchange(&dev->net.gso, false))
+	if (gso_off && uroce_net_gso_off(dev))
 		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
 }
 
@@ -142,7 +142,7 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			 * packets are resent one by one from now on */
 			if (!tx_transient(n)) {
 				uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
-				atomic_store(&dev->net.gso, false);
+				uroce_net_gso_off(dev);
 			}
 			break;
 		}

@@ -93,8 +93,8 @@ static void deliver(struct uroce_dev *dev, struct uroce_local *L, struct lin *in
 		 * made sure nothing captures) */
 		uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local,
 			     ip_id);
-		uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local,
-				 ip_id, ring_pkt);
+		dev->net.rx->recv_ring(dev, L->rxbuf, len, &in->src,
+				       &dev->net.local, ip_id, ring_pkt);
 		return;
 	}
 	ring_icrc(dev, L->rxbuf, len, &in->src, ip_id);
@@ -103,8 +103,8 @@ static void deliver(struct uroce_dev *dev, struct uroce_local *L, struct lin *in
 			      ip_id))
 		return;
 	uroce_tap_rx(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id);
-	uroce_recv_local(dev, L->rxbuf, len, &in->src, &dev->net.local, ip_id,
-			 NULL);
+	dev->net.rx->recv_ring(dev, L->rxbuf, len, &in->src, &dev->net.local,
+			       ip_id, NULL);
 }
 
 /*
@@ -181,7 +181,7 @@ int uroce_local_poll(struct uroce_dev *dev)
 		if (avail > LR_BATCH)
 			avail = LR_BATCH;
 		if (!burst) {
-			uroce_rx_burst_begin(dev);
+			dev->net.rx->begin(dev);
 			burst = true;
 		}
 		for (k = 0; k < avail; k++) {
@@ -226,10 +226,8 @@ int uroce_local_poll(struct uroce_dev *dev)
 		room_tell(dev, in);
 	}
 	/* (a thread asleep in ibv_get_cq_event: its ACKs go with its reply) */
-	if (burst && uroce_progress_waiter_rx())
-		uroce_rx_burst_end_for_post(dev);
-	else if (burst)
-		uroce_rx_burst_end(dev);
+	if (burst)
+		dev->net.rx->end(dev, true);
 	L->recent = total > 0;
 	L->rings = rings;
 	return total;
@@ -410,6 +408,7 @@ void uroce_local_bell_take(struct uroce_dev *dev)
 	uint64_t v;
 	int i;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (!L)
 		return;
 	if (read(L->bell, &v, sizeof(v)) < 0)

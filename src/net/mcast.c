@@ -179,8 +179,8 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 		/* the socket is bound to the group: that is where it went */
 		uroce_tap_rx(dev, mc_buf[i], msgs[i].msg_len, &src[i],
 			     &grp->addr, 0);
-		uroce_recv(dev, mc_buf[i], msgs[i].msg_len, &src[i], &grp->addr,
-			   0);
+		dev->net.rx->recv(dev, mc_buf[i], msgs[i].msg_len, &src[i],
+				  &grp->addr, 0);
 	}
 	return n;
 }

@@ -8,11 +8,12 @@
  * (net/mcast.c).  Exports: the ops table struct uroce_pkt_io (UDP today,
  * a fake in tests), open/close/rebind/poll of the socket, address <-> GID.
  *
- * Received datagrams go up only through the engine's receive-burst entry
- * points (uroce_rx_burst_begin/uroce_recv/uroce_rx_burst_end, declared in
- * engine/engine.h); net never takes dev->lock itself.
+ * Received datagrams go up only through the receive entry the engine
+ * registers (struct uroce_rx_entry); net never takes dev->lock itself.
+ * Besides it net calls one engine function, uroce_progress_watch_bell
+ * (tests/arch/check_layers.sh netcalls checks both).
  * Locking: dev->net.sock and the address are changed by uroce_net_rebind
- * inside uroce_rx_pause/uroce_rx_resume (the engine takes rx_lock and
+ * inside the entry's pause/resume (the engine takes rx_lock and
  * dev->lock for it), so either lock suffices to read them.
  */
 #ifndef UROCE_NET_H
@@ -55,6 +56,33 @@ struct uroce_txrun {
 	int iov0, niov;
 };
 
+/*
+ * The engine's receive entry, the one way packets go up from packet IO:
+ * the engine registers it (uroce_net_set_rx) before the device opens.
+ * A receive is a burst: begin (the engine takes dev->lock and holds
+ * plain ACKs), recv for each datagram (recv_ring for a packet of a
+ * same-host ring: every check but the ICRC's; payload_at, if not NULL,
+ * is the packet in the ring, its payload copied from there), end (the
+ * held ACKs leave or wait for the receiving thread's reply, as the
+ * engine's scheduling says; rings: the burst was the rings').  pause
+ * stops every receiver and the engine while net/ changes the socket
+ * and address; resume starts them again.  No lock held by the caller
+ * of any.
+ */
+struct uroce_rx_entry {
+	void (*begin)(struct uroce_dev *dev);
+	void (*recv)(struct uroce_dev *dev, uint8_t *buf, size_t len,
+		     const struct sockaddr_storage *src,
+		     const struct sockaddr_storage *dst, uint16_t ip_id_hint);
+	void (*recv_ring)(struct uroce_dev *dev, uint8_t *buf, size_t len,
+			  const struct sockaddr_storage *src,
+			  const struct sockaddr_storage *dst,
+			  uint16_t ip_id_hint, const uint8_t *payload_at);
+	void (*end)(struct uroce_dev *dev, bool rings);
+	void (*pause)(struct uroce_dev *dev);
+	void (*resume)(struct uroce_dev *dev);
+};
+
 struct uroce_share;
 
 /* ---- dev->net: owned by net/udp.c ---- */
@@ -67,6 +95,7 @@ struct uroce_net {
 	uint32_t rcvbuf;	       /* bytes the socket may queue */
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
+	const struct uroce_rx_entry *rx; /* the engine's (uroce_net_set_rx) */
 	_Atomic bool gso;		/* io->send_runs works on this socket */
 	struct uroce_share *share;	/* net/share.c: the address's group,
 					 * NULL when the socket is alone */
@@ -235,6 +264,15 @@ uint32_t uroce_local_window(struct uroce_dev *dev,
 			    const struct sockaddr_storage *dst, uint32_t qpn);
 
 /* net/udp.c */
+/* GSO off for good (a send said the kernel has none): whether it was on */
+bool uroce_net_gso_off(struct uroce_dev *dev);
+/* a device with packet IO io instead of a socket (engine tests): the
+ * address, and rcvbuf bytes of receive buffer */
+void uroce_net_open_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			    const struct sockaddr_storage *addr,
+			    uint32_t rcvbuf);
+/* the engine's receive entry (before uroce_net_open) */
+void uroce_net_set_rx(struct uroce_dev *dev, const struct uroce_rx_entry *rx);
 int uroce_net_open(struct uroce_dev *dev);
 void uroce_net_close(struct uroce_dev *dev);
 int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);

@@ -63,6 +63,7 @@ static struct uroce_share *current;
  */
 static void listen_set(struct uroce_share_listen *e, uint32_t slot, uint64_t sid)
 {
+	e->idle = 0;
 	__atomic_store_n(&e->slot, slot, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->sid, sid, __ATOMIC_RELEASE);
 }
@@ -358,6 +359,7 @@ static int take_slot(struct uroce_share *sh)
 	socklen_t len;
 	uint32_t k, s;
 
+	uroce_assert_held(&sh->mu);
 	sh->fwd_fd = uroce_socket(AF_UNIX,
 				  SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (sh->fwd_fd < 0)
@@ -661,8 +663,14 @@ uint32_t uroce_share_first_qpn(const struct uroce_dev *dev)
 		       UROCE_QPN_FIRST;
 }
 
-/* The CM listen table: sid taken by this member, or EADDRINUSE if a live
- * other member has it; on == false gives it back. */
+/*
+ * The CM listen table.  on: sid taken by this member, or EADDRINUSE if a
+ * live other member listens on it.  !on: this member's last listener on
+ * sid is gone; the entry stays its own (a REQ between two listens of one
+ * program must reach the CM that holds it, docs/rdmacm.md "Early
+ * requests") but is idle, and another member's listen takes it over (a
+ * server that forks a listening child per connection, docs/rsocket.md).
+ */
 int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 {
 	struct uroce_share *sh = dev->net.share;
@@ -677,9 +685,14 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 	for (k = 0; k < UROCE_SHARE_LISTENS; k++) {
 		e = &sh->seg->listen[k];
 		if (e->sid == sid) {
-			if (e->slot != sh->slot &&
-			    member_alive(&sh->seg->slot[e->slot])) {
-				err = on ? -EADDRINUSE : 0;
+			if (e->slot == sh->slot) {
+				e->idle = !on;
+				goto out;
+			}
+			if (!on)
+				goto out;
+			if (!e->idle && member_alive(&sh->seg->slot[e->slot])) {
+				err = -EADDRINUSE;
 				goto out;
 			}
 			listen_clear(e);
@@ -694,8 +707,9 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 		}
 		listen_set(free_e, sh->slot, sid);
 	}
-	sh->seg->epoch++;
 out:
+	if (!err)
+		sh->seg->epoch++;
 	share_unlock_seg(sh);
 	return err;
 }

@@ -313,8 +313,8 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 			len -= sizeof(h);
 			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
 				     &h.dst, (uint16_t)h.ip_id);
-			uroce_recv(dev, fwd_buf[i] + sizeof(h), len, &h.src,
-				   &h.dst, (uint16_t)h.ip_id);
+			dev->net.rx->recv(dev, fwd_buf[i] + sizeof(h), len,
+					  &h.src, &h.dst, (uint16_t)h.ip_id);
 		}
 	} while (n == FWD_BATCH);
 	if (hello) {

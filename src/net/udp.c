@@ -398,12 +398,6 @@ static bool gso_setup(int fd)
 	return !getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len);
 }
 
-/* UC/UD pacing rate: UROCE_UNRELIABLE_MBPS (Mbit/s), 0 turns it off. */
-static void pace_init(struct uroce_dev *dev)
-{
-	dev->flow.pace_rate = uroce_config()->unreliable_mbps * 1000000 / 8;
-}
-
 /* ---- address selection ---- */
 
 static int find_ifaddr(const char *ifname, struct sockaddr_storage *ss)
@@ -609,6 +603,28 @@ static bool addr_reserved(const struct sockaddr_storage *ss)
 	return false;
 }
 
+bool uroce_net_gso_off(struct uroce_dev *dev)
+{
+	return atomic_exchange(&dev->net.gso, false);
+}
+
+void uroce_net_open_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
+			    const struct sockaddr_storage *addr, uint32_t rcvbuf)
+{
+	dev->net.io = io;
+	dev->net.family = addr->ss_family;
+	dev->net.local = *addr;
+	uroce_gid_from_addr(addr, &dev->net.gid);
+	dev->net.netdev_mtu = 1500;
+	dev->net.active_mtu = IBV_MTU_1024;
+	dev->net.rcvbuf = rcvbuf;
+}
+
+void uroce_net_set_rx(struct uroce_dev *dev, const struct uroce_rx_entry *rx)
+{
+	dev->net.rx = rx;
+}
+
 int uroce_net_open(struct uroce_dev *dev)
 {
 	const char *addr_env = uroce_config()->addr;
@@ -696,7 +712,6 @@ int uroce_net_open(struct uroce_dev *dev)
 	dev->net.io = &udp_io;
 	dev->net.gso = gso_setup(fd);
 	fault_init(dev);
-	pace_init(dev);
 	uroce_pcap_open(dev);
 	return uroce_local_open(dev);
 }
@@ -719,7 +734,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	fd = open_bound(dev, &ss, share_mode(true), &sh);
 	if (fd < 0)
 		return fd;
-	uroce_rx_pause(dev);
+	dev->net.rx->pause(dev);
 	old = dev->net.sock;
 	old_sh = dev->net.share;
 	ev.data.fd = fd;
@@ -740,7 +755,7 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	dev->net.netdev_mtu = netdev_mtu_of(&ss);
 	dev->net.active_mtu = ib_mtu_for(dev->net.netdev_mtu, dev->net.family);
 	uroce_local_rebind(dev);
-	uroce_rx_resume(dev);
+	dev->net.rx->resume(dev);
 	if (old_sh)
 		uroce_share_release(old_sh, old); /* closes old */
 	else
@@ -848,7 +863,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 		return local;
 	pkts = local;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
-	uroce_rx_burst_begin(dev);
+	dev->net.rx->begin(dev);
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
@@ -872,16 +887,14 @@ int uroce_net_poll(struct uroce_dev *dev)
 					      &dst, k))
 				continue;
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
-			uroce_recv(dev, rx_buf[i] + off, l, &src[i], &dst, k);
+			dev->net.rx->recv(dev, rx_buf[i] + off, l, &src[i],
+					  &dst, k);
 			pkts++;
 		}
 	}
 	dev->net.rx_ip.tos = 0;
-	/* an application's poll: its ACKs go behind its reply */
-	if (uroce_progress_app_rx(dev))
-		uroce_rx_burst_end_for_post(dev);
-	else
-		uroce_rx_burst_end(dev);
+	/* (an application's poll: its ACKs go behind its reply) */
+	dev->net.rx->end(dev, false);
 	rx_reset(n);
 	return pkts ? pkts : n;
 }

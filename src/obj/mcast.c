@@ -8,6 +8,7 @@
 struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
 					     const union ibv_gid *gid)
 {
+	uroce_assert_held_either(&dev->lock, &dev->prog.rx_lock);
 	struct uroce_mcast_grp *grp;
 
 	for (grp = dev->obj.mcast; grp; grp = grp->next)

@@ -7,6 +7,7 @@
 
 void uroce_mw_unbind(struct uroce_mr *win)
 {
+	uroce_assert_held(&uroce_dev_get()->lock);
 	if (win->mw_bound && win->parent)
 		atomic_fetch_sub(&win->parent->mw_refs, 1);
 	win->mw_bound = false;

@@ -213,6 +213,23 @@ struct uroce_cc_state {
 	uint64_t win_ns, win_bytes; /* the measuring window */
 	uint64_t cnp_sent_ns;	    /* notification point: the last CNP */
 	uint64_t ce_seen, cnp_sent, cnp_rx, cuts; /* for uroce qps */
+	/* delay-based control (UROCE_CC=delay) */
+	uint64_t ts_ns;	      /* the timed AckReq packet's send, 0: none */
+	uint32_t ts_psn;      /* its PSN */
+	bool limited;	      /* the pacer held the QP back since the
+				   * last sample (the rate was the limit) */
+	uint64_t streak_rate; /* the rate when the RTT rose above
+				   * target (0: below it) */
+	uint64_t base_ns;     /* base RTT: the least sample */
+	uint64_t recent[4];   /* the last samples (CC_DELAY_FILTER) */
+	uint32_t nrecent;
+	uint64_t rtt_ns, prev_ns; /* the RTT acted on, the one before */
+	bool loss_mode;		  /* cuts did not drain the queue: unpaced
+				   * until the RTT is below target */
+	uint64_t dlv_ns, dlv_bytes, dlv_rate; /* delivered since the last
+					       * sample, and its rate */
+	uint64_t cut_ns;		      /* the last cut */
+	uint64_t fallbacks;		      /* for uroce qps */
 };
 
 struct uroce_comp_state {

@@ -551,7 +551,9 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	 * for as long as this process lives (not only while this id does:
 	 * a REQ that comes between two listens, or for a connection
 	 * accepted on the port, must reach this process, whose CM holds or
-	 * rejects it as before, docs/rdmacm.md "Early requests") */
+	 * rejects it as before, docs/rdmacm.md "Early requests"), unless
+	 * another process listens on it once ours are gone (cma.c,
+	 * unlisten_port) */
 	if (!err && ci->state != CM_LISTEN)
 		err = uroce_dev_listen(cm.ctx,
 				       CM_SID_PREFIX | (uint64_t)id->ps << 16 |

@@ -587,11 +587,32 @@ static void __attribute__((destructor)) end_connections_at_exit(void)
 	pthread_mutex_unlock(&cm.lock);
 }
 
+/*
+ * The last listener of this process on (ps, port) is gone: other
+ * processes on the address may listen on the port now (the entry stays
+ * ours until one does, rdma_listen below).  cm.lock held.
+ */
+static void unlisten_port(enum rdma_port_space ps, uint16_t port)
+{
+	struct cm_link *l;
+
+	for (l = cm.listeners.next; l != &cm.listeners; l = l->next) {
+		struct cm_id *o = cm_link_entry(l, struct cm_id, listen_node);
+
+		if (o->state == CM_LISTEN && o->id.ps == ps && o->port == port)
+			return;
+	}
+	uroce_dev_listen(cm.ctx, CM_SID_PREFIX | (uint64_t)ps << 16 | port, 0);
+}
+
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *ci = to_cid(id);
 	struct cm_event *e;
 	unsigned int queued = 0;
+	enum rdma_port_space ps;
+	uint16_t port;
+	bool listened;
 
 	if (!id)
 		return cm_set_errno(EINVAL);
@@ -608,7 +629,10 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		pthread_mutex_unlock(&cm.lock);
 		return cm_set_errno(EBUSY);
 	}
-	if (ci->state == CM_LISTEN)
+	listened = ci->state == CM_LISTEN;
+	ps = id->ps;
+	port = ci->port;
+	if (listened)
 		destroy_children(ci);
 	else
 		tell_peer_gone(ci);
@@ -618,6 +642,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		orphan(ci);
 	else
 		cm_id_free(ci);
+	if (listened)
+		unlisten_port(ps, port);
 	/* held requests for a port nobody here uses any more are refused */
 	cm_hold_update();
 	pthread_mutex_unlock(&cm.lock);

@@ -481,6 +481,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	struct uroce_cqe *e;
 	bool overrun_now = false;
 
+	uroce_assert_held(&ctx_dev(cq->ex.context)->lock);
 	pthread_mutex_lock(&cq->lock);
 	if (cq->overrun)
 		goto lost;
@@ -519,8 +520,7 @@ lost:
 	 */
 	pthread_mutex_unlock(&cq->lock);
 	dev = ctx_dev(cq->ex.context);
-	dev->prog.cq_overrun_pending = true;
-	uroce_timer_arm(dev, uroce_now_ns());
+	uroce_cq_overrun_soon(dev);
 	if (overrun_now) {
 		struct ibv_async_event ev = {
 			.element.cq = ucq_ibcq(cq),
@@ -543,6 +543,7 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 {
 	uint32_t mask = cq->size - 1, from, to;
 
+	uroce_assert_held(&ctx_dev(cq->ex.context)->lock);
 	pthread_mutex_lock(&cq->lock);
 	for (from = to = cq->head; from != cq->tail; from++) {
 		if (cq->ring[from & mask].wc.qp_num == qpn)

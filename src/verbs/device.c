@@ -84,6 +84,8 @@ static int dev_up(struct uroce_dev *dev)
 	if (dev->net_up)
 		goto out;
 	uroce_cc_init(dev);
+	uroce_rx_register(dev);
+	uroce_pace_init(dev);
 	ret = uroce_net_open(dev);
 	if (ret)
 		goto out;
@@ -125,13 +127,8 @@ int uroce_dev_up_offline(struct uroce_dev *dev, const struct uroce_pkt_io *io,
 		goto out;
 	}
 	uroce_cc_init(dev);
-	dev->net.io = io;
-	dev->net.family = addr->ss_family;
-	dev->net.local = *addr;
-	uroce_gid_from_addr(addr, &dev->net.gid);
-	dev->net.netdev_mtu = 1500;
-	dev->net.active_mtu = IBV_MTU_1024;
-	dev->net.rcvbuf = rcvbuf;
+	uroce_rx_register(dev);
+	uroce_net_open_offline(dev, io, addr, rcvbuf);
 	/* up, with no socket (net.sock < 0) and no progress thread */
 	up_pid = getpid();
 	dev->been_up = true;

@@ -1113,6 +1113,7 @@ static int post_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr,
 		  struct ibv_recv_wr **bad_wr)
 {
+	uroce_assert_held(&uroce_dev_get()->lock);
 	for (; wr; wr = wr->next) {
 		struct uroce_recv_wqe *wqe;
 		uint64_t len = 0;

@@ -11,6 +11,7 @@
  * libdeflate 1.14's 17 (docs/transport.md, "The ICRC and the IPv4
  * identification").
  */
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <isa-l/crc.h>
 #include <zlib.h>
@@ -232,4 +233,28 @@ bool uroce_icrc_check(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
 	if (ip->family != AF_INET6)
 		return false;
 	return uroce_icrc_compute(ip, &iov, 1) == icrc_load(pkt + iov.iov_len);
+}
+
+void uroce_icrc_ip_from(const struct sockaddr_storage *src,
+			const struct sockaddr_storage *dst,
+			struct uroce_icrc_ip *ip)
+{
+	memset(ip, 0, sizeof(*ip));
+	ip->family = src->ss_family;
+	if (src->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)src;
+		const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
+
+		ip->src.v4 = s->sin_addr;
+		ip->dst.v4 = d->sin_addr;
+		ip->sport = ntohs(s->sin_port);
+	} else {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)src;
+		const struct sockaddr_in6 *d = (const struct sockaddr_in6 *)dst;
+
+		ip->src.v6 = s->sin6_addr;
+		ip->dst.v6 = d->sin6_addr;
+		ip->sport = ntohs(s->sin6_port);
+	}
+	ip->dport = UROCE_UDP_PORT;
 }

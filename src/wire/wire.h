@@ -420,6 +420,13 @@ struct uroce_icrc_ip {
 	uint16_t sport, dport; /* host order */
 };
 
+/* the IP/UDP fields the ICRC covers, for a datagram from src to dst
+ * (port 4791); IPv4 ID and DF are left 0 */
+struct sockaddr_storage;
+void uroce_icrc_ip_from(const struct sockaddr_storage *src,
+			const struct sockaddr_storage *dst,
+			struct uroce_icrc_ip *ip);
+
 /*
  * ICRC of a RoCE v2 packet whose bytes from the BTH up to (not including)
  * the ICRC are the concatenation of iov[0..iovcnt).  Returns the value to be

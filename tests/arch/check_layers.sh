@@ -11,10 +11,23 @@
 #	no object file of those layers references a symbol that only an
 #	object of verbs/ defines, except the upward interface
 #	(uroce_cq_push, uroce_async_event: obj/cq.h).
+#   check_layers.sh netcalls OBJECT...
+#	no object file of net/ references a symbol an object of engine/
+#	defines but NET_ENGINE (uroce_progress_watch_bell): packets go up
+#	through the receive entry the engine registers (struct
+#	uroce_rx_entry, net/net.h), a table of pointers, not by name.
 #   check_layers.sh fields SRCDIR
 #	no file of verbs/ touches a QP's transport state (a field of its
 #	req, resp or comp sub-struct): the front calls the engine's
 #	uroce_qp_set_* / uroce_qp_reset (engine/qp_state.c) instead.
+#   check_layers.sh owners SRCDIR
+#	no file writes a field of another layer's sub-struct of struct
+#	uroce_dev (dev.h: dev->net is net/'s; ->port, ->tx, ->ack, ->prog,
+#	->flow, ->cc the engine's; ->obj obj/'s and the front's; ->stats
+#	core/'s and the engine's): an assignment, ++/--, or an atomic store,
+#	exchange, read-modify-write, memset or memcpy to its address.  It
+#	calls the owner instead.  OWNER_EXCEPT lists the exceptions, each
+#	with its reason.
 #   check_layers.sh selftest
 #	every check fails, naming file and include/symbol/line, on a
 #	planted violation.
@@ -23,6 +36,8 @@
 set -u
 
 UPWARD="uroce_cq_push uroce_async_event"
+# what net/ may call of the engine by name (at most two; docs/architecture.md)
+NET_ENGINE="uroce_progress_watch_bell"
 
 check_includes() {
 	src=$1
@@ -105,6 +120,91 @@ check_symbols() {
 	return $bad
 }
 
+check_netcalls() {
+	net=""
+	engine=""
+	for o in $(printf '%s\n' "$@" | tr ';' '\n'); do
+		case $o in
+		*/src/net/*) net="$net $o" ;;
+		*/src/engine/*) engine="$engine $o" ;;
+		esac
+	done
+	if [ -z "$net" ] || [ -z "$engine" ]; then
+		echo "check_layers: no objects of net/ or of engine/ given" >&2
+		return 2
+	fi
+	tmp=$(mktemp -d) || return 2
+	# shellcheck disable=SC2086
+	nm -g --defined-only $engine | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/engine"
+	for s in $NET_ENGINE; do echo "$s"; done | sort >"$tmp/allowed"
+	comm -23 "$tmp/engine" "$tmp/allowed" >"$tmp/named"
+	bad=0
+	for o in $net; do
+		nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - "$tmp/named" |
+		while read -r s; do
+			echo "${o##*/src/}: calls $s, an engine function (net/ goes up through the registered receive entry; by name only $NET_ENGINE)"
+		done >"$tmp/out"
+		if [ -s "$tmp/out" ]; then
+			cat "$tmp/out"
+			bad=1
+		fi
+	done
+	rm -rf "$tmp"
+	return $bad
+}
+
+# FILE:SUB pairs that write another layer's sub-struct, and why:
+#   core/dev.c builds the device (dev_init): every module's starting
+#	state (descriptors -1, the object tables) before any module runs;
+#	core/ is below them all and cannot call an init of theirs.
+#   net/udp.c, net/share.c set the QPN ranges (dev->obj.qpn_range),
+#	which follow the address's shared-device slot: at bind, at rebind
+#	under the rx pause, and a range more under dev->lock; obj/ is above
+#	net/, so net/ cannot call it.
+OWNER_EXCEPT="core/dev.c:net core/dev.c:prog core/dev.c:port core/dev.c:obj
+net/udp.c:obj net/share.c:obj"
+
+owner_of() {
+	case $1 in
+	net) echo net ;;
+	port|tx|ack|prog|flow|cc) echo engine ;;
+	obj) echo "obj verbs" ;;
+	stats) echo "core engine" ;;
+	esac
+}
+
+check_owners() {
+	src=$1
+	tmpd=$(mktemp -d) || return 2
+	subs='(net|port|tx|ack|prog|flow|cc|obj|stats)'
+	write="(dev|d)->$subs\\.[][A-Za-z_0-9.>-]*[[:space:]]*(=[^=]|\\+=|-=|\\|=|&=|\\+\\+|--)"
+	write="$write|(atomic_store|atomic_exchange|atomic_fetch_[a-z]+|atomic_compare_exchange_[a-z]+|__atomic_(store|exchange|add_fetch|sub_fetch|fetch_[a-z]+|compare_exchange)[a-z_]*|memset|memcpy)(_explicit)?\\(&(dev|d)->$subs\\."
+	write="$write|(\\+\\+|--)(dev|d)->$subs\\."
+	for f in $(cd "$src" && find core wire net obj engine verbs \
+			\( -name '*.c' -o -name '*.h' \) 2>/dev/null | sort); do
+		layer=${f%%/*}
+		grep -nE "$write" "$src/$f" >"$tmpd/hits" 2>/dev/null
+		while IFS= read -r hit; do
+			sub=$(printf '%s\n' "$hit" | grep -oE "(dev|d)->$subs\\." |
+				head -n 1 | sed 's/.*->//; s/\.$//')
+			case " $(owner_of "$sub") " in
+			*" $layer "*) continue ;;
+			esac
+			case " $(echo $OWNER_EXCEPT) " in
+			*" $f:$sub "*) continue ;;
+			esac
+			echo "$f:${hit%%:*}: writes dev->$sub, $(owner_of "$sub" | sed 's/ / or /')'s (call its owner):${hit#*:}"
+			echo bad >>"$tmpd/bad"
+		done <"$tmpd/hits"
+	done
+	if [ -f "$tmpd/bad" ]; then
+		rm -rf "$tmpd"
+		return 1
+	fi
+	rm -rf "$tmpd"
+	return 0
+}
+
 selftest() {
 	tmp=$(mktemp -d) || return 2
 	trap 'rm -rf "$tmp"' EXIT
@@ -142,6 +242,30 @@ selftest() {
 	echo "$out" | grep -q '^engine/up.o: references uroce_front_only' &&
 	! echo "$out" | grep -q 'references uroce_cq_push' ||
 		{ echo "selftest: symbols check did not name object and symbol"; return 1; }
+	printf 'int uroce_recv(void) { return 1; }\nint uroce_progress_watch_bell(void) { return 0; }\n' >"$tmp/src/engine/recv.c"
+	printf 'int uroce_recv(void);\nint uroce_progress_watch_bell(void);\nint uroce_net_x(void) { return uroce_recv() + uroce_progress_watch_bell(); }\n' >"$tmp/src/net/up.c"
+	"$cc" -c -o "$tmp/src/engine/recv.o" "$tmp/src/engine/recv.c" &&
+	"$cc" -c -o "$tmp/src/net/up.o" "$tmp/src/net/up.c" || return 2
+	out=$(check_netcalls "$tmp/src/engine/recv.o" "$tmp/src/net/up.o")
+	rc=$?
+	echo "$out"
+	[ $rc -eq 1 ] || { echo "selftest: netcalls check passed a planted violation"; return 1; }
+	echo "$out" | grep -q '^net/up.o: calls uroce_recv' &&
+	! echo "$out" | grep -q 'calls uroce_progress_watch_bell' ||
+		{ echo "selftest: netcalls check did not name object and symbol"; return 1; }
+	mkdir -p "$tmp/own/net" "$tmp/own/engine" "$tmp/own/core"
+	printf 'static void f(struct uroce_dev *dev)\n{\n\tdev->obj.nranges = 1;\n\tdev->net.sock = 2;\n}\n' >"$tmp/own/net/bad.c"
+	printf 'static void g(struct uroce_dev *dev)\n{\n\tif (dev->net.sock == 3)\n\t\tatomic_store(&dev->net.gso, 0);\n}\n' >"$tmp/own/engine/bad.c"
+	printf 'static int h(struct uroce_dev *dev)\n{\n\treturn dev->net.sock == dev->prog.epfd;\n}\n' >"$tmp/own/core/good.c"
+	out=$(check_owners "$tmp/own")
+	rc=$?
+	echo "$out"
+	[ $rc -eq 1 ] || { echo "selftest: owners check passed a planted violation"; return 1; }
+	echo "$out" | grep -q '^net/bad.c:3: writes dev->obj' &&
+	echo "$out" | grep -q '^engine/bad.c:4: writes dev->net' &&
+	! echo "$out" | grep -q '^net/bad.c:4' &&
+	! echo "$out" | grep -q 'good.c' ||
+		{ echo "selftest: owners check did not name file, line and field"; return 1; }
 	echo "selftest: every check catches a planted violation"
 }
 
@@ -151,8 +275,10 @@ case $mode in
 includes) check_includes "${1:?SRCDIR}" ;;
 fields) check_fields "${1:?SRCDIR}" ;;
 symbols) check_symbols "$@" ;;
+netcalls) check_netcalls "$@" ;;
+owners) check_owners "${1:?SRCDIR}" ;;
 selftest) selftest ;;
-*) echo "usage: $0 includes SRCDIR | fields SRCDIR | symbols OBJECT... | selftest" >&2; exit 2 ;;
+*) echo "usage: $0 includes SRCDIR | fields SRCDIR | symbols OBJECT... | netcalls OBJECT... | owners SRCDIR | selftest" >&2; exit 2 ;;
 esac
 rc=$?
 [ $rc -eq 0 ] && [ "$mode" != selftest ] && echo "check_layers $mode: the layers hold"

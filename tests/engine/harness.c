@@ -160,7 +160,17 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	p->tos = ip.tos;
 	p->nth = E->ntrace++;
 	p->io_call = io_calls;
-	at = E->now + E->o.latency_ns;
+	at = E->now + E->o.latency_ns + E->extra_ns;
+	if (E->o.link_bps && p->is_req) {
+		/* a drop-tail queue of no limit in front of a link */
+		uint64_t start = E->link_free > E->now ? E->link_free : E->now;
+
+		E->qdelay_ns = start - E->now;
+		if (E->qdelay_ns > E->qdelay_max_ns)
+			E->qdelay_max_ns = E->qdelay_ns;
+		E->link_free = start + len * 1000000000ull / E->o.link_bps;
+		at += E->link_free - E->now;
+	}
 	p->dropped = (E->filter && E->filter(E, p)) ||
 		     (E->o.drop_ppm && rnd_ppm() < E->o.drop_ppm);
 	trace_print(p);
@@ -329,6 +339,8 @@ void eng_setup(const struct eng_opts *o)
 	atomic_store(&E->dev->net.gso, E->o.gso);
 	E->dev->cc.on = E->o.cc;
 	E->dev->cc.cnp_gap_ns = 50000;
+	E->dev->cc.delay = E->o.cc_delay_us != 0;
+	E->dev->cc.target_ns = E->o.cc_delay_us * 1000;
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
 		die("ibv_get_device_list");

@@ -66,6 +66,10 @@ struct eng_opts {
 					 * default -ENETUNREACH */
 	bool cc;		      /* ECN congestion control on, as
 					 * UROCE_CC=dcqcn (CNPs 50 us apart) */
+	uint64_t cc_delay_us;	      /* delay-based control on, as
+					 * UROCE_CC=delay, with this target */
+	uint64_t link_bps;	      /* A's requests queue for a link of
+					 * this many bytes/s (0: none) */
 	bool acks_for_post;	      /* bursts end as an application's own
 					 * poll's do: ACKs wait for its post */
 	bool channel;		      /* both CQs on one completion channel
@@ -87,6 +91,12 @@ struct eng {
 	struct eng_opts o;
 	eng_filter_fn filter;
 	eng_filter_fn mark_ce; /* an ECN-marking queue, or NULL */
+	uint64_t extra_ns;     /* added to every packet's latency: a
+				* standing queue nobody here drains */
+	uint64_t link_free;    /* eng_opts.link_bps: when the link is
+				* free again; the last queueing delay of
+				* a request, and the most since reset */
+	uint64_t qdelay_ns, qdelay_max_ns;
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);

@@ -11,7 +11,7 @@
 #   scenario.sh --name NAME --server host|guest --kind rdmacm
 #               --port PORT [--timeout SECONDS] [--expect-client RE]
 #               [--count-client RE N] [--wait-tcp PORT] [--cm-port PORT]
-#               [--server-runs]
+#               [--server-runs] [--preload]
 #               -- SERVER_PROGRAM [ARGS...] ::: CLIENT_PROGRAM [ARGS...]
 #
 # pingpong/perftest: both sides run "PROGRAM ARGS -p PORT" plus their
@@ -30,6 +30,9 @@
 # the server listens on that TCP port instead (@PORT@ allowed).
 # --server-runs: the server does not exit on its own (qperf); it is
 # stopped once the client is done and only the client's status counts.
+# --preload (rdmacm): both sides run with Debian's librspreload.so
+# preloaded (rsockets: the host's goes over our librdmacm, the guest's
+# over rdma-core's).
 # --pairs N (pingpong, perftest): N server/client pairs at once, on ports
 # TCP_PORT .. TCP_PORT+N-1; the N host processes share the one tap
 # address (docs/shared.md), and every pair is
@@ -58,7 +61,7 @@ tap=${UROCE_INTEROP_TAP:-uroce-tap0}
 host_ip=$net.1 guest_ip=$net.2
 
 name='' server='' kind='' port='' tmo=120 wait_tcp='' cm_port=''
-expect_re='' count_re='' count_n=0 server_runs=0 pairs=1
+expect_re='' count_re='' count_n=0 server_runs=0 pairs=1 preload=0
 while (($#)); do
 	case $1 in
 	--expect-client) expect_re=$2; shift 2 ;;
@@ -66,6 +69,7 @@ while (($#)); do
 	--wait-tcp) wait_tcp=$2; shift 2 ;;
 	--cm-port) cm_port=$2; shift 2 ;;
 	--server-runs) server_runs=1; shift ;;
+	--preload) preload=1; shift ;;
 	--pairs) pairs=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--server) server=$2; shift 2 ;;
@@ -85,6 +89,20 @@ done
 	uroce_die "--pairs needs a number, and pingpong or perftest"
 wait_tcp=${wait_tcp//@PORT@/$port}
 [[ -n $name ]] || name=$1
+rsp=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
+# PROG loads our libraries (under --preload: librspreload.so loads our
+# librdmacm; PROG itself is a plain socket program)
+preflight() {
+	if ((preload)); then
+		command -v "$1" >/dev/null || uroce_die "$1 is not installed (run scripts/setup)"
+		[[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
+		[[ $(LD_LIBRARY_PATH=$UROCE_LIBDIR ldd "$rsp" |
+		     awk '$1 == "librdmacm.so.1" { print $3 }') -ef $UROCE_LIBDIR/librdmacm.so.1 ]] ||
+			uroce_die "$rsp would not load $UROCE_LIBDIR/librdmacm.so.1"
+	else
+		uroce_preflight "$1"
+	fi
+}
 prog=$1; shift
 args=("$@")
 if [[ $kind == rdmacm ]]; then
@@ -98,7 +116,7 @@ if [[ $kind == rdmacm ]]; then
 	done
 	((${#sargs[@]} && ${#cargs[@]})) || uroce_die "rdmacm: give SERVER ARGS ::: CLIENT ARGS"
 	prog=${sargs[0]}
-	uroce_preflight "${cargs[0]}"
+	preflight "${cargs[0]}"
 fi
 
 st=$("$vm" status 2>&1); rc=$?
@@ -108,7 +126,7 @@ if ((rc == 77)); then
 fi
 ((rc == 0)) || uroce_die "the interop guest is not running ($st): run the interop_vm_up test first (ctest adds it as a fixture)"
 
-uroce_preflight "$prog"
+preflight "$prog"
 
 logdir=$state/logs/$name
 mkdir -p "$logdir"
@@ -142,6 +160,13 @@ drop0=$(tap_tx_dropped)
 
 mapfile -t penv < <(uroce_prog_env)
 penv+=("UROCE_ADDR=$host_ip" "UROCE_STATS=1")
+gpre=''
+if ((preload)); then
+	# (the same Debian path in the guest)
+	# (the last one counts)
+	penv+=("LD_PRELOAD=$(uroce_rspreload "$rsp")")
+	gpre="LD_PRELOAD=$rsp "
+fi
 # the guest's command line for the pair on port $1 (then the client's
 # server address)
 quoted_guest() {
@@ -167,9 +192,9 @@ rm -f "$lfile"
 if [[ $kind == rdmacm ]]; then
 	if [[ $server == host ]]; then
 		scmd=(env "${penv[@]}" "UROCE_CM_LISTEN_FILE=$lfile" timeout -k 5 "$tmo" "${sargs[@]}"); slog=$hlog
-		ccmd=("$vm" exec -t "$tmo" -- "$(printf '%q ' "${cargs[@]}")"); clog=$glog
+		ccmd=("$vm" exec -t "$tmo" -- "$gpre$(printf '%q ' "${cargs[@]}")"); clog=$glog
 	else
-		scmd=("$vm" exec -t "$tmo" -- "$(printf '%q ' "${sargs[@]}")"); slog=$glog
+		scmd=("$vm" exec -t "$tmo" -- "$gpre$(printf '%q ' "${sargs[@]}")"); slog=$glog
 		ccmd=(env "${penv[@]}" timeout -k 5 "$tmo" "${cargs[@]}"); clog=$hlog
 	fi
 else

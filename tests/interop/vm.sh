@@ -64,12 +64,14 @@ ctl_port=7777
 # (package file names + this script + init) would not notice.
 layout_version=1
 
-# What the guest runs: rdma-core's tools and their libraries; busybox for
-# everything else (iproute2 for `rdma` and `ip`).
+# What the guest runs: rdma-core's tools and their libraries (librdmacm1
+# has librspreload.so, rdmacm-utils rstream); iperf3 for rsockets under
+# librspreload; busybox for everything else (iproute2 for `rdma` and `ip`).
 guest_packages=(libibverbs1 ibverbs-providers ibverbs-utils perftest
-	librdmacm1 rdmacm-utils qperf busybox-static iproute2)
-# Pulled in by the dependency closure but never run in the guest.
-guest_skip='^(adduser|passwd|cdebconf|debconf|dpkg|install-info|tar|libpam-modules|libpam-modules-bin|libdebian-installer4|libnewt0\.52|libtextwrap1|libslang2|libsemanage-common|libsemanage2|pci\.ids|readline-common|libreadline8|perl-base)$'
+	librdmacm1 rdmacm-utils qperf iperf3 busybox-static iproute2)
+# Pulled in by the dependency closure but never run in the guest (iperf3's
+# package scripts bring perl and the init system's helpers).
+guest_skip='^(adduser|passwd|cdebconf|debconf|dpkg|install-info|tar|libpam-modules|libpam-modules-bin|libdebian-installer4|libnewt0\.52|libtextwrap1|libslang2|libsemanage-common|libsemanage2|pci\.ids|readline-common|libreadline8|perl-base|perl|perl-modules-.*|libperl.*|lib.*-perl|libgdbm.*|init-system-helpers|usrmerge|usr-is-merged)$'
 # Kernel modules the guest loads; their dependencies are found from the
 # modules' own "depends=" fields.  rxe asks the crypto API for "crc32" (the
 # ICRC), which the kernel would modprobe; we load crc32_generic ourselves.

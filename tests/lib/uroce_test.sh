@@ -45,6 +45,20 @@ uroce_prog_env() {
 	printf '%s\n' "${e[@]}"
 }
 
+# uroce_rspreload RSP: the LD_PRELOAD value for a program under
+# librspreload RSP and the sanitizer runtime (UROCE_PRELOAD).  ASan's
+# must come first (it checks); TSan's after librspreload, so that the
+# program's poll() reaches our instrumented rpoll directly, not through
+# TSan's poll interceptor, inside which TSan tracks no lock
+# (docs/testing.md, "TSan and librspreload").
+uroce_rspreload() {
+	case ${UROCE_PRELOAD:-} in
+	'') printf '%s\n' "$1" ;;
+	*tsan*) printf '%s %s\n' "$1" "$UROCE_PRELOAD" ;;
+	*) printf '%s %s\n' "$UROCE_PRELOAD" "$1" ;;
+	esac
+}
+
 # Fails unless PROG exists and, with our LD_LIBRARY_PATH, resolves
 # libibverbs.so.1 to our library and finds every symbol version it needs.
 uroce_preflight() {

@@ -10,17 +10,18 @@
  *
  * The client makes CONNS connections one after the other: on each it
  * sends BYTES (a pattern of the connection's number, which its first 4
- * bytes carry), shuts its sending side and reads them back to the end of
- * the stream.  (One after the other: librspreload's children take turns
+ * bytes carry), shuts its sending side and reads them back; it reads
+ * each connection's end of stream only once every connection has had its
+ * bytes back.  (One after the other: librspreload's children take turns
  * listening for the rsocket that replaces their connection, in the order
  * they get to it, and a client that waits on another connection than the
  * one whose child listens waits forever.)
  * The server accepts CONNS connections, forking a child for each that
- * checks what it reads and sends it back; it waits for every child and
- * fails if one did.  It accepts the next connection once the previous
- * child has ended: uroce's CM gives a port's requests to the process that
- * listened on it for as long as that process lives (docs/rsocket.md,
- * "Fork"), so a child could not rlisten on the port while another lives.
+ * checks what it reads and sends it back.  The children overlap: each
+ * keeps its connection open until the server has accepted the last one,
+ * so every child after the first rlistens on the port while earlier
+ * children live, each with its connection up (docs/rsocket.md, "Fork").
+ * The server waits for every child and fails if one did.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,8 +80,9 @@ static void write_all(int fd, const uint8_t *b, size_t n)
 	}
 }
 
-/* the child: check and echo until the end of the stream */
-static int serve(int fd, uint64_t bytes)
+/* the child: check and echo until the end of the stream, then close
+ * once the server has accepted every connection (it closes `done`) */
+static int serve(int fd, int done, uint64_t bytes)
 {
 	static uint8_t buf[CHUNK];
 	uint32_t conn = 0;
@@ -99,17 +101,19 @@ static int serve(int fd, uint64_t bytes)
 	if (off != bytes)
 		DIE("connection %u: %llu bytes, expected %llu", conn,
 		    (unsigned long long)off, (unsigned long long)bytes);
+	while ((n = read(done, buf, 1)) < 0 && errno == EINTR)
+		;
 	close(fd);
 	return 0;
 }
 
 static int server(const struct sockaddr_in *a, int conns, uint64_t bytes)
 {
-	int one = 1, bad = 0, st, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1, bad = 0, st, done[2], lfd = socket(AF_INET, SOCK_STREAM, 0);
 	pid_t kids[MAXCONN];
 
-	if (lfd < 0)
-		DIE("socket: %s", strerror(errno));
+	if (lfd < 0 || pipe(done))
+		DIE("socket/pipe: %s", strerror(errno));
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (const struct sockaddr *)a, sizeof(*a)) ||
 	    listen(lfd, MAXCONN))
@@ -124,14 +128,17 @@ static int server(const struct sockaddr_in *a, int conns, uint64_t bytes)
 			DIE("fork: %s", strerror(errno));
 		if (!kids[i]) {
 			close(lfd);
-			exit(serve(fd, bytes));
+			close(done[1]);
+			exit(serve(fd, done[0], bytes));
 		}
 		close(fd);
+	}
+	close(lfd);
+	close(done[1]);
+	for (int i = 0; i < conns; i++)
 		if (waitpid(kids[i], &st, 0) < 0 || !WIFEXITED(st) ||
 		    WEXITSTATUS(st))
 			bad++;
-	}
-	close(lfd);
 	if (bad)
 		DIE("%d of %d children failed", bad, conns);
 	printf("served %d connections in %d processes, all checked\n", conns,
@@ -143,10 +150,10 @@ static int client(const struct sockaddr_in *a, int conns, uint64_t bytes)
 {
 	static uint8_t buf[CHUNK];
 	int fds[MAXCONN];
+	ssize_t n;
 
 	for (int i = 0; i < conns; i++) {
 		uint64_t off = 0, back = 0;
-		ssize_t n;
 
 		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
 		if (fds[i] < 0 ||
@@ -162,14 +169,24 @@ static int client(const struct sockaddr_in *a, int conns, uint64_t bytes)
 		}
 		if (shutdown(fds[i], SHUT_WR))
 			DIE("shutdown: %s", strerror(errno));
-		while ((n = read(fds[i], buf, sizeof(buf))) > 0) {
+		while (back < bytes &&
+		       (n = read(fds[i], buf,
+				 bytes - back < CHUNK ? (size_t)(bytes - back) :
+							CHUNK)) > 0) {
 			check(buf, back, (size_t)n, (uint32_t)i);
 			back += (uint64_t)n;
 		}
-		if (n < 0 || back != bytes)
+		if (back != bytes)
 			DIE("connection %d: %llu bytes back (%s)", i,
 			    (unsigned long long)back,
 			    n < 0 ? strerror(errno) : "end of stream");
+	}
+	for (int i = 0; i < conns; i++) {
+		n = read(fds[i], buf, sizeof(buf));
+		if (n)
+			DIE("connection %d: %s after the echo, not the end of "
+			    "the stream",
+			    i, n < 0 ? strerror(errno) : "more bytes");
 		close(fds[i]);
 	}
 	printf("%d connections, %llu bytes each way, all checked\n", conns,

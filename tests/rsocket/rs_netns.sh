@@ -63,7 +63,7 @@ if ((preload)); then
 	lib=$(ldconfig -p | awk '$1 == "librdmacm.so.1" { print $NF; exit }')
 	rsp=$(dirname "${lib:-/usr/lib/x86_64-linux-gnu/x}")/rsocket/librspreload.so
 	[[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
-	env+=("LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp")
+	env+=("LD_PRELOAD=$(uroce_rspreload "$rsp")")
 fi
 mapfile -t slaunch < <(uroce_launch "${env[@]}" "UROCE_CM_LISTEN_FILE=$lfile" "UROCE_ADDR=$addrA")
 mapfile -t claunch < <(uroce_launch "${env[@]}" "UROCE_ADDR=$addrB")

@@ -13,7 +13,7 @@
 # Options:
 #   --timeout S          whole test budget (default 60)
 #   --preload            both run with Debian's librspreload.so preloaded
-#                        (after the sanitizer runtime, which comes first)
+#                        (with the sanitizer runtime: uroce_rspreload)
 #   --expect-client RE   client output must match RE (repeatable)
 #   --expect-server RE   server output must match RE (repeatable)
 #   --port PORT          a server that calls no rlisten (datagrams; a
@@ -74,7 +74,7 @@ if ((preload)); then
 	lib=$(ldconfig -p | awk '$1 == "librdmacm.so.1" { print $NF; exit }')
 	rsp=$(dirname "${lib:-/usr/lib/x86_64-linux-gnu/x}")/rsocket/librspreload.so
 	[[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
-	env+=("LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp")
+	env+=("LD_PRELOAD=$(uroce_rspreload "$rsp")")
 fi
 mapfile -t slaunch < <(uroce_launch "${env[@]}" "${senv[@]//@ADDR@/$addr}" \
 	"UROCE_CM_LISTEN_FILE=$lfile")

@@ -20,7 +20,7 @@ rsp=$(dirname "${lib:-/usr/lib/x86_64-linux-gnu/x}")/rsocket/librspreload.so
 [[ -e $rsp ]] || uroce_die "$rsp is not installed (librdmacm1)"
 addr=$1
 shift
-mapfile -t launch < <(uroce_launch "LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD }$rsp" "UROCE_ADDR=$addr")
+mapfile -t launch < <(uroce_launch "LD_PRELOAD=$(uroce_rspreload "$rsp")" "UROCE_ADDR=$addr")
 out=$(timeout -k 5 30 "${launch[@]}" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
