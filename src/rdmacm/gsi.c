@@ -376,7 +376,11 @@ int cm_dev_up(void)
 	cm.mr = ibv_reg_mr(cm.pd, cm.buf, bufsz, IBV_ACCESS_LOCAL_WRITE);
 	if (!cm.mr)
 		goto err;
-	cm.timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	/* non-blocking: another thread may re-arm it (cm_timer_arm) between
+	 * the CM thread's poll and its read, which resets the expirations:
+	 * a blocking read then waited, holding cm.lock, for the new
+	 * deadline, or for ever if there was none (a mesh member hung so) */
+	cm.timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (cm.timerfd < 0)
 		goto err;
 	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
