@@ -15,7 +15,8 @@
 #     namespace, 127.0.0.1), 2ns (tgtd and the initiator in two
 #     namespaces joined by veth, MTU 1500) or 2ns-9000 (the same at MTU
 #     9000).  mbs: bytes per second / 10^6, from iscsi-perf's average
-#     IOPS times SIZE.
+#     IOPS times SIZE.  --transports "tcp iser" (the default) or either
+#     one alone (to profile one side).
 #
 #   apps.sh gloo --prog GLOO_COLL --ranks N --bytes B --iters I --rounds R
 #	apps-bench: gloo RANKS BYTES TRANSPORT rc=N iters=N s=T aborts=N
@@ -33,7 +34,7 @@ set -u
 
 what=${1:-}
 shift
-sizes='65536 262144 1048576' seconds=2 rounds=1 place=host
+sizes='65536 262144 1048576' seconds=2 rounds=1 place=host transports='tcp iser'
 prog='' ranks=2 bytes=$((4 << 20)) iters=10
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--seconds) seconds=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--place) place=$2; shift 2 ;;
+	--transports) transports=$2; shift 2 ;;
 	--prog) prog=$2; shift 2 ;;
 	--ranks) ranks=$2; shift 2 ;;
 	--bytes) bytes=$2; shift 2 ;;
@@ -68,7 +70,7 @@ iser)
 	if [ -z "${APPS_OWN_MOUNTS:-}" ]; then
 		APPS_OWN_MOUNTS=1 exec unshare -m --propagation private "$0" \
 			iser --sizes "$sizes" --seconds "$seconds" \
-			--rounds "$rounds" --place "$place"
+			--rounds "$rounds" --place "$place" --transports "$transports"
 	fi
 	mkdir -p /run/tgtd && mount -t tmpfs -o mode=0755 tgtd /run/tgtd ||
 		{ echo "apps.sh: cannot mount a tmpfs on /run/tgtd"; exit 1; }
@@ -120,7 +122,7 @@ iser() {
 		fail "tgtadm: iser ACL"
 	for ((r = 0; r < rounds; r++)); do
 		for s in $sizes; do
-			for t in tcp iser; do
+			for t in $transports; do
 				cmd=(iscsi-perf -i "$INIT" -t "$seconds" -b $((s / 512)))
 				if [ "$t" = tcp ]; then
 					url=iscsi://$taddr/$IQN:bench-iscsi/1
