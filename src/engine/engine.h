@@ -232,9 +232,10 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		      const struct sockaddr_storage *src,
 		      const struct sockaddr_storage *dst, uint16_t ip_id_hint,
 		      const uint8_t *payload_at);
-/* the receive burst net/ delivers: begin (take dev->lock, hold plain
- * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
- * is released and what was queued is sent); no lock held by the caller */
+/* the receive burst net/ delivers: begin (hold plain ACKs and the
+ * completion channels' doorbells), uroce_recv for each datagram, end
+ * (the held ACKs leave, what was queued is sent, the doorbells ring);
+ * the caller holds dev->prog.rx_lock throughout, and not dev->lock */
 void uroce_rx_burst_begin(struct uroce_dev *dev);
 void uroce_rx_burst_end(struct uroce_dev *dev);
 void uroce_rx_burst_end_for_post(struct uroce_dev *dev);

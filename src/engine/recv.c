@@ -199,22 +199,34 @@ out:
 
 void uroce_rx_burst_begin(struct uroce_dev *dev)
 {
+	uroce_assert_held(&dev->prog.rx_lock);
 	pthread_mutex_lock(&dev->lock);
 	uroce_ack_burst_begin(dev);
+	uroce_cq_bells_defer(dev);
 	pthread_mutex_unlock(&dev->lock);
 }
 
 void uroce_rx_burst_end(struct uroce_dev *dev)
 {
+	struct uroce_cq *bells[UROCE_BELLS_DEFERRED];
+	uint32_t n;
+
 	pthread_mutex_lock(&dev->lock);
 	uroce_ack_burst_end(dev);
+	n = uroce_cq_bells_take(dev, bells);
 	uroce_dev_unlock(dev);
+	uroce_cq_bells_pay(bells, n);
 }
 
 /* (a burst the application's own poll took: engine/resp.c) */
 void uroce_rx_burst_end_for_post(struct uroce_dev *dev)
 {
+	struct uroce_cq *bells[UROCE_BELLS_DEFERRED];
+	uint32_t n;
+
 	pthread_mutex_lock(&dev->lock);
 	uroce_ack_burst_end_for_post(dev);
+	n = uroce_cq_bells_take(dev, bells);
 	uroce_dev_unlock(dev);
+	uroce_cq_bells_pay(bells, n);
 }
