@@ -217,6 +217,18 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_icrc_ip_from(const struct sockaddr_storage *src,
 			const struct sockaddr_storage *dst,
 			struct uroce_icrc_ip *ip);
+/* datagram k of a UDP_GRO train: at buf, len bytes, IPv4 ID ip_id */
+struct uroce_rx_seg {
+	uint8_t *buf;
+	uint32_t len;
+	uint16_t ip_id;
+};
+#define UROCE_RX_TRAIN_MAX 64 /* the kernel's UDP_GRO_CNT_MAX */
+/* the datagrams of one train (at most UROCE_RX_TRAIN_MAX), from src to
+ * dst: uroce_recv for each, with one hold of dev->lock */
+void uroce_recv_train(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
+		      int n, const struct sockaddr_storage *src,
+		      const struct sockaddr_storage *dst);
 /* engine/recv.c: parse, check and dispatch one datagram (no lock held);
  * ip_id_hint is the IPv4 identification it most likely had (the ICRC
  * check tries it first) */

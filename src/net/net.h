@@ -9,8 +9,9 @@
  * a fake in tests), open/close/rebind/poll of the socket, address <-> GID.
  *
  * Received datagrams go up only through the engine's receive-burst entry
- * points (uroce_rx_burst_begin/uroce_recv/uroce_rx_burst_end, declared in
- * engine/engine.h); net never takes dev->lock itself.
+ * points (uroce_rx_burst_begin/uroce_recv/uroce_recv_train/
+ * uroce_rx_burst_end, declared in engine/engine.h); net never takes
+ * dev->lock itself.
  * Locking: dev->net.sock and the address are changed by uroce_net_rebind
  * inside uroce_rx_pause/uroce_rx_resume (the engine takes rx_lock and
  * dev->lock for it), so either lock suffices to read them.
