@@ -15,8 +15,7 @@
 #     namespace, 127.0.0.1), 2ns (tgtd and the initiator in two
 #     namespaces joined by veth, MTU 1500) or 2ns-9000 (the same at MTU
 #     9000).  mbs: bytes per second / 10^6, from iscsi-perf's average
-#     IOPS times SIZE.  --transports "tcp iser" (the default) or either
-#     one alone (to profile one side).
+#     IOPS times SIZE.
 #
 #   apps.sh gloo --prog GLOO_COLL --ranks N --bytes B --iters I --rounds R
 #	apps-bench: gloo RANKS BYTES TRANSPORT rc=N iters=N s=T aborts=N
@@ -27,6 +26,9 @@
 #     that died in gloo's "Destructing buffer expecting completions"
 #     (docs/apps.md, "gloo").
 #
+#   --transports LIST (both commands): the default ("tcp iser", "tcp
+#   ibverbs") or one of them alone, to profile one side.
+#
 # Needs root (namespaces, tgtd's control socket in a mount namespace of
 # its own); exits 77 when it or a program is missing.  Environment:
 # UROCE_TOOL (bin/uroce), UROCE_LIBDIR (where our libibverbs.so.1 is).
@@ -34,7 +36,7 @@ set -u
 
 what=${1:-}
 shift
-sizes='65536 262144 1048576' seconds=2 rounds=1 place=host transports='tcp iser'
+sizes='65536 262144 1048576' seconds=2 rounds=1 place=host transports=''
 prog='' ranks=2 bytes=$((4 << 20)) iters=10
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -75,10 +77,12 @@ iser)
 	mkdir -p /run/tgtd && mount -t tmpfs -o mode=0755 tgtd /run/tgtd ||
 		{ echo "apps.sh: cannot mount a tmpfs on /run/tgtd"; exit 1; }
 	name=bench-iser-$place
+	: "${transports:=tcp iser}"
 	;;
 gloo)
 	[ -x "$prog" ] || { echo "apps.sh: SKIP: no gloo_coll ('$prog')"; exit 77; }
 	net=10.81.92 name=bench-gloo-$ranks
+	: "${transports:=tcp ibverbs}"
 	;;
 *)
 	echo "usage: apps.sh iser|gloo [options] (see the head of the script)" >&2
@@ -155,7 +159,7 @@ gloo() {
 	local r t rc worst s slow aborts
 	local -a rp
 	for ((k = 0; k < rounds; k++)); do
-		for t in tcp ibverbs; do
+		for t in $transports; do
 			rm -rf "$work/store" && mkdir "$work/store" || fail "mkdir"
 			rp=()
 			for ((r = 0; r < ranks; r++)); do
