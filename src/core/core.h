@@ -39,8 +39,8 @@
  *     errno, returned as it is by ibv_post_recv / ibv_post_send;
  *   - core/thread.h's uroce_thread_create: pthread_create's positive
  *     errno, which its callers pass on;
- *   - rdmacm/cma.c's bind_locked, move_dev, select_source, qp_attr_for
- *     and cm_qp_to_rtr_rts: a positive errno, which the entry point
+ *   - rdmacm/addr.c's bind_locked, move_dev, select_source, cma.c's
+ *     qp_attr_for and cm_qp_to_rtr_rts: a positive errno, which the entry point
  *     hands to cm_set_errno;
  *   - rdmacm/proto.c's MAD parsers: -1 for a malformed MAD (counted and
  *     dropped, no errno to give);

@@ -271,7 +271,7 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
 /* the calling thread sleeps in uroce_progress_wait and received: its
  * ACKs wait for its reply as an application poll's do */
 bool uroce_progress_waiter_rx(void);
-/* net/local.c: the rings' doorbell, watched with the socket */
+/* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
 int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */

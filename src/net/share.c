@@ -21,6 +21,9 @@
  *   the registry and the program by the first survivor that wakes, and
  *   probes (a private opcode the program answers with the index the
  *   probe names) let every member check where the kernel put it.
+ *
+ * Code: here the registry and the membership; share_rx.c what the
+ * receive path asks (steering, forwarded packets, a member's death).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -40,53 +43,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dev.h"
+#include "share.h"
 #include "uroce_share_gc.h"
 #include "uroce_shm.h"
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
-
-/* a manufacturer-specific opcode (IBA 9.2: 0xC0..0xFF), never valid on
- * the wire for us: BTH, then the index asked for at byte 8, nonce at 12 */
-#define PROBE_OPCODE 0xfe
-#define PROBE_LEN    20
-
-#define FWD_PKT	  1
-#define FWD_HELLO 2 /* a member joined: watch it */
-#define FWD_LEFT  3 /* a member closed its socket: new program */
-#define FWD_BATCH 8
-#define FWD_BUF	  (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-
-/* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are */
-#define CM_CLASS    0x07
-#define CM_REQ	    0x0010
-#define CM_SIDR_REQ 0x0017
-#define CM_SIDR_REP 0x0018
-#define MAD_OFF	    (UROCE_BTH_LEN + 8) /* BTH, DETH */
-#define MAD_DATA    24
-#define GSI_QPN	    1 /* IBA 3.9.6: QP1, the general services */
-
-struct fwd_hdr {
-	uint32_t kind;
-	uint32_t ip_id;
-	struct sockaddr_storage src, dst;
-};
-
-struct uroce_share {
-	pthread_mutex_t mu; /* this process's users of the file */
-	int fd;		    /* the registry file */
-	struct uroce_share_seg *seg;
-	uint32_t slot;
-	int fwd_fd; /* abstract AF_UNIX datagram socket */
-	int epfd;   /* where fwd_fd and pidfds are watched */
-	char addr[48];
-	char path[128];		      /* of the registry file */
-	int sock;		      /* our member of the group */
-	bool left;		      /* out of the registry already */
-	int pidfd[UROCE_SHARE_SLOTS]; /* the other members, watched */
-};
 
 /* the group the device is in now, for the exit below */
 static struct uroce_share *current;
@@ -109,7 +72,7 @@ static void listen_clear(struct uroce_share_listen *e)
 	__atomic_store_n(&e->sid, 0, __ATOMIC_RELEASE);
 }
 
-static int lock_seg(struct uroce_share *sh)
+int share_lock_seg(struct uroce_share *sh)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
 
@@ -122,7 +85,7 @@ static int lock_seg(struct uroce_share *sh)
 	return 0;
 }
 
-static void unlock_seg(struct uroce_share *sh)
+void share_unlock_seg(struct uroce_share *sh)
 {
 	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_len = 1 };
 
@@ -178,7 +141,7 @@ static void remove_member(struct uroce_share_seg *seg, uint32_t s)
 }
 
 /* takes dead members out; returns how many. Locked. */
-static int reap(struct uroce_share_seg *seg, uint32_t self)
+int share_reap(struct uroce_share_seg *seg, uint32_t self)
 {
 	uint32_t s;
 	int n = 0;
@@ -205,7 +168,7 @@ static int reap(struct uroce_share_seg *seg, uint32_t self)
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
  */
-static int attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
+int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 {
 	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
 	struct sock_fprog prog = { .filter = f };
@@ -248,8 +211,8 @@ static int attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
  * only processes that can read the registry (its user's, mode 0600) can
  * find it, so no other user's process can take a free slot's name and
  * receive what is forwarded there, nor send us datagrams. */
-static void fwd_name(const struct uroce_share *sh, uint32_t slot,
-		     struct sockaddr_un *un, socklen_t *len)
+void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
+		    struct sockaddr_un *un, socklen_t *len)
 {
 	int n;
 
@@ -267,14 +230,14 @@ static void send_ctl(struct uroce_share *sh, uint32_t slot, uint32_t kind)
 	struct sockaddr_un un;
 	socklen_t len;
 
-	fwd_name(sh, slot, &un, &len);
+	share_fwd_name(sh, slot, &un, &len);
 	sendto(sh->fwd_fd, &h, sizeof(h), MSG_DONTWAIT, (struct sockaddr *)&un,
 	       len);
 }
 
 /* Probes for every index: each member learns where the kernel has it. */
-static void send_probes(struct uroce_share *sh, int sock,
-			const struct sockaddr_storage *addr)
+void share_send_probes(struct uroce_share *sh, int sock,
+		       const struct sockaddr_storage *addr)
 {
 	uint8_t p[PROBE_LEN] = { PROBE_OPCODE };
 	uint32_t i, n = sh->seg->nmembers, be;
@@ -289,7 +252,7 @@ static void send_probes(struct uroce_share *sh, int sock,
 }
 
 /* Watch every other live member's pidfd, forget the gone. */
-static void rescan(struct uroce_share *sh)
+void share_rescan(struct uroce_share *sh)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	uint32_t s;
@@ -337,7 +300,7 @@ again:
 	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (sh->fd < 0)
 		return -errno;
-	err = lock_seg(sh);
+	err = share_lock_seg(sh);
 	if (err)
 		goto fail;
 	if (fstat(sh->fd, &st)) {
@@ -346,7 +309,7 @@ again:
 	}
 	if (!st.st_nlink) {
 		/* the last member left and removed it while we opened it */
-		unlock_seg(sh);
+		share_unlock_seg(sh);
 		close(sh->fd);
 		goto again;
 	}
@@ -372,7 +335,7 @@ again:
 	}
 	return 0; /* locked */
 unlock:
-	unlock_seg(sh);
+	share_unlock_seg(sh);
 fail:
 	close(sh->fd);
 	return err;
@@ -396,7 +359,7 @@ static int take_slot(struct uroce_share *sh)
 		s = (seg->next_slot + k) % UROCE_SHARE_SLOTS;
 		if (!s || seg->slot[s].pid)
 			continue;
-		fwd_name(sh, s, &un, &len);
+		share_fwd_name(sh, s, &un, &len);
 		if (bind(sh->fwd_fd, (struct sockaddr *)&un, len))
 			continue;
 		seg->next_slot = s;
@@ -432,7 +395,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 			err = -EADDRINUSE;
 		goto free;
 	}
-	dead = reap(sh->seg, 0);
+	dead = share_reap(sh->seg, 0);
 	/* the zero-configuration default takes an address nobody uses */
 	err = -EADDRINUSE;
 	if (!join && sh->seg->nmembers)
@@ -463,7 +426,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
 		m->next_qpn = UROCE_QPN_FIRST;
 	sh->seg->epoch++;
-	err = attach_prog(sh->seg, sock, 0);
+	err = share_attach_prog(sh->seg, sock, 0);
 	if (err) {
 		remove_member(sh->seg, sh->slot);
 		goto unlock;
@@ -473,10 +436,10 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 			send_ctl(sh, s, FWD_HELLO);
 	/* several gone unnoticed: the order of their closes is unknown */
 	if (dead > 1)
-		send_probes(sh, sock, ss);
-	rescan(sh);
+		share_send_probes(sh, sock, ss);
+	share_rescan(sh);
 	created = sh->seg->nmembers == 1;
-	unlock_seg(sh);
+	share_unlock_seg(sh);
 	sh->sock = sock;
 	current = sh;
 	*out = sh;
@@ -500,7 +463,7 @@ unlock:
 	 * host): nobody can ever join it, so its file goes */
 	if (err == -EADDRNOTAVAIL && !sh->seg->nmembers)
 		unlink(sh->path);
-	unlock_seg(sh);
+	share_unlock_seg(sh);
 	if (sh->fwd_fd >= 0)
 		close(sh->fwd_fd);
 	munmap(sh->seg, sizeof(*sh->seg));
@@ -531,7 +494,7 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
 	uint32_t i;
 
-	if (sh->left || lock_seg(sh)) {
+	if (sh->left || share_lock_seg(sh)) {
 		if (do_close)
 			close(sock);
 		return;
@@ -548,7 +511,7 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 * After it that member is found by hash and forwarded to, until
 	 * the survivors, told FWD_LEFT, attach the new order's program.
 	 */
-	attach_prog(sh->seg, sock, sh->slot);
+	share_attach_prog(sh->seg, sock, sh->slot);
 	remove_member(sh->seg, sh->slot);
 	if (do_close)
 		close(sock);
@@ -557,9 +520,9 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	for (i = 0; i < sh->seg->nmembers; i++)
 		send_ctl(sh, sh->seg->order[i], FWD_LEFT);
 	/* the last one out removes the file (open_seg checks for that) */
-	if (!sh->seg->nmembers && !reap(sh->seg, 0))
+	if (!sh->seg->nmembers && !share_reap(sh->seg, 0))
 		unlink(sh->path);
-	unlock_seg(sh);
+	share_unlock_seg(sh);
 }
 
 /* At exit the group is left at once, rather than when a survivor's
@@ -646,18 +609,18 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	uroce_assert_held(&dev->lock);
 	if (!sh || dev->obj.nranges >= UROCE_QPN_RANGES)
 		return -ENOSPC;
-	err = lock_seg(sh);
+	err = share_lock_seg(sh);
 	if (err)
 		return err;
 	seg = sh->seg;
-	reap(seg, sh->slot);
+	share_reap(seg, sh->slot);
 	for (k = 1; k < UROCE_SHARE_SLOTS; k++) {
 		s = (seg->next_slot + k) % UROCE_SHARE_SLOTS;
 		if (s && !seg->slot[s].pid)
 			break;
 	}
 	if (k == UROCE_SHARE_SLOTS) {
-		unlock_seg(sh);
+		share_unlock_seg(sh);
 		return -ENOSPC;
 	}
 	seg->next_slot = s;
@@ -675,8 +638,8 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	dev->obj.range_of_slot[s] = (uint8_t)r;
 	dev->obj.nranges = r + 1;
 	seg->epoch++;
-	attach_prog(seg, dev->net.sock, 0);
-	unlock_seg(sh);
+	share_attach_prog(seg, dev->net.sock, 0);
+	share_unlock_seg(sh);
 	return 0;
 }
 
@@ -697,7 +660,7 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 
 	if (!sh || !sid)
 		return 0;
-	err = lock_seg(sh);
+	err = share_lock_seg(sh);
 	if (err)
 		return err;
 	for (k = 0; k < UROCE_SHARE_LISTENS; k++) {
@@ -722,238 +685,6 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 	}
 	sh->seg->epoch++;
 out:
-	unlock_seg(sh);
+	share_unlock_seg(sh);
 	return err;
-}
-
-/* ---- the datapath ---- */
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
-/* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
- * service ID it asks for, every later MAD by the comm or request ID our
- * side chose, whose top byte is its slot (rdmacm/proto.c). */
-static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
-			  const uint8_t *buf, size_t len)
-{
-	const uint8_t *mad = buf + MAD_OFF;
-	uint32_t k, s = 0;
-	uint16_t attr;
-	uint64_t sid;
-
-	if (len < MAD_OFF + MAD_DATA + 16 || mad[1] != CM_CLASS)
-		return 0;
-	attr = (uint16_t)(mad[16] << 8 | mad[17]);
-	switch (attr) {
-	case CM_REQ:
-	case CM_SIDR_REQ:
-		sid = get_be64(mad + MAD_DATA + 8);
-		for (k = 0; k < UROCE_SHARE_LISTENS; k++)
-			if (__atomic_load_n(&sh->seg->listen[k].sid,
-					    __ATOMIC_ACQUIRE) == sid) {
-				s = __atomic_load_n(&sh->seg->listen[k].slot,
-						    __ATOMIC_RELAXED);
-				break;
-			}
-		/* nobody listens: a member with a CM answers with the REJ
-		 * (every listener has one), if we have none */
-		for (k = 0;
-		     !s && !uroce_qp_has_gsi(dev) && k < UROCE_SHARE_LISTENS;
-		     k++)
-			if (__atomic_load_n(&sh->seg->listen[k].sid,
-					    __ATOMIC_ACQUIRE))
-				s = __atomic_load_n(&sh->seg->listen[k].slot,
-						    __ATOMIC_RELAXED);
-		break;
-	case CM_SIDR_REP:
-		s = get_be32(mad + MAD_DATA) >> 24;
-		break;
-	default:
-		s = get_be32(mad + MAD_DATA + 4) >> 24;
-		break;
-	}
-	return s == sh->slot ? 0 : s;
-}
-
-/* A probe told us our index in the kernel's array: set the registry
- * (and the program) right if it thought otherwise. */
-static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
-		     const uint8_t *buf)
-{
-	struct uroce_share_seg *seg = sh->seg;
-	uint32_t i = get_be32(buf + 8), mine, other;
-	uint64_t nonce;
-
-	memcpy(&nonce, buf + 12, 8);
-	if (nonce != seg->nonce || seg->slot[sh->slot].index == i)
-		return;
-	if (lock_seg(sh))
-		return;
-	mine = seg->slot[sh->slot].index;
-	if (i < seg->nmembers && mine < seg->nmembers && mine != i) {
-		other = seg->order[i];
-		seg->order[i] = (uint8_t)sh->slot;
-		seg->order[mine] = (uint8_t)other;
-		seg->slot[sh->slot].index = i;
-		seg->slot[other].index = mine;
-		seg->epoch++;
-		attach_prog(seg, dev->net.sock, 0);
-		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
-	}
-	unlock_seg(sh);
-}
-
-bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
-		       const struct sockaddr_storage *src,
-		       const struct sockaddr_storage *dst, uint16_t ip_id)
-{
-	struct uroce_share *sh = dev->net.share;
-	struct fwd_hdr h;
-	struct iovec iov[2];
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-	struct sockaddr_un un;
-	uint32_t qpn, s;
-
-	uroce_assert_held(&dev->prog.rx_lock);
-	if (!sh || len < UROCE_BTH_LEN)
-		return false;
-	if (buf[0] == PROBE_OPCODE && len == PROBE_LEN) {
-		probe_rx(dev, sh, buf);
-		return true;
-	}
-	qpn = bth_qpn(buf);
-	if (qpn == GSI_QPN)
-		s = gsi_owner(dev, sh, buf, len);
-	else if (qpn == UROCE_MCAST_QPN)
-		return false;
-	else
-		s = qpn >> 16;
-	if (!s || s == sh->slot || dev->obj.range_of_slot[s] != 0xff)
-		return false;
-	/* a further range of another member: to that member */
-	if (sh->seg->slot[s].owner && sh->seg->slot[s].owner < UROCE_SHARE_SLOTS)
-		s = sh->seg->slot[s].owner;
-	/* not ours: to its owner, if there is one */
-	memset(&h, 0, sizeof(h));
-	h.kind = FWD_PKT;
-	h.ip_id = ip_id;
-	h.src = *src;
-	h.dst = *dst;
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = (void *)buf;
-	iov[1].iov_len = len;
-	fwd_name(sh, s, &un, &msg.msg_namelen);
-	msg.msg_name = &un;
-	if (sendmsg(sh->fwd_fd, &msg, MSG_DONTWAIT) < 0) {
-		uroce_count(dev, UROCE_CNT_DROP_NO_OWNER, 1);
-		__atomic_add_fetch(&sh->seg->fwd_drops, 1, __ATOMIC_RELAXED);
-	} else {
-		uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
-	}
-	return true;
-}
-
-static uint8_t fwd_buf[FWD_BATCH][sizeof(struct fwd_hdr) + FWD_BUF];
-
-/* What other members forwarded to us. rx_lock held. */
-static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
-{
-	struct mmsghdr msgs[FWD_BATCH];
-	struct iovec iov[FWD_BATCH];
-	bool hello = false, left = false;
-	int i, n;
-
-	uroce_assert_held(&dev->prog.rx_lock);
-	do {
-		memset(msgs, 0, sizeof(msgs));
-		for (i = 0; i < FWD_BATCH; i++) {
-			iov[i].iov_base = fwd_buf[i];
-			iov[i].iov_len = sizeof(fwd_buf[i]);
-			msgs[i].msg_hdr.msg_iov = &iov[i];
-			msgs[i].msg_hdr.msg_iovlen = 1;
-		}
-		n = recvmmsg(sh->fwd_fd, msgs, FWD_BATCH, MSG_DONTWAIT, NULL);
-		for (i = 0; i < n; i++) {
-			struct fwd_hdr h;
-			size_t len = msgs[i].msg_len;
-
-			if (len < sizeof(h))
-				continue;
-			memcpy(&h, fwd_buf[i], sizeof(h));
-			if (h.kind == FWD_HELLO) {
-				hello = true;
-				continue;
-			}
-			if (h.kind == FWD_LEFT) {
-				left = true;
-				continue;
-			}
-			if (h.kind != FWD_PKT ||
-			    (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
-				continue;
-			uroce_count(dev, UROCE_CNT_SHARE_FWD_IN, 1);
-			len -= sizeof(h);
-			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
-				     &h.dst, (uint16_t)h.ip_id);
-			uroce_recv(dev, fwd_buf[i] + sizeof(h), len, &h.src,
-				   &h.dst, (uint16_t)h.ip_id);
-		}
-	} while (n == FWD_BATCH);
-	if (hello) {
-		pthread_mutex_lock(&sh->mu);
-		rescan(sh);
-		pthread_mutex_unlock(&sh->mu);
-	}
-	if (left && !lock_seg(sh)) {
-		attach_prog(sh->seg, dev->net.sock, 0);
-		unlock_seg(sh);
-	}
-}
-
-/* A member died: take it out, fix the program, and probe. */
-static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
-{
-	if (lock_seg(sh))
-		return;
-	/* (it may have left at exit already, with a program for the order
-	 * before its socket went: the new order's program and probes all
-	 * the same, its socket went only now) */
-	reap(sh->seg, sh->slot);
-	attach_prog(sh->seg, dev->net.sock, 0);
-	send_probes(sh, dev->net.sock, &dev->net.local);
-	rescan(sh);
-	unlock_seg(sh);
-}
-
-bool uroce_share_poll(struct uroce_dev *dev, int fd)
-{
-	struct uroce_share *sh = dev->net.share;
-	uint32_t s;
-
-	if (!sh)
-		return false;
-	if (fd == sh->fwd_fd) {
-		pthread_mutex_lock(&dev->prog.rx_lock);
-		fwd_rx(dev, sh);
-		pthread_mutex_unlock(&dev->prog.rx_lock);
-		return true;
-	}
-	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
-		if (sh->pidfd[s] == fd) {
-			member_gone(dev, sh);
-			return true;
-		}
-	return false;
 }

@@ -209,7 +209,7 @@ struct cm_heap {
 int cm_heap_push(struct cm_heap *hp, uint64_t deadline_ns, uint32_t local_id);
 void cm_heap_pop(struct cm_heap *hp);
 
-/* ---- cma.c: ids, channels, events ---- */
+/* ---- cma.c, addr.c: ids, channels, events, addresses ---- */
 
 enum cm_state {
 	CM_IDLE,
@@ -395,13 +395,16 @@ void cm_wait_init(void);
 int cm_set_errno(int err);
 int cm_dev_up(void);
 int cm_ensure_gsi(void);
-uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared);
 struct cm_chan *cm_chan_new(bool sync);
-void cm_fill_path(struct cm_id *id);
 int cm_qp_to_rtr_rts(struct cm_id *id);
 void cm_qp_to_err(struct cm_id *id);
 const char *cm_state_name(enum cm_state s);
+/* addr.c */
+uint16_t cm_alloc_port(enum rdma_port_space ps, bool shared);
+void cm_fill_path(struct cm_id *id);
 void cm_notify(const char *what, uint16_t port);
+uint16_t cm_get_port(const struct sockaddr *sa); /* host order */
+void cm_unpin(struct cm_id *ci); /* the id goes: its address with it */
 
 static inline struct cm_id *to_cid(struct rdma_cm_id *id)
 {

@@ -37,12 +37,7 @@ listening() { [ -n "$(in_ns A ss -Hltn 'sport = :15828')" ]; }
 wait_for 20 "$spid" listening || fail "dtest's server did not listen on 15828"
 (DAT_OVERRIDE=$work/client.conf urun -t 80 A --addr 127.0.0.2 -- \
 	dtest -h 127.0.0.1 -P uroce -B 20) >"$work/client.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || errs+=("client: $(uroce_rc_text $rc)")
-wait "$spid"
-rc=$?
-pids=()
-[ $rc -eq 0 ] || errs+=("server: $(uroce_rc_text $rc)")
+pair_end "$spid" $?
 for side in client server; do
 	grep -q 'DAPL Test Complete. PASSED' "$work/$side.log" ||
 		errs+=("the $side did not say PASSED")

@@ -47,12 +47,7 @@ wait_for 20 "$spid" listening $port ||
 	fail "the fio server did not listen on $port"
 (urun -t 60 A --stats -- fio --name=client "${common[@]}" --rw=write \
 	--hostname=127.0.0.1 --verb="$verb") >"$work/client.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || errs+=("client: $(uroce_rc_text $rc)")
-wait "$spid"
-rc=$?
-pids=()
-[ $rc -eq 0 ] || errs+=("server: $(uroce_rc_text $rc)")
+pair_end "$spid" $?
 for side in client server; do
 	grep -q 'err= 0:' "$work/$side.log" || errs+=("the $side reported an error")
 done

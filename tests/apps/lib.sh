@@ -160,6 +160,17 @@ stats_field() {	# stats_field FILE FIELD: that field of each line, one a line
 	grep -o "uroce-stats: .*" "$1" | grep -o " $2=[0-9]*" | cut -d= -f2
 }
 
+# pair_end SPID CLIENT_RC: the client's exit status (given) and the
+# server's (waited for here) into errs
+pair_end() {
+	local rc=$2
+	[ "$rc" -eq 0 ] || errs+=("client: $(uroce_rc_text "$rc")")
+	wait "$1"
+	rc=$?
+	pids=()
+	[ $rc -eq 0 ] || errs+=("server: $(uroce_rc_text $rc)")
+}
+
 apps_end() {
 	if ((${#errs[@]})); then
 		fail "$(printf '%s; ' "${errs[@]}")"

@@ -17,14 +17,7 @@ source "$here/../lib/uroce_test.sh"
 nsA=uroce-ev2ns-a nsB=uroce-ev2ns-b addrA=10.231.77.1 addrB=10.231.77.2
 pids=()
 log=''
-fail() {
-	printf 'FAIL: %s\n' "$*"
-	if [[ -n $log ]]; then
-		uroce_print_log server "$log.srv"
-		uroce_print_log client "$log.cli"
-	fi
-	exit 1
-}
+fail() { uroce_fail_pair "$log" "$@"; }
 # shellcheck source=tests/lib/netns.sh
 source "$here/../lib/netns.sh"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/uroce-ev2ns.XXXXXX")

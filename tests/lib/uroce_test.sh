@@ -111,6 +111,20 @@ uroce_print_log() {
 	printf -- '----- end of %s -----\n' "$title"
 }
 
+# uroce_fail_pair LOG MESSAGE...: FAIL with MESSAGE, then the server's and
+# the client's output of the pair run last (LOG.srv, LOG.cli; none when LOG
+# is empty), and exit 1.  For a test's fail(): fail() { uroce_fail_pair "$log" "$@"; }
+uroce_fail_pair() {
+	local log=$1
+	shift
+	printf 'FAIL: %s\n' "$*"
+	if [[ -n $log ]]; then
+		uroce_print_log server "$log.srv"
+		uroce_print_log client "$log.cli"
+	fi
+	exit 1
+}
+
 # Explains an exit status from `timeout`.
 uroce_rc_text() {
 	case $1 in

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared device (share.c, docs/shared.md): what the registry side
+ * (share.c) and the receive side (share_rx.c) share.
+ */
+#ifndef UROCE_NET_SHARE_H
+#define UROCE_NET_SHARE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "dev.h"
+#include "uroce_shm.h"
+
+/* a manufacturer-specific opcode (IBA 9.2: 0xC0..0xFF), never valid on
+ * the wire for us: BTH, then the index asked for at byte 8, nonce at 12 */
+#define PROBE_OPCODE 0xfe
+#define PROBE_LEN    20
+
+#define FWD_PKT	  1
+#define FWD_HELLO 2 /* a member joined: watch it */
+#define FWD_LEFT  3 /* a member closed its socket: new program */
+#define FWD_BATCH 8
+#define FWD_BUF	  (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+
+struct fwd_hdr {
+	uint32_t kind;
+	uint32_t ip_id;
+	struct sockaddr_storage src, dst;
+};
+
+struct uroce_share {
+	pthread_mutex_t mu; /* this process's users of the file */
+	int fd;		    /* the registry file */
+	struct uroce_share_seg *seg;
+	uint32_t slot;
+	int fwd_fd; /* abstract AF_UNIX datagram socket */
+	int epfd;   /* where fwd_fd and pidfds are watched */
+	char addr[48];
+	char path[128];		      /* of the registry file */
+	int sock;		      /* our member of the group */
+	bool left;		      /* out of the registry already */
+	int pidfd[UROCE_SHARE_SLOTS]; /* the other members, watched */
+};
+
+/* share.c: the registry's lock and what runs under it (reap,
+ * attach_prog: "Locked"), the forwarding socket's name, probes, and
+ * the watch on the other members */
+int share_lock_seg(struct uroce_share *sh);
+void share_unlock_seg(struct uroce_share *sh);
+int share_reap(struct uroce_share_seg *seg, uint32_t self);
+int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without);
+void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
+		    struct sockaddr_un *un, socklen_t *len);
+void share_send_probes(struct uroce_share *sh, int sock,
+		       const struct sockaddr_storage *addr);
+void share_rescan(struct uroce_share *sh);
+
+#endif /* UROCE_NET_SHARE_H */

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared device (share.c, docs/shared.md), receiving: the datagrams
+ * that reach the wrong member are steered to their owner, forwarded
+ * ones are taken, and a member's death is noticed.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "share.h"
+#include "uroce_shm.h"
+
+/* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are */
+#define CM_CLASS    0x07
+#define CM_REQ	    0x0010
+#define CM_SIDR_REQ 0x0017
+#define CM_SIDR_REP 0x0018
+#define MAD_OFF	    (UROCE_BTH_LEN + 8) /* BTH, DETH */
+#define MAD_DATA    24
+#define GSI_QPN	    1 /* IBA 3.9.6: QP1, the general services */
+
+/* ---- the datapath ---- */
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+/* The member a QP1 MAD is for (0: this one): a REQ or SIDR REQ by the
+ * service ID it asks for, every later MAD by the comm or request ID our
+ * side chose, whose top byte is its slot (rdmacm/proto.c). */
+static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
+			  const uint8_t *buf, size_t len)
+{
+	const uint8_t *mad = buf + MAD_OFF;
+	uint32_t k, s = 0;
+	uint16_t attr;
+	uint64_t sid;
+
+	if (len < MAD_OFF + MAD_DATA + 16 || mad[1] != CM_CLASS)
+		return 0;
+	attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	switch (attr) {
+	case CM_REQ:
+	case CM_SIDR_REQ:
+		sid = get_be64(mad + MAD_DATA + 8);
+		for (k = 0; k < UROCE_SHARE_LISTENS; k++)
+			if (__atomic_load_n(&sh->seg->listen[k].sid,
+					    __ATOMIC_ACQUIRE) == sid) {
+				s = __atomic_load_n(&sh->seg->listen[k].slot,
+						    __ATOMIC_RELAXED);
+				break;
+			}
+		/* nobody listens: a member with a CM answers with the REJ
+		 * (every listener has one), if we have none */
+		for (k = 0;
+		     !s && !uroce_qp_has_gsi(dev) && k < UROCE_SHARE_LISTENS;
+		     k++)
+			if (__atomic_load_n(&sh->seg->listen[k].sid,
+					    __ATOMIC_ACQUIRE))
+				s = __atomic_load_n(&sh->seg->listen[k].slot,
+						    __ATOMIC_RELAXED);
+		break;
+	case CM_SIDR_REP:
+		s = get_be32(mad + MAD_DATA) >> 24;
+		break;
+	default:
+		s = get_be32(mad + MAD_DATA + 4) >> 24;
+		break;
+	}
+	return s == sh->slot ? 0 : s;
+}
+
+/* A probe told us our index in the kernel's array: set the registry
+ * (and the program) right if it thought otherwise. */
+static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
+		     const uint8_t *buf)
+{
+	struct uroce_share_seg *seg = sh->seg;
+	uint32_t i = get_be32(buf + 8), mine, other;
+	uint64_t nonce;
+
+	memcpy(&nonce, buf + 12, 8);
+	if (nonce != seg->nonce || seg->slot[sh->slot].index == i)
+		return;
+	if (share_lock_seg(sh))
+		return;
+	mine = seg->slot[sh->slot].index;
+	if (i < seg->nmembers && mine < seg->nmembers && mine != i) {
+		other = seg->order[i];
+		seg->order[i] = (uint8_t)sh->slot;
+		seg->order[mine] = (uint8_t)other;
+		seg->slot[sh->slot].index = i;
+		seg->slot[other].index = mine;
+		seg->epoch++;
+		share_attach_prog(seg, dev->net.sock, 0);
+		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
+	}
+	share_unlock_seg(sh);
+}
+
+bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
+		       const struct sockaddr_storage *src,
+		       const struct sockaddr_storage *dst, uint16_t ip_id)
+{
+	struct uroce_share *sh = dev->net.share;
+	struct fwd_hdr h;
+	struct iovec iov[2];
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct sockaddr_un un;
+	uint32_t qpn, s;
+
+	uroce_assert_held(&dev->prog.rx_lock);
+	if (!sh || len < UROCE_BTH_LEN)
+		return false;
+	if (buf[0] == PROBE_OPCODE && len == PROBE_LEN) {
+		probe_rx(dev, sh, buf);
+		return true;
+	}
+	qpn = bth_qpn(buf);
+	if (qpn == GSI_QPN)
+		s = gsi_owner(dev, sh, buf, len);
+	else if (qpn == UROCE_MCAST_QPN)
+		return false;
+	else
+		s = qpn >> 16;
+	if (!s || s == sh->slot || dev->obj.range_of_slot[s] != 0xff)
+		return false;
+	/* a further range of another member: to that member */
+	if (sh->seg->slot[s].owner && sh->seg->slot[s].owner < UROCE_SHARE_SLOTS)
+		s = sh->seg->slot[s].owner;
+	/* not ours: to its owner, if there is one */
+	memset(&h, 0, sizeof(h));
+	h.kind = FWD_PKT;
+	h.ip_id = ip_id;
+	h.src = *src;
+	h.dst = *dst;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = (void *)buf;
+	iov[1].iov_len = len;
+	share_fwd_name(sh, s, &un, &msg.msg_namelen);
+	msg.msg_name = &un;
+	if (sendmsg(sh->fwd_fd, &msg, MSG_DONTWAIT) < 0) {
+		uroce_count(dev, UROCE_CNT_DROP_NO_OWNER, 1);
+		__atomic_add_fetch(&sh->seg->fwd_drops, 1, __ATOMIC_RELAXED);
+	} else {
+		uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
+	}
+	return true;
+}
+
+static uint8_t fwd_buf[FWD_BATCH][sizeof(struct fwd_hdr) + FWD_BUF];
+
+/* What other members forwarded to us. rx_lock held. */
+static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	struct mmsghdr msgs[FWD_BATCH];
+	struct iovec iov[FWD_BATCH];
+	bool hello = false, left = false;
+	int i, n;
+
+	uroce_assert_held(&dev->prog.rx_lock);
+	do {
+		memset(msgs, 0, sizeof(msgs));
+		for (i = 0; i < FWD_BATCH; i++) {
+			iov[i].iov_base = fwd_buf[i];
+			iov[i].iov_len = sizeof(fwd_buf[i]);
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(sh->fwd_fd, msgs, FWD_BATCH, MSG_DONTWAIT, NULL);
+		for (i = 0; i < n; i++) {
+			struct fwd_hdr h;
+			size_t len = msgs[i].msg_len;
+
+			if (len < sizeof(h))
+				continue;
+			memcpy(&h, fwd_buf[i], sizeof(h));
+			if (h.kind == FWD_HELLO) {
+				hello = true;
+				continue;
+			}
+			if (h.kind == FWD_LEFT) {
+				left = true;
+				continue;
+			}
+			if (h.kind != FWD_PKT ||
+			    (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+				continue;
+			uroce_count(dev, UROCE_CNT_SHARE_FWD_IN, 1);
+			len -= sizeof(h);
+			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
+				     &h.dst, (uint16_t)h.ip_id);
+			uroce_recv(dev, fwd_buf[i] + sizeof(h), len, &h.src,
+				   &h.dst, (uint16_t)h.ip_id);
+		}
+	} while (n == FWD_BATCH);
+	if (hello) {
+		pthread_mutex_lock(&sh->mu);
+		share_rescan(sh);
+		pthread_mutex_unlock(&sh->mu);
+	}
+	if (left && !share_lock_seg(sh)) {
+		share_attach_prog(sh->seg, dev->net.sock, 0);
+		share_unlock_seg(sh);
+	}
+}
+
+/* A member died: take it out, fix the program, and probe. */
+static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	if (share_lock_seg(sh))
+		return;
+	/* (it may have left at exit already, with a program for the order
+	 * before its socket went: the new order's program and probes all
+	 * the same, its socket went only now) */
+	share_reap(sh->seg, sh->slot);
+	share_attach_prog(sh->seg, dev->net.sock, 0);
+	share_send_probes(sh, dev->net.sock, &dev->net.local);
+	share_rescan(sh);
+	share_unlock_seg(sh);
+}
+
+bool uroce_share_poll(struct uroce_dev *dev, int fd)
+{
+	struct uroce_share *sh = dev->net.share;
+	uint32_t s;
+
+	if (!sh)
+		return false;
+	if (fd == sh->fwd_fd) {
+		pthread_mutex_lock(&dev->prog.rx_lock);
+		fwd_rx(dev, sh);
+		pthread_mutex_unlock(&dev->prog.rx_lock);
+		return true;
+	}
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
+		if (sh->pidfd[s] == fd) {
+			member_gone(dev, sh);
+			return true;
+		}
+	return false;
+}
