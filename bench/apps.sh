@@ -26,6 +26,9 @@
 #     that died in gloo's "Destructing buffer expecting completions"
 #     (docs/apps.md, "gloo").
 #
+#   --transports LIST (both commands): the default ("tcp iser", "tcp
+#   ibverbs") or one of them alone, to profile one side.
+#
 # Needs root (namespaces, tgtd's control socket in a mount namespace of
 # its own); exits 77 when it or a program is missing.  Environment:
 # UROCE_TOOL (bin/uroce), UROCE_LIBDIR (where our libibverbs.so.1 is).
@@ -33,7 +36,7 @@ set -u
 
 what=${1:-}
 shift
-sizes='65536 262144 1048576' seconds=2 rounds=1 place=host
+sizes='65536 262144 1048576' seconds=2 rounds=1 place=host transports=''
 prog='' ranks=2 bytes=$((4 << 20)) iters=10
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--seconds) seconds=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--place) place=$2; shift 2 ;;
+	--transports) transports=$2; shift 2 ;;
 	--prog) prog=$2; shift 2 ;;
 	--ranks) ranks=$2; shift 2 ;;
 	--bytes) bytes=$2; shift 2 ;;
@@ -68,15 +72,17 @@ iser)
 	if [ -z "${APPS_OWN_MOUNTS:-}" ]; then
 		APPS_OWN_MOUNTS=1 exec unshare -m --propagation private "$0" \
 			iser --sizes "$sizes" --seconds "$seconds" \
-			--rounds "$rounds" --place "$place"
+			--rounds "$rounds" --place "$place" --transports "$transports"
 	fi
 	mkdir -p /run/tgtd && mount -t tmpfs -o mode=0755 tgtd /run/tgtd ||
 		{ echo "apps.sh: cannot mount a tmpfs on /run/tgtd"; exit 1; }
 	name=bench-iser-$place
+	: "${transports:=tcp iser}"
 	;;
 gloo)
 	[ -x "$prog" ] || { echo "apps.sh: SKIP: no gloo_coll ('$prog')"; exit 77; }
 	net=10.81.92 name=bench-gloo-$ranks
+	: "${transports:=tcp ibverbs}"
 	;;
 *)
 	echo "usage: apps.sh iser|gloo [options] (see the head of the script)" >&2
@@ -120,7 +126,7 @@ iser() {
 		fail "tgtadm: iser ACL"
 	for ((r = 0; r < rounds; r++)); do
 		for s in $sizes; do
-			for t in tcp iser; do
+			for t in $transports; do
 				cmd=(iscsi-perf -i "$INIT" -t "$seconds" -b $((s / 512)))
 				if [ "$t" = tcp ]; then
 					url=iscsi://$taddr/$IQN:bench-iscsi/1
@@ -153,7 +159,7 @@ gloo() {
 	local r t rc worst s slow aborts
 	local -a rp
 	for ((k = 0; k < rounds; k++)); do
-		for t in tcp ibverbs; do
+		for t in $transports; do
 			rm -rf "$work/store" && mkdir "$work/store" || fail "mkdir"
 			rp=()
 			for ((r = 0; r < ranks; r++)); do

@@ -225,6 +225,12 @@ uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak);
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* engine/resp.c: a request for qp */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* engine/recv.c: the datagrams of one UDP_GRO train (at most
+ * UROCE_RX_TRAIN_MAX, net/net.h), from src to dst: uroce_recv for each,
+ * with one hold of dev->lock */
+void uroce_recv_train(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
+		      int n, const struct sockaddr_storage *src,
+		      const struct sockaddr_storage *dst);
 /* engine/recv.c: parse, check and dispatch one datagram (no lock held);
  * ip_id_hint is the IPv4 identification it most likely had (the ICRC
  * check tries it first) */
@@ -244,9 +250,10 @@ void uroce_recv_local(struct uroce_dev *dev, uint8_t *buf, size_t len,
  * (struct uroce_rx_entry, net/net.h: these functions), before the device
  * opens */
 void uroce_rx_register(struct uroce_dev *dev);
-/* the receive burst net/ delivers: begin (take dev->lock, hold plain
- * ACKs), uroce_recv for each datagram, end (the held ACKs leave, dev->lock
- * is released and what was queued is sent); no lock held by the caller */
+/* the receive burst net/ delivers: begin (hold plain ACKs and the
+ * completion channels' doorbells), uroce_recv for each datagram, end
+ * (the held ACKs leave, what was queued is sent, the doorbells ring);
+ * the caller holds dev->prog.rx_lock throughout, and not dev->lock */
 void uroce_rx_burst_begin(struct uroce_dev *dev);
 void uroce_rx_burst_end(struct uroce_dev *dev);
 void uroce_rx_burst_end_for_post(struct uroce_dev *dev);

@@ -9,7 +9,8 @@
  * a fake in tests), open/close/rebind/poll of the socket, address <-> GID.
  *
  * Received datagrams go up only through the receive entry the engine
- * registers (struct uroce_rx_entry); net never takes dev->lock itself.
+ * registers (struct uroce_rx_entry; a UDP_GRO train as one call, so the
+ * engine takes its lock once a train); net never takes dev->lock itself.
  * Besides it net calls one engine function, uroce_progress_watch_bell
  * (tests/arch/check_layers.sh netcalls checks both).
  * Locking: dev->net.sock and the address are changed by uroce_net_rebind
@@ -56,11 +57,22 @@ struct uroce_txrun {
 	int iov0, niov;
 };
 
+/* datagram k of a UDP_GRO train: at buf, len bytes, IPv4 ID ip_id */
+struct uroce_rx_seg {
+	uint8_t *buf;
+	uint32_t len;
+	uint16_t ip_id;
+};
+#define UROCE_RX_TRAIN_MAX 64 /* the kernel's UDP_GRO_CNT_MAX */
+
 /*
  * The engine's receive entry, the one way packets go up from packet IO:
  * the engine registers it (uroce_net_set_rx) before the device opens.
- * A receive is a burst: begin (the engine takes dev->lock and holds
- * plain ACKs), recv for each datagram (recv_ring for a packet of a
+ * A receive is a burst: begin (the engine holds plain ACKs and the
+ * completion channels' doorbells), recv for each datagram (recv_train
+ * for the datagrams of one UDP_GRO train, at most UROCE_RX_TRAIN_MAX,
+ * checked outside dev->lock and dispatched under one hold of it;
+ * recv_ring for a packet of a
  * same-host ring: every check but the ICRC's; payload_at, if not NULL,
  * is the packet in the ring, its payload copied from there), end (the
  * held ACKs leave or wait for the receiving thread's reply, as the
@@ -74,6 +86,9 @@ struct uroce_rx_entry {
 	void (*recv)(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		     const struct sockaddr_storage *src,
 		     const struct sockaddr_storage *dst, uint16_t ip_id_hint);
+	void (*recv_train)(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
+			   int n, const struct sockaddr_storage *src,
+			   const struct sockaddr_storage *dst);
 	void (*recv_ring)(struct uroce_dev *dev, uint8_t *buf, size_t len,
 			  const struct sockaddr_storage *src,
 			  const struct sockaddr_storage *dst,

@@ -848,7 +848,8 @@ int uroce_net_poll(struct uroce_dev *dev)
 {
 	struct sockaddr_storage *src = rx_src, dst;
 	struct mmsghdr *msgs = rx_msgs;
-	int i, n, pkts, local;
+	struct uroce_rx_seg train[UROCE_RX_TRAIN_MAX];
+	int i, n, pkts, local, ntrain;
 
 	if (!rx_ready) {
 		rx_reset(RX_BATCH);
@@ -879,6 +880,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 			uroce_count(dev, UROCE_CNT_RX_GRO_BATCHES, 1);
 		/* datagram k of a GSO send (the usual reason for GRO on the
 		 * loopback) had IPv4 identification k */
+		ntrain = 0;
 		for (off = 0; off < len; off += seg, k++) {
 			size_t l = len - off < seg ? len - off : seg;
 
@@ -887,10 +889,19 @@ int uroce_net_poll(struct uroce_dev *dev)
 					      &dst, k))
 				continue;
 			uroce_tap_rx(dev, rx_buf[i] + off, l, &src[i], &dst, k);
-			dev->net.rx->recv(dev, rx_buf[i] + off, l, &src[i],
-					  &dst, k);
+			if (ntrain == UROCE_RX_TRAIN_MAX) {
+				dev->net.rx->recv_train(dev, train, ntrain,
+							&src[i], &dst);
+				ntrain = 0;
+			}
+			train[ntrain++] = (struct uroce_rx_seg){
+				rx_buf[i] + off, (uint32_t)l, k
+			};
 			pkts++;
 		}
+		if (ntrain)
+			dev->net.rx->recv_train(dev, train, ntrain, &src[i],
+						&dst);
 	}
 	dev->net.rx_ip.tos = 0;
 	/* (an application's poll: its ACKs go behind its reply) */

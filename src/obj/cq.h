@@ -72,6 +72,7 @@ struct uroce_cq {
 	uint32_t ev_pending;		/* events queued, not yet read */
 	uint32_t comp_events_reported;	/* read by ibv_get_cq_event */
 	uint32_t async_events_reported; /* read by ibv_get_async_event */
+	bool bell_due;			/* (dev->lock) in dev->obj.bell_cq */
 };
 
 static inline struct uroce_cq *to_ucq(struct ibv_cq *cq)
@@ -90,6 +91,15 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* verbs/cq.c: remove every completion of QP qpn (its QP went to RESET);
  * dev->lock held, takes cq->lock */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
+/* verbs/cq.c, a receive burst's completion-channel doorbells (the
+ * caller holds dev->prog.rx_lock throughout).  defer (dev->lock held):
+ * from now on they wait; take (dev->lock held): they stop waiting, and
+ * the CQs whose doorbell waited (at most UROCE_BELLS_DEFERRED) go to
+ * cqs; pay (dev->lock released, so that the woken thread does not find
+ * it held): ring them.  ibv_destroy_cq takes rx_lock, so the CQs stay. */
+void uroce_cq_bells_defer(struct uroce_dev *dev);
+uint32_t uroce_cq_bells_take(struct uroce_dev *dev, struct uroce_cq **cqs);
+void uroce_cq_bells_pay(struct uroce_cq *const *cqs, uint32_t n);
 void uroce_async_event(struct uroce_context *uctx, struct ibv_async_event *ev);
 /* withdraw the queued async events of obj (a CQ, QP, SRQ or WQ) before
  * destroying it; then wait for events_completed == async_events_reported */

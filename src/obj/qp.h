@@ -386,6 +386,8 @@ struct uroce_mcast_grp *uroce_mcast_grp_find(struct uroce_dev *dev,
 					     const union ibv_gid *gid);
 
 /* ---- dev->obj: the object tables ---- */
+#define UROCE_BELLS_DEFERRED 8
+
 struct uroce_objs {
 	/* QP table (obj/qp.c, for verbs/qp.c), indexed by uroce_qp_index */
 	struct uroce_qp **qp_tbl;
@@ -432,6 +434,14 @@ struct uroce_objs {
 
 	_Atomic unsigned int npds; /* verbs/pd.c, against UROCE_MAX_PD */
 	_Atomic unsigned int ncqs; /* verbs/cq.c, against UROCE_MAX_CQ */
+
+	/* verbs/cq.c, dev->lock: inside a receive burst a completion
+	 * channel's doorbell waits for the burst's end (the CQs whose event
+	 * made it owed are listed), so that the woken thread does not find
+	 * the CQ and channel locks held by the receiver */
+	bool bell_defer;
+	uint32_t nbell_cq;
+	struct uroce_cq *bell_cq[UROCE_BELLS_DEFERRED];
 };
 
 #endif /* UROCE_OBJ_QP_H */

@@ -150,7 +150,31 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 	return 0;
 }
 
-/* Queue a completion event for cq.  cq->lock held. */
+/*
+ * Whether the doorbell cq's event makes owed may wait for the end of the
+ * receive burst (dev->lock held, uroce_cq_bells_ring): the thread it
+ * wakes would otherwise run at once into this cq->lock and channel lock,
+ * and the engine lock, which the receiver holds for the rest of the
+ * burst (a futex wait and wake on each, per event).  The burst's end
+ * rings it.
+ */
+static bool bell_later(struct uroce_cq *cq)
+{
+	struct uroce_objs *o = &cq->dev->obj;
+
+	uroce_assert_held(&cq->dev->lock);
+	if (!o->bell_defer)
+		return false;
+	if (cq->bell_due)
+		return true;
+	if (o->nbell_cq == UROCE_BELLS_DEFERRED)
+		return false;
+	o->bell_cq[o->nbell_cq++] = cq;
+	cq->bell_due = true;
+	return true;
+}
+
+/* Queue a completion event for cq.  cq->lock held (and dev->lock). */
 static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 {
 	uroce_assert_held(&cq->lock);
@@ -162,12 +186,74 @@ static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 		else
 			chan->head = cq;
 		chan->tail = cq;
-		if (chan->head == cq && waiting_on == chan)
+		if (chan->head == cq && (waiting_on == chan || bell_later(cq)))
 			chan->bell_owed = true;
 		else if (chan->head == cq)
 			bell_ring(chan->wfd);
 	}
 	pthread_mutex_unlock(&chan->lock);
+}
+
+/* The byte an event queued without it is owed: it goes now. */
+static void chan_pay_bell(struct uroce_comp_channel *chan)
+{
+	pthread_mutex_lock(&chan->lock);
+	if (chan->bell_owed && chan->head)
+		bell_ring(chan->wfd);
+	chan->bell_owed = false;
+	pthread_mutex_unlock(&chan->lock);
+}
+
+void uroce_cq_bells_defer(struct uroce_dev *dev)
+{
+	uroce_assert_held(&dev->lock);
+	dev->obj.bell_defer = true;
+}
+
+uint32_t uroce_cq_bells_take(struct uroce_dev *dev, struct uroce_cq **cqs)
+{
+	struct uroce_objs *o = &dev->obj;
+	uint32_t i, n = o->nbell_cq;
+
+	uroce_assert_held(&dev->lock);
+	o->bell_defer = false;
+	for (i = 0; i < n; i++) {
+		cqs[i] = o->bell_cq[i];
+		cqs[i]->bell_due = false;
+	}
+	o->nbell_cq = 0;
+	return n;
+}
+
+void uroce_cq_bells_pay(struct uroce_cq *const *cqs, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		chan_pay_bell(to_uchan(cqs[i]->ex.channel));
+}
+
+/* cq goes: not while a receiver may have it in its hands (rx_lock), and
+ * out of the burst's list, its owed doorbell paid first (the channel's
+ * other CQs may have events queued behind it) */
+static void bell_forget(struct uroce_cq *cq)
+{
+	struct uroce_dev *dev = cq->dev;
+	struct uroce_objs *o = &dev->obj;
+	uint32_t i;
+
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	pthread_mutex_lock(&dev->lock);
+	if (cq->bell_due) {
+		for (i = 0; i < o->nbell_cq && o->bell_cq[i] != cq; i++)
+			;
+		if (i < o->nbell_cq)
+			o->bell_cq[i] = o->bell_cq[--o->nbell_cq];
+		cq->bell_due = false;
+		chan_pay_bell(to_uchan(cq->ex.channel));
+	}
+	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
 /* Take back cq's unread events: it is being destroyed. */
@@ -254,14 +340,8 @@ static int chan_wait(struct uroce_comp_channel *chan)
 	err = uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd,
 				  chan_ready, chan);
 	waiting_on = NULL;
-	if (err) {
-		/* (not taken after all: the byte goes now) */
-		pthread_mutex_lock(&chan->lock);
-		if (chan->bell_owed && chan->head)
-			bell_ring(chan->wfd);
-		chan->bell_owed = false;
-		pthread_mutex_unlock(&chan->lock);
-	}
+	if (err) /* (not taken after all: the byte goes now) */
+		chan_pay_bell(chan);
 	return err;
 }
 
@@ -919,8 +999,10 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (atomic_load(&cq->refs) > 0)
 		return EBUSY;
 
-	if (channel)
+	if (channel) {
+		bell_forget(cq);
 		chan_remove(to_uchan(channel), cq);
+	}
 	uroce_async_purge(to_uctx(ctx), ibcq);
 
 	/* as the kernel does: wait until every event handed out is acked */
