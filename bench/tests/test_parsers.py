@@ -195,7 +195,7 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(len(names), len(set(names)))
         for t in targets.TARGETS:
             self.assertIn(t.how, targets.VERDICT, t.what)
-            self.assertIn(t.issue, (6, 14, 15, 22, 26), t.what)
+            self.assertIn(t.issue, (6, 14, 15, 22, 24, 26), t.what)
             self.assertEqual(isinstance(t.limit, tuple), t.how == "in", t.what)
             if t.on is not None and t.on != targets.ALT:
                 self.assertTrue(set(t.on) <= set(targets.ALL), t.what)

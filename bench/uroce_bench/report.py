@@ -346,7 +346,7 @@ def report(res, outdir, pngs, analysis_md=None):
           ", ".join(f"`{t}` ({why})" for t, why in meta["failures"]) + "\n")
 
     preamble = L[head:next(i for i, x in enumerate(L) if x.startswith("- **load average**")) + 1]
-    w("## Targets (issues 15, 6, 14, 22 and 26)\n")
+    w("## Targets (issues 15, 6, 14, 22, 24 and 26)\n")
     w("| issue | path | measure | target | measured | verdict | figures |")
     w("|---|---|---|---|---|---|---|")
     for row in targets(res):
