@@ -299,4 +299,18 @@ void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);
 /* UROCE_FAULT=nomem=N: true for the next N calls (allocation failures) */
 bool uroce_fault_nomem(struct uroce_dev *dev);
 
+/* within net/: one datagram, BTH..ICRC, at most this long */
+#define UROCE_DGRAM_MAX (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
+/* net/udp.c: one datagram out through a ring or the socket, no fault
+ * injection; 0 or -errno */
+int uroce_net_raw_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
+		       struct uroce_ipopt ip, const struct iovec *iov,
+		       int iovcnt);
+/* net/fault.c: UROCE_FAULT read at open, and the send that applies it */
+void uroce_net_fault_init(struct uroce_dev *dev);
+int uroce_net_fault_send(struct uroce_dev *dev,
+			 const struct sockaddr_storage *dst,
+			 struct uroce_ipopt ip, const struct iovec *iov,
+			 int iovcnt);
+
 #endif /* UROCE_NET_H */
