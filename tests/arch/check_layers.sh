@@ -106,18 +106,28 @@ check_symbols() {
 	for s in $UPWARD; do echo "$s"; done | sort >"$tmp/allowed"
 	# only in verbs/ (a symbol both define would not link anyway)
 	comm -23 "$tmp/verbs" "$tmp/lower" | comm -23 - "$tmp/allowed" >"$tmp/front"
+	report_refs "$lower" "$tmp/front" references \
+		"defined in verbs/ (only $UPWARD may go up)"
+	bad=$?
+	rm -rf "$tmp"
+	return $bad
+}
+
+# report_refs OBJECTS FORBIDDEN VERB WHY: a line "OBJ: VERB SYM, WHY"
+# for each symbol listed in the file FORBIDDEN that an object of OBJECTS
+# references; returns 1 if any (uses $tmp)
+report_refs() {
 	bad=0
-	for o in $lower; do
-		nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - "$tmp/front" |
+	for o in $1; do
+		nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - "$2" |
 		while read -r s; do
-			echo "${o##*/src/}: references $s, defined in verbs/ (only $UPWARD may go up)"
+			echo "${o##*/src/}: $3 $s, $4"
 		done >"$tmp/out"
 		if [ -s "$tmp/out" ]; then
 			cat "$tmp/out"
 			bad=1
 		fi
 	done
-	rm -rf "$tmp"
 	return $bad
 }
 
@@ -139,17 +149,9 @@ check_netcalls() {
 	nm -g --defined-only $engine | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/engine"
 	for s in $NET_ENGINE; do echo "$s"; done | sort >"$tmp/allowed"
 	comm -23 "$tmp/engine" "$tmp/allowed" >"$tmp/named"
-	bad=0
-	for o in $net; do
-		nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - "$tmp/named" |
-		while read -r s; do
-			echo "${o##*/src/}: calls $s, an engine function (net/ goes up through the registered receive entry; by name only $NET_ENGINE)"
-		done >"$tmp/out"
-		if [ -s "$tmp/out" ]; then
-			cat "$tmp/out"
-			bad=1
-		fi
-	done
+	report_refs "$net" "$tmp/named" calls \
+		"an engine function (net/ goes up through the registered receive entry; by name only $NET_ENGINE)"
+	bad=$?
 	rm -rf "$tmp"
 	return $bad
 }
