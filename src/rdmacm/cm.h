@@ -386,6 +386,8 @@ struct cm_global {
 	uint64_t hold_ns; /* UROCE_CM_HOLD_MS; 0: no holding */
 	pid_t pid;	  /* the process that opened it (a
 					 * forked child's exit ends nothing) */
+	pid_t exit_tid;	  /* the thread running the exit's end of the
+			   * connections (end_connections_at_exit), or 0 */
 };
 
 extern struct cm_global cm;

@@ -203,7 +203,13 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 		if (waited)
 			ch->waiters--;
 		waited = false;
-		if (ch->dead) {
+		/* a dead channel, or the process exiting (below, in
+		 * end_connections_at_exit): another thread is told nothing
+		 * more, as the kernel's ucma tells a process whose exit has
+		 * closed its fd; what the exit's own DREQs bring (the
+		 * DISCONNECTED of a context the program has freed, as
+		 * libiscsi's iSER does) would reach freed memory */
+		if (ch->dead || (cm.exit_tid && cm.exit_tid != gettid())) {
 			pthread_mutex_unlock(&cm.lock);
 			for (;;)
 				pause();
@@ -578,6 +584,7 @@ static void __attribute__((destructor)) end_connections_at_exit(void)
 	if (!cm.dev_up || cm.pid != getpid())
 		return;
 	pthread_mutex_lock(&cm.lock);
+	cm.exit_tid = gettid();
 	cm_for_each_id (ci)
 		if (ci->state != CM_LISTEN && tell_peer_gone(ci))
 			sent = true;
