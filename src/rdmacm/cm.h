@@ -176,7 +176,8 @@ static inline void cm_link_del(struct cm_link *n)
 #define cm_link_entry(p, type, member) container_of(p, type, member)
 
 /* A chained hash table; nodes unlink in O(1) (pprev), the table doubles
- * as it fills, several nodes may share a key. */
+ * as it fills (at most one node per bucket on average), several nodes
+ * may share a key. */
 struct cm_hnode {
 	struct cm_hnode *next, **pprev;
 	uint64_t key;
@@ -184,7 +185,8 @@ struct cm_hnode {
 
 struct cm_hash {
 	struct cm_hnode **b;
-	size_t mask, n;
+	size_t mask, n;	   /* buckets - 1, nodes */
+	unsigned int bits; /* log2(buckets) */
 };
 
 int cm_hash_add(struct cm_hash *h, struct cm_hnode *n, uint64_t key);
