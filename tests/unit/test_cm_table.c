@@ -3,7 +3,8 @@
  * The CM's lookup structures (src/rdmacm/table.c, compiled in directly):
  * the hash tables stay O(1) at 100 000 entries of the keys the CM uses
  * (runs of consecutive comm IDs under a process prefix, a peer's comm IDs
- * mixed with its GID, ports).
+ * mixed with its GID, ports), and the timer queues give every timer back
+ * once, earliest first, whatever mix of durations, cancels and re-arms.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@ struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ids = { &cm.ids, &cm.ids },
 	.tomb_fifo = { &cm.tomb_fifo, &cm.tomb_fifo },
+	.timers.odd = { &cm.timers.odd, &cm.timers.odd },
 };
 
 uint64_t cm_now_ns(void)
@@ -155,11 +157,88 @@ static void hash_del_and_shared_keys(void **state)
 	free(nodes);
 }
 
+#define NTIMERS 20000
+
+static struct cm_timer timers[NTIMERS];
+
+/* Takes every due timer off in order; returns how many. */
+static size_t drain(uint64_t now, uint64_t *last)
+{
+	struct cm_timer *t;
+	size_t n = 0;
+
+	while ((t = cm_timer_first(&cm.timers)) && t->deadline_ns <= now) {
+		assert_true(t->deadline_ns >= *last);
+		*last = t->deadline_ns;
+		cm_timer_cancel(t);
+		assert_int_equal(t->deadline_ns, 0);
+		n++;
+	}
+	return n;
+}
+
+static void timers_in_order(void **state)
+{
+	/* the durations the CM uses: REQ/DREQ/REP response timeouts,
+	 * the time wait, an MRA's service timeout added */
+	static const uint64_t durs[] = { 1073741824, 67108864, 2147483648,
+					 3221225472, 268435456 };
+	uint64_t now = 1000, last = 0;
+	size_t i, fired, armed = 0;
+
+	(void)state;
+	pthread_mutex_lock(&cm.lock);
+	for (i = 0; i < NTIMERS; i++) {
+		now += 1 + i % 7;
+		cm_timer_set(&cm.timers, &timers[i], now, durs[(i * 7919) % 5]);
+	}
+	/* few durations: no timer in the sorted queue */
+	assert_true(cm_link_empty(&cm.timers.odd));
+	/* answers cancel some, others are armed again (a retransmission) */
+	for (i = 0; i < NTIMERS; i += 3)
+		cm_timer_cancel(&timers[i]);
+	for (i = 1; i < NTIMERS; i += 101)
+		cm_timer_set(&cm.timers, &timers[i], now, durs[i % 5]);
+	for (i = 0; i < NTIMERS; i++)
+		armed += timers[i].deadline_ns != 0;
+	fired = drain(now + 1000000000, &last);
+	assert_true(fired > 0 && fired < armed);
+	fired += drain(UINT64_MAX, &last);
+	assert_int_equal(fired, armed);
+	assert_null(cm_timer_first(&cm.timers));
+	pthread_mutex_unlock(&cm.lock);
+}
+
+static void timers_many_durations(void **state)
+{
+	uint64_t now = 1, last = 0;
+	size_t i;
+
+	(void)state;
+	pthread_mutex_lock(&cm.lock);
+	/* more durations than queues: the rest go into the sorted one,
+	 * and still come back earliest first */
+	for (i = 0; i < 4000; i++) {
+		now += 3;
+		cm_timer_set(&cm.timers, &timers[i], now,
+			     1000000 * (1 + (i * 31) % (3 * CM_TIMER_QUEUES)));
+	}
+	assert_false(cm_link_empty(&cm.timers.odd));
+	for (i = 0; i < 4000; i += 5)
+		cm_timer_cancel(&timers[i]);
+	assert_int_equal(drain(UINT64_MAX, &last), 4000 - 800);
+	assert_true(cm_link_empty(&cm.timers.odd));
+	assert_null(cm_timer_first(&cm.timers));
+	pthread_mutex_unlock(&cm.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hash_flat_at_scale),
 		cmocka_unit_test(hash_del_and_shared_keys),
+		cmocka_unit_test(timers_in_order),
+		cmocka_unit_test(timers_many_durations),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
