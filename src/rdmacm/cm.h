@@ -176,7 +176,8 @@ static inline void cm_link_del(struct cm_link *n)
 #define cm_link_entry(p, type, member) container_of(p, type, member)
 
 /* A chained hash table; nodes unlink in O(1) (pprev), the table doubles
- * as it fills, several nodes may share a key. */
+ * as it fills (at most one node per bucket on average), several nodes
+ * may share a key. */
 struct cm_hnode {
 	struct cm_hnode *next, **pprev;
 	uint64_t key;
@@ -184,7 +185,8 @@ struct cm_hnode {
 
 struct cm_hash {
 	struct cm_hnode **b;
-	size_t mask, n;
+	size_t mask, n;	   /* buckets - 1, nodes */
+	unsigned int bits; /* log2(buckets) */
 };
 
 int cm_hash_add(struct cm_hash *h, struct cm_hnode *n, uint64_t key);
@@ -192,22 +194,46 @@ void cm_hash_del(struct cm_hash *h, struct cm_hnode *n);
 struct cm_hnode *cm_hash_first(const struct cm_hash *h, uint64_t key);
 struct cm_hnode *cm_hash_next(const struct cm_hnode *n);
 
-/* Retransmission deadlines: a min-heap of (deadline, comm ID) pushed
- * each time an id's deadline is set; an entry whose id is gone, no
- * longer waits or has another deadline is stale and skipped, so that
- * answering a MAD only clears mad_pending (gsi.c, cm_timer_arm). */
+/*
+ * Timers.  Every CM deadline is now + one of a few durations: the
+ * response timeouts 4.096 us x 2^e that we and our peers ask for (an MRA
+ * adds its service timeout), and the time wait.  So a FIFO per duration
+ * is in deadline order: arming appends, an answer unlinks (the id's own
+ * node: no search, no stale entry left behind), and the earliest
+ * deadline is the earliest of the queues' heads.  A duration that finds
+ * no queue free (more than CM_TIMER_QUEUES at once) goes into one more
+ * queue kept sorted, walked from its tail.  All O(1) per timer but that
+ * last case.
+ */
+#define CM_TIMER_QUEUES 8
+
+enum cm_timer_kind {
+	CM_TIMER_MAD,	   /* retransmit id->mad (cm_id.mad_timer) */
+	CM_TIMER_TIMEWAIT, /* TIMEWAIT_EXIT due (cm_id.tw_timer) */
+};
+
 struct cm_timer {
-	uint64_t deadline_ns;
-	uint32_t local_id;
+	struct cm_link link;  /* in its queue; unlinked: not armed */
+	uint64_t deadline_ns; /* 0: not armed */
+	uint8_t kind;	      /* enum cm_timer_kind */
 };
 
-struct cm_heap {
-	struct cm_timer *t;
-	size_t n, cap;
+struct cm_timer_queue {
+	uint64_t dur_ns; /* 0: free */
+	struct cm_link q;
 };
 
-int cm_heap_push(struct cm_heap *hp, uint64_t deadline_ns, uint32_t local_id);
-void cm_heap_pop(struct cm_heap *hp);
+struct cm_timers {
+	struct cm_timer_queue q[CM_TIMER_QUEUES];
+	struct cm_link odd; /* any other duration, sorted */
+};
+
+/* (Re)arms t for now + dur_ns */
+void cm_timer_set(struct cm_timers *ts, struct cm_timer *t, uint64_t now,
+		  uint64_t dur_ns);
+void cm_timer_cancel(struct cm_timer *t);
+/* The armed timer with the earliest deadline, or NULL */
+struct cm_timer *cm_timer_first(const struct cm_timers *ts);
 
 /* ---- cma.c, addr.c: ids, channels, events, addresses ---- */
 
@@ -245,6 +271,7 @@ struct cm_chan {
 	struct cm_event *head, *tail;
 	unsigned int nids;
 	unsigned int waiters; /* threads in rdma_get_cm_event */
+	bool readable;	      /* the eventfd is (head != NULL, chan_ready) */
 	bool sync;	      /* private to one synchronous id */
 	bool dead;	      /* destroyed while waited on */
 };
@@ -299,16 +326,16 @@ struct cm_id {
 	uint8_t peer_max_retries;
 	bool connect_error;
 
-	uint64_t timewait_ns; /* TIMEWAIT_EXIT due; 0: none */
+	struct cm_timer tw_timer; /* TIMEWAIT_EXIT due */
 
-	/* the MAD we retransmit until its answer comes */
-	uint8_t mad[CM_MAD_SIZE];
+	/* the MAD we retransmit until its answer comes: mad[] below */
 	bool mad_pending;	  /* cleared by cm_mad_done */
 	struct cm_peer *win_peer; /* window.c: counted or waiting */
 	bool win_waiting;	  /* ... waiting, in win_node */
 	struct cm_link win_node;
 	int retries_left;
-	uint64_t timeout_ns, deadline_ns;
+	uint64_t timeout_ns;
+	struct cm_timer mad_timer; /* its retransmission */
 
 	struct ibv_sa_path_rec path;
 	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep passive */
@@ -316,6 +343,9 @@ struct cm_id {
 	uint8_t ep_pdata_len;
 	bool own_cqs;
 	struct cm_mc *mcs; /* mcast.c: groups joined */
+	/* last: the fields a MAD or an event touches (above) then share
+	 * fewer cache lines, which matters with 100 000 ids out of cache */
+	uint8_t mad[CM_MAD_SIZE];
 };
 
 struct cm_counters {
@@ -367,7 +397,7 @@ struct cm_global {
 	struct cm_link tomb_fifo;   /* ... oldest first */
 	struct cm_hash ports;	    /* bound ids by (ps, port) */
 	struct cm_hash child_ports; /* passive ids by (ps, port) */
-	struct cm_heap timers;	    /* retransmission deadlines */
+	struct cm_timers timers;    /* retransmissions, time waits */
 	struct cm_hash peers;	    /* window.c, by peer GID */
 	uint64_t armed_ns;	    /* what the timerfd is set to */
 	uint16_t next_port;	    /* ephemeral port cursor */
@@ -443,7 +473,6 @@ struct cm_id *cm_find_passive(uint32_t remote_id, const union ibv_gid *peer,
 void cm_index_port(struct cm_id *id, bool passive); /* port set */
 struct cm_id *cm_port_first(bool passive, uint16_t ps, uint16_t port);
 struct cm_id *cm_port_next(struct cm_id *id);
-void cm_timer_add(struct cm_id *id); /* after setting deadline_ns */
 
 #define cm_for_each_id(pos) \
 	for (struct cm_link *l_ = cm.ids.next; \

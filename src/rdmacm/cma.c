@@ -54,19 +54,26 @@ static void chan_free(struct cm_chan *ch)
 	free(ch);
 }
 
-/* Keeps the fd readable exactly while events wait.  cm.lock held. */
+/*
+ * Keeps the fd readable exactly while events wait: the eventfd is
+ * written when the queue gains its first event and read back to zero
+ * when it loses its last, so a stream of events that a thread takes as
+ * they come costs a system call per transition, not one or two per
+ * event (ch->readable says which side of it the fd is on).  cm.lock
+ * held.
+ */
 static void chan_ready(struct cm_chan *ch)
 {
-	struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
 	uint64_t v = 1;
 
 	uroce_assert_held(&cm.lock);
+	if (!ch->head == !ch->readable)
+		return;
 	if (ch->head) {
-		if (write(ch->ch.fd, &v, sizeof(v)) < 0)
-			return;
-	} else if (poll(&p, 1, 0) == 1) {
-		if (read(ch->ch.fd, &v, sizeof(v)) < 0)
-			return;
+		if (write(ch->ch.fd, &v, sizeof(v)) == sizeof(v))
+			ch->readable = true;
+	} else if (read(ch->ch.fd, &v, sizeof(v)) == sizeof(v)) {
+		ch->readable = false;
 	}
 }
 

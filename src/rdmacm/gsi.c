@@ -32,6 +32,7 @@ struct cm_global cm = {
 	.timerfd = -1,
 	.ids = { &cm.ids, &cm.ids },
 	.tomb_fifo = { &cm.tomb_fifo, &cm.tomb_fifo },
+	.timers.odd = { &cm.timers.odd, &cm.timers.odd },
 	.listeners = { &cm.listeners, &cm.listeners },
 };
 
@@ -221,42 +222,42 @@ void cm_flush_sends(uint64_t timeout_ns)
 	}
 }
 
-/* Whether a heap entry still stands for a MAD waiting for its answer or
- * for the end of a time wait. */
-static bool timer_live(const struct cm_timer *t)
-{
-	struct cm_id *id = cm_find_local(t->local_id);
+/*
+ * How late a timer may fire: the timerfd is armed to the earliest
+ * deadline rounded up to this, so that deadlines close together (the
+ * time waits of a burst of disconnects, one every few microseconds) take
+ * one wake-up of the CM thread, not one each.
+ */
+#define TIMER_SLACK_NS 1000000ull
 
-	return id && ((id->mad_pending && id->deadline_ns == t->deadline_ns) ||
-		      id->timewait_ns == t->deadline_ns);
-}
-
-/* Arms the timerfd to the earliest pending deadline, dropping the stale
- * entries on top of the heap first (each is pushed once and popped once,
- * so this costs nothing per id).  cm.lock held. */
+/*
+ * Arms the timerfd for the earliest deadline (timers and held REQs).  It
+ * is set again only when that deadline is earlier than the one armed: a
+ * deadline that moved later (an answer cancelled the timer due first)
+ * costs at most one early wake-up, after which this arms it anew, rather
+ * than a timerfd_settime per answer.  cm.lock held.
+ */
 void cm_timer_arm(void)
 {
+	struct cm_timer *t = cm_timer_first(&cm.timers);
+	uint64_t next = t ? t->deadline_ns : 0;
 	struct itimerspec its;
-	uint64_t next = 0;
 	int i;
 
 	uroce_assert_held(&cm.lock);
-	while (cm.timers.n && !timer_live(&cm.timers.t[0]))
-		cm_heap_pop(&cm.timers);
-	if (cm.timers.n)
-		next = cm.timers.t[0].deadline_ns;
 	for (i = 0; i < CM_HOLD_MAX; i++)
 		if (cm.held[i].used && (!next || cm.held[i].deadline_ns < next))
 			next = cm.held[i].deadline_ns;
-	if (next == cm.armed_ns)
+	if (!next)
 		return;
-	cm.armed_ns = next;
+	next = (next + TIMER_SLACK_NS - 1) / TIMER_SLACK_NS * TIMER_SLACK_NS;
+	if (cm.armed_ns && cm.armed_ns <= next)
+		return;
 	memset(&its, 0, sizeof(its));
-	if (next) {
-		its.it_value.tv_sec = (time_t)(next / 1000000000ull);
-		its.it_value.tv_nsec = (long)(next % 1000000000ull);
-	}
-	timerfd_settime(cm.timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+	its.it_value.tv_nsec = (long)(next % 1000000000ull);
+	if (!timerfd_settime(cm.timerfd, TFD_TIMER_ABSTIME, &its, NULL))
+		cm.armed_ns = next;
 }
 
 static void *cm_thread(void *arg)

@@ -105,8 +105,7 @@ void cm_mad_start(struct cm_id *id)
 	uroce_assert_held(&cm.lock);
 	/* a failed first send is retried like a lost one */
 	(void)cm_send_mad(&id->peer_gid, id->mad);
-	id->deadline_ns = cm_now_ns() + id->timeout_ns;
-	cm_timer_add(id);
+	cm_timer_set(&cm.timers, &id->mad_timer, cm_now_ns(), id->timeout_ns);
 	cm_timer_arm();
 }
 
@@ -444,9 +443,8 @@ static void ud_fill_ah(struct cm_id *id, struct ibv_ah_attr *ah)
 static void disconnected(struct cm_id *id, const struct cm_msg *m)
 {
 	conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m);
-	id->timewait_ns = cm_now_ns() + exp_ns(CM_TIMEWAIT);
-	/* out of memory: no TIMEWAIT_EXIT, as the MADs' retries (table.c) */
-	cm_heap_push(&cm.timers, id->timewait_ns, id->local_id);
+	cm_timer_set(&cm.timers, &id->tw_timer, cm_now_ns(),
+		     exp_ns(CM_TIMEWAIT));
 	cm_timer_arm();
 }
 
@@ -951,8 +949,8 @@ static void handle_mra(const struct cm_msg *m)
 		return;
 	}
 	/* IBA 12.6.6: the peer needs service_to more before it answers */
-	id->deadline_ns = cm_now_ns() + exp_ns(m->service_to) + id->timeout_ns;
-	cm_timer_add(id);
+	cm_timer_set(&cm.timers, &id->mad_timer, cm_now_ns(),
+		     exp_ns(m->service_to) + id->timeout_ns);
 	cm_timer_arm();
 }
 
@@ -1170,52 +1168,61 @@ void cm_handle_mad(const uint8_t *grh, const uint8_t *mad, size_t len)
 	}
 }
 
-/* Retransmits what is due; a request that ran out of retries ends its
- * handshake with the event the kernel's rdma_cm gives. */
+/* The end of a time wait (IBA 12.9.7.4): the QP may be used again. */
+static void timewait_exit(struct cm_id *id)
+{
+	struct cm_event *e = cm_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+
+	if (e)
+		cm_event_queue(e);
+}
+
+/* id's MAD got no answer in time: sent again, or, out of retries, its
+ * handshake ends with the event the kernel's rdma_cm gives. */
+static void mad_timeout(struct cm_id *id, uint64_t now)
+{
+	if (!id->mad_pending)
+		return;
+	if (id->retries_left > 0) {
+		id->retries_left--;
+		cm.cnt.retrans++;
+		cm_send_mad(&id->peer_gid, id->mad);
+		cm_timer_set(&cm.timers, &id->mad_timer, now, id->timeout_ns);
+		return;
+	}
+	cm_mad_done(id);
+	cm.cnt.timeouts++;
+	switch (id->state) {
+	case CM_REQ_SENT:
+	case CM_REP_SENT:
+	case CM_SIDR_REQ_SENT:
+		id->state = CM_DISCONNECTED;
+		conn_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
+		break;
+	case CM_DREQ_SENT:
+		id->state = CM_DISCONNECTED;
+		if (!cm_orphan_done(id))
+			disconnected(id, NULL);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Fires the timers that are due.  (A timer's handler may free ids, and
+ * with them their timers: the queues are read afresh each time.) */
 void cm_handle_timeouts(uint64_t now)
 {
-	struct cm_id *id;
+	struct cm_timer *t;
 
 	uroce_assert_held(&cm.lock);
-	while (cm.timers.n && cm.timers.t[0].deadline_ns <= now) {
-		id = cm_find_local(cm.timers.t[0].local_id);
-		cm_heap_pop(&cm.timers);
-		if (id && id->timewait_ns && id->timewait_ns <= now) {
-			struct cm_event *e;
-
-			id->timewait_ns = 0;
-			e = cm_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
-			if (e)
-				cm_event_queue(e);
-		}
-		if (!id || !id->mad_pending || id->deadline_ns > now)
-			continue;
-		if (id->retries_left > 0) {
-			id->retries_left--;
-			cm.cnt.retrans++;
-			cm_send_mad(&id->peer_gid, id->mad);
-			id->deadline_ns = now + id->timeout_ns;
-			cm_timer_add(id);
-			continue;
-		}
-		cm_mad_done(id);
-		cm.cnt.timeouts++;
-		switch (id->state) {
-		case CM_REQ_SENT:
-		case CM_REP_SENT:
-		case CM_SIDR_REQ_SENT:
-			id->state = CM_DISCONNECTED;
-			conn_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
-				   NULL);
-			break;
-		case CM_DREQ_SENT:
-			id->state = CM_DISCONNECTED;
-			if (!cm_orphan_done(id))
-				disconnected(id, NULL);
-			break;
-		default:
-			break;
-		}
+	while ((t = cm_timer_first(&cm.timers)) && t->deadline_ns <= now) {
+		cm_timer_cancel(t);
+		if (t->kind == CM_TIMER_TIMEWAIT)
+			timewait_exit(container_of(t, struct cm_id, tw_timer));
+		else
+			mad_timeout(container_of(t, struct cm_id, mad_timer),
+				    now);
 	}
 	hold_sweep(now);
 }

@@ -2,8 +2,8 @@
 /*
  * The CM's lookup structures, so that no MAD, timer or API call walks
  * every id (docs/scale.md): hash tables with doubly linked chains (comm
- * IDs, repeated requests, bound ports) and a min-heap of retransmission
- * deadlines.  All of it under cm.lock.
+ * IDs, repeated requests, bound ports) and timer queues (retransmissions
+ * and time waits).  All of it under cm.lock.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,13 +11,19 @@
 
 #include "cm.h"
 
-#define HASH_MIN 64
+#define HASH_MIN_BITS 6 /* 64 buckets */
 
-/* Fibonacci hashing: keys are comm IDs (random below a per-process
- * prefix) and port numbers (sequential); both spread over the top bits */
+/*
+ * Fibonacci hashing: the slot is the top bits of key * 2^64/phi.  Keys
+ * are runs of consecutive numbers (comm IDs from a counter under a
+ * per-process prefix, the peer's comm IDs, ports); the product's top
+ * bits spread a run evenly over every slot, where its middle bits (the
+ * slot before) left 7 of 8 slots empty and chains of 15 at 100 000
+ * ids, each link a cache miss (docs/scale.md).
+ */
 static size_t slot_of(const struct cm_hash *h, uint64_t key)
 {
-	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & h->mask;
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - h->bits));
 }
 
 static void hash_insert(struct cm_hnode **head, struct cm_hnode *n)
@@ -29,13 +35,14 @@ static void hash_insert(struct cm_hnode **head, struct cm_hnode *n)
 	n->pprev = head;
 }
 
-/* Doubles the table when it holds twice as many nodes as buckets; on
- * failure the chains just grow longer. */
+/* Doubles the table when it holds as many nodes as buckets; on failure
+ * the chains just grow longer. */
 static void hash_grow(struct cm_hash *h)
 {
-	size_t nb = h->b ? (h->mask + 1) * 2 : HASH_MIN, i;
+	unsigned int bits = h->b ? h->bits + 1 : HASH_MIN_BITS;
+	size_t nb = (size_t)1 << bits, i;
 	struct cm_hnode **b = calloc(nb, sizeof(*b)), *n, *next;
-	struct cm_hash nh = { .b = b, .mask = nb - 1 };
+	struct cm_hash nh = { .b = b, .mask = nb - 1, .bits = bits };
 
 	if (!b)
 		return;
@@ -47,11 +54,12 @@ static void hash_grow(struct cm_hash *h)
 	free(h->b);
 	h->b = b;
 	h->mask = nb - 1;
+	h->bits = bits;
 }
 
 int cm_hash_add(struct cm_hash *h, struct cm_hnode *n, uint64_t key)
 {
-	if (!h->b || h->n >= 2 * (h->mask + 1))
+	if (!h->b || h->n >= h->mask + 1)
 		hash_grow(h);
 	if (!h->b)
 		return -ENOMEM;
@@ -93,78 +101,77 @@ struct cm_hnode *cm_hash_next(const struct cm_hnode *n)
 	return (struct cm_hnode *)n;
 }
 
-/* ---- the deadline heap ---- */
+/* ---- timers (cm.h) ---- */
 
-static void heap_swap(struct cm_timer *a, struct cm_timer *b)
+static struct cm_link *timer_queue(struct cm_timers *ts, uint64_t dur_ns)
 {
-	struct cm_timer t = *a;
+	struct cm_timer_queue *free_q = NULL;
+	unsigned int i;
 
-	*a = *b;
-	*b = t;
+	for (i = 0; i < CM_TIMER_QUEUES; i++) {
+		struct cm_timer_queue *q = &ts->q[i];
+
+		if (q->dur_ns == dur_ns)
+			return &q->q;
+		if (!free_q && (!q->dur_ns || cm_link_empty(&q->q)))
+			free_q = q;
+	}
+	if (!free_q)
+		return NULL;
+	free_q->dur_ns = dur_ns;
+	cm_link_init(&free_q->q);
+	return &free_q->q;
 }
 
-int cm_heap_push(struct cm_heap *hp, uint64_t deadline_ns, uint32_t local_id)
+void cm_timer_set(struct cm_timers *ts, struct cm_timer *t, uint64_t now,
+		  uint64_t dur_ns)
 {
-	size_t i;
+	struct cm_link *q, *pos;
 
-	if (hp->n == hp->cap) {
-		size_t cap = hp->cap ? hp->cap * 2 : 256;
-		struct cm_timer *t = realloc(hp->t, cap * sizeof(*t));
-
-		if (!t)
-			return -ENOMEM;
-		hp->t = t;
-		hp->cap = cap;
-	}
-	i = hp->n++;
-	hp->t[i].deadline_ns = deadline_ns;
-	hp->t[i].local_id = local_id;
-	while (i && hp->t[(i - 1) / 2].deadline_ns > hp->t[i].deadline_ns) {
-		heap_swap(&hp->t[(i - 1) / 2], &hp->t[i]);
-		i = (i - 1) / 2;
-	}
-	return 0;
-}
-
-void cm_heap_pop(struct cm_heap *hp)
-{
-	size_t i = 0;
-
-	if (!hp->n)
+	uroce_assert_held(&cm.lock);
+	cm_timer_cancel(t);
+	t->deadline_ns = now + dur_ns; /* (now > 0: 0 means not armed) */
+	q = timer_queue(ts, dur_ns);
+	if (q) {
+		cm_link_add_tail(q, &t->link);
 		return;
-	hp->t[0] = hp->t[--hp->n];
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-
-		if (l < hp->n && hp->t[l].deadline_ns < hp->t[m].deadline_ns)
-			m = l;
-		if (r < hp->n && hp->t[r].deadline_ns < hp->t[m].deadline_ns)
-			m = r;
-		if (m == i)
+	}
+	/* the sorted queue: after the last timer due no later */
+	for (pos = ts->odd.prev; pos != &ts->odd; pos = pos->prev)
+		if (cm_link_entry(pos, struct cm_timer, link)->deadline_ns <=
+		    t->deadline_ns)
 			break;
-		heap_swap(&hp->t[i], &hp->t[m]);
-		i = m;
-	}
-	/* a burst's entries are gone: give the memory back */
-	if (hp->cap > 1024 && hp->n < hp->cap / 8) {
-		struct cm_timer *t = realloc(hp->t, hp->cap / 2 * sizeof(*t));
+	cm_link_add_tail(pos->next, &t->link);
+}
 
-		if (t) {
-			hp->t = t;
-			hp->cap /= 2;
-		}
+void cm_timer_cancel(struct cm_timer *t)
+{
+	cm_link_del(&t->link);
+	t->deadline_ns = 0;
+}
+
+static struct cm_timer *head_of(const struct cm_link *q)
+{
+	return cm_link_empty(q) ? NULL :
+				  cm_link_entry(q->next, struct cm_timer, link);
+}
+
+struct cm_timer *cm_timer_first(const struct cm_timers *ts)
+{
+	struct cm_timer *first = head_of(&ts->odd), *t;
+	unsigned int i;
+
+	for (i = 0; i < CM_TIMER_QUEUES; i++) {
+		if (!ts->q[i].dur_ns)
+			continue;
+		t = head_of(&ts->q[i].q);
+		if (t && (!first || t->deadline_ns < first->deadline_ns))
+			first = t;
 	}
+	return first;
 }
 
 /* ---- the ids' indexes ---- */
-
-void cm_timer_add(struct cm_id *id)
-{
-	uroce_assert_held(&cm.lock);
-	/* out of memory: this MAD is not retransmitted; the peer's own
-	 * retries or the application's timeout end the handshake */
-	cm_heap_push(&cm.timers, id->deadline_ns, id->local_id);
-}
 
 struct cm_id *cm_find_local(uint32_t local_id)
 {
@@ -332,6 +339,10 @@ void cm_id_link(struct cm_id *id)
 	cm_link_init(&id->deferred_node);
 	cm_link_init(&id->listen_node);
 	cm_link_init(&id->win_node);
+	cm_link_init(&id->mad_timer.link);
+	cm_link_init(&id->tw_timer.link);
+	id->mad_timer.kind = CM_TIMER_MAD;
+	id->tw_timer.kind = CM_TIMER_TIMEWAIT;
 	cm_link_add_tail(&cm.ids, &id->node);
 }
 
@@ -339,6 +350,8 @@ void cm_id_unlink(struct cm_id *id)
 {
 	uroce_assert_held(&cm.lock);
 	cm_window_leave(id);
+	cm_timer_cancel(&id->mad_timer);
+	cm_timer_cancel(&id->tw_timer);
 	cm_link_del(&id->node);
 	cm_link_del(&id->child_node);
 	cm_link_del(&id->deferred_node);

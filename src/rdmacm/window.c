@@ -107,5 +107,6 @@ void cm_mad_done(struct cm_id *id)
 {
 	uroce_assert_held(&cm.lock);
 	id->mad_pending = false;
+	cm_timer_cancel(&id->mad_timer);
 	cm_window_leave(id);
 }
