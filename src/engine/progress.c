@@ -54,9 +54,20 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 void uroce_timers_run(struct uroce_dev *dev)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
+	bool idle;
 	uint32_t i;
 
 	pthread_mutex_lock(&dev->lock);
+	/* (how many passes a held ACK or a deadline needed) */
+	idle = !atomic_load_explicit(&dev->ack.held, memory_order_relaxed) &&
+	       !dev->prog.cq_overrun_pending;
+	for (i = 0; i < dev->obj.nqps && idle; i++) {
+		uint64_t d = uroce_req_next_deadline(dev->obj.live[i]);
+
+		idle = !d || d > now;
+	}
+	uroce_count(dev, UROCE_CNT_TIMER_PASSES, 1);
+	uroce_count(dev, UROCE_CNT_TIMER_IDLE_PASSES, idle);
 	dev->prog.armed_deadline_ns = 0;
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
@@ -805,14 +816,19 @@ static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 			return 1;
 		}
 		now = uroce_now_ns();
-		if (now - start > len)
+		if (now - start > len) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_TIMEOUT, 1);
 			return 0;
+		}
 		if (n > 0) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_PKTS, 1);
 			uroce_spin_begin(&wait_gov, now);
 			continue;
 		}
-		if (!uroce_spin_look(&wait_gov, now))
+		if (!uroce_spin_look(&wait_gov, now)) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_PREEMPT, 1);
 			return 0;
+		}
 	}
 }
 
@@ -842,8 +858,16 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	bool intr = false;
 	int r, sig;
 
-	if (!len || wait_took_ns > WAIT_SHORT_NS || !spin_may(&wait_gov, start))
+	if (!len)
 		return 0;
+	if (wait_took_ns > WAIT_SHORT_NS) {
+		uroce_count(dev, UROCE_CNT_WAIT_SPIN_SKIP_LONG, 1);
+		return 0;
+	}
+	if (!spin_may(&wait_gov, start)) {
+		uroce_count(dev, UROCE_CNT_WAIT_SPIN_SKIP_GOV, 1);
+		return 0;
+	}
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;
