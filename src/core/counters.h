@@ -147,6 +147,18 @@
 	X(WAIT_SLEEPS, "wait_sleeps") /* a thread in ibv_get_cq_event slept */ \
 	X(WAIT_RX, "wait_rx")	      /* ... woke to packets and took them */ \
 	X(WAIT_SPIN_RX, \
-	  "wait_spin_rx") /* ... found its event spinning, before it slept */
+	  "wait_spin_rx") /* ... found its event spinning, before it slept */ \
+	/* ... did not spin: its last wait was long, the governor said no \
+	 * (engine/spin.h); its spin stopped: preempted, or its length \
+	 * over; a look of it received but found no event */ \
+	X(WAIT_SPIN_SKIP_LONG, "wait_spin_skip_long") \
+	X(WAIT_SPIN_SKIP_GOV, "wait_spin_skip_gov") \
+	X(WAIT_SPIN_PREEMPT, "wait_spin_preempt") \
+	X(WAIT_SPIN_TIMEOUT, "wait_spin_timeout") \
+	X(WAIT_SPIN_PKTS, "wait_spin_pkts") \
+	/* engine/progress.c: the engine's timer passes, and those that \
+	 * found no held ACK, no deadline due */ \
+	X(TIMER_PASSES, "timer_passes") \
+	X(TIMER_IDLE_PASSES, "timer_idle_passes")
 
 #endif /* UROCE_CORE_COUNTERS_H */

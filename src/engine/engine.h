@@ -104,6 +104,20 @@ struct uroce_tx {
  */
 #define UROCE_ACK_HOLD_NS 200000
 
+/*
+ * A hold at now needs no timer of its own when the progress thread,
+ * asleep, wakes by by at the latest (its next look; 0: it sleeps until
+ * woken, or runs) and that is within the hold's bound: each wake-up of
+ * the thread sends what is held (docs/events.md, "ACKs held by a
+ * waiter").  In an event-driven exchange the thread looks every
+ * WAITER_NS anyway; a timer armed for each hold fired in between, for
+ * nothing, as the reply had taken the ACK.
+ */
+static inline bool uroce_ack_hold_covered(uint64_t by, uint64_t now)
+{
+	return by && by >= now && by - now <= UROCE_ACK_HOLD_NS;
+}
+
 /* dev->ack, engine/resp.c: while a receive burst is handled, plain ACKs
  * wait here (QP numbers) and leave once at its end (dev->lock) */
 struct uroce_ack_hold {
@@ -141,6 +155,9 @@ struct uroce_progress {
 	_Atomic uint32_t wait_gen;    /* ... how many times one went */
 	_Atomic bool take_back;	      /* the last waiter gave up: the
 					 * thread watches the packets now */
+	_Atomic uint64_t wake_by_ns;  /* the thread sleeps and wakes by
+					 * then; 0: until woken, or it runs
+					 * (uroce_progress_sleep_by) */
 	pthread_t thread;
 	int epfd;      /* what the thread waits on but the
 					 * packets: timers, wake-ups, ring
@@ -277,6 +294,12 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
 /* the calling thread sleeps in uroce_progress_wait and received: its
  * ACKs wait for its reply as an application poll's do */
 bool uroce_progress_waiter_rx(void);
+/* the progress thread goes to sleep until by (0: until woken), and has
+ * woken: it sends what is held for a post that did not come, and a hold
+ * meanwhile needs no timer if by is within its bound
+ * (uroce_ack_hold_covered) */
+void uroce_progress_sleep_by(struct uroce_dev *dev, uint64_t by);
+void uroce_progress_woke(struct uroce_dev *dev);
 /* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
 int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
 /* whether the watch may go from one state to the other */

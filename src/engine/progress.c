@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include "core/thread.h"
@@ -54,9 +55,20 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 void uroce_timers_run(struct uroce_dev *dev)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
+	bool idle;
 	uint32_t i;
 
 	pthread_mutex_lock(&dev->lock);
+	/* (how many passes a held ACK or a deadline needed) */
+	idle = !atomic_load_explicit(&dev->ack.held, memory_order_relaxed) &&
+	       !dev->prog.cq_overrun_pending;
+	for (i = 0; i < dev->obj.nqps && idle; i++) {
+		uint64_t d = uroce_req_next_deadline(dev->obj.live[i]);
+
+		idle = !d || d > now;
+	}
+	uroce_count(dev, UROCE_CNT_TIMER_PASSES, 1);
+	uroce_count(dev, UROCE_CNT_TIMER_IDLE_PASSES, idle);
 	dev->prog.armed_deadline_ns = 0;
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
@@ -285,14 +297,18 @@ static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
 	if (sleep && look->idle) {
 		watch_to(dev, UROCE_WATCH_IDLE);
 		if (waiter_sleeps(dev)) {
+			uroce_progress_sleep_by(dev, 0);
 			*n = epoll_wait(dev->prog.epfd, ev, max, -1);
 			return true;
 		}
 	}
 	watch_to(dev, UROCE_WATCH_WAITER);
+	uroce_progress_sleep_by(dev, sleep ? look->seen_ns + WAITER_NS : 0);
 	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none, NULL);
-	if (*n < 0 && errno == ENOSYS) /* Linux < 5.11 */
+	if (*n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
+		uroce_progress_sleep_by(dev, 0);
 		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
+	}
 	look->idle = !*n && waiter_sleeps(dev) &&
 		     atomic_load(&dev->prog.wait_gen) == gen &&
 		     uroce_now_ns() - look->seen_ns >= WAITER_NS;
@@ -339,15 +355,22 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
 	if (app_receives(dev)) {
 		watch_to(dev, UROCE_WATCH_APP);
 		if (app_receives(dev)) {
+			uroce_progress_sleep_by(dev,
+						*sleep ? uroce_now_ns() +
+								 APP_WAIT_NS :
+							 0);
 			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
 					 *sleep ? &app_wait : &none, NULL);
-			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
+			if (n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
+				uroce_progress_sleep_by(dev, 0);
 				n = epoll_wait(dev->prog.app_epfd, ev, max,
 					       *sleep ? 1 : 0);
+			}
 			goto expand;
 		}
 	}
 	watch_to(dev, UROCE_WATCH_SOCK);
+	uroce_progress_sleep_by(dev, 0);
 	n = epoll_wait(dev->prog.sock_epfd, ev, max, *sleep ? -1 : 0);
 expand:
 	/* epfd is one entry of sock_epfd and app_epfd: its own events
@@ -560,6 +583,20 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
+void uroce_progress_sleep_by(struct uroce_dev *dev, uint64_t by)
+{
+	/* (seq_cst: uroce_ack_burst_end_for_post marks, then reads it) */
+	atomic_store(&dev->prog.wake_by_ns, by);
+	if (atomic_load(&dev->ack.held))
+		uroce_ack_release_unlocked(dev);
+}
+
+void uroce_progress_woke(struct uroce_dev *dev)
+{
+	atomic_store(&dev->prog.wake_by_ns, 0);
+	uroce_ack_release_unlocked(dev);
+}
+
 static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
@@ -569,6 +606,9 @@ static void *progress_main(void *arg)
 	uint64_t v;
 
 	short_slice();
+	/* its looks on time: a held ACK counts on the next one
+	 * (uroce_ack_hold_covered), and the default slack is 50 us */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	spin_ns = uroce_config()->spin_ns;
 
 	while (!dev->prog.stopping) {
@@ -577,9 +617,9 @@ static void *progress_main(void *arg)
 		int i;
 
 		/* ACKs an application's poll left for a post: whatever woke
-		 * us, they have waited long enough */
-		if (n)
-			uroce_ack_release_unlocked(dev);
+		 * us, a look's timeout included, they have waited long
+		 * enough */
+		uroce_progress_woke(dev);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -624,6 +664,8 @@ static void *progress_main(void *arg)
 		/* (every engine path sends what it queued; this is a net) */
 		uroce_tx_drain(dev);
 	}
+	/* (holds from here on arm the timer) */
+	atomic_store(&dev->prog.wake_by_ns, 0);
 	return NULL;
 }
 
@@ -805,14 +847,19 @@ static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 			return 1;
 		}
 		now = uroce_now_ns();
-		if (now - start > len)
+		if (now - start > len) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_TIMEOUT, 1);
 			return 0;
+		}
 		if (n > 0) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_PKTS, 1);
 			uroce_spin_begin(&wait_gov, now);
 			continue;
 		}
-		if (!uroce_spin_look(&wait_gov, now))
+		if (!uroce_spin_look(&wait_gov, now)) {
+			uroce_count(dev, UROCE_CNT_WAIT_SPIN_PREEMPT, 1);
 			return 0;
+		}
 	}
 }
 
@@ -842,8 +889,16 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	bool intr = false;
 	int r, sig;
 
-	if (!len || wait_took_ns > WAIT_SHORT_NS || !spin_may(&wait_gov, start))
+	if (!len)
 		return 0;
+	if (wait_took_ns > WAIT_SHORT_NS) {
+		uroce_count(dev, UROCE_CNT_WAIT_SPIN_SKIP_LONG, 1);
+		return 0;
+	}
+	if (!spin_may(&wait_gov, start)) {
+		uroce_count(dev, UROCE_CNT_WAIT_SPIN_SKIP_GOV, 1);
+		return 0;
+	}
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;

@@ -210,19 +210,28 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
  * call (docs/datapath.md, "ACKs").  The ACK still goes first: a QP's
  * held ACK leaves before anything else it sends (uroce_xmit).  And it
  * waits at most UROCE_ACK_HOLD_NS: the engine's timer sends it then,
- * whatever the application does (a NIC does not wait for the
- * application to be scheduled; gloo destroys a buffer whose last send
- * has not completed yet).
+ * or the progress thread's next look if that comes sooner, whatever the
+ * application does (a NIC does not wait for the application to be
+ * scheduled; gloo destroys a buffer whose last send has not completed
+ * yet).
  */
 void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 {
+	uint64_t now;
+
 	dev->ack.ack_defer = false;
 	if (!dev->ack.nack_pending ||
 	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
 		return;
-	atomic_store_explicit(&dev->ack.held, true, memory_order_relaxed);
+	/* (seq_cst, the mark then the thread's wake_by; it stores wake_by,
+	 * then reads the mark: one of the two sees the other) */
+	atomic_store(&dev->ack.held, true);
+	now = uroce_now_ns();
+	/* the progress thread's next look sends it in time */
+	if (uroce_ack_hold_covered(atomic_load(&dev->prog.wake_by_ns), now))
+		return;
 	/* (no system call unless nothing earlier is armed) */
-	uroce_timer_arm(dev, uroce_now_ns() + UROCE_ACK_HOLD_NS);
+	uroce_timer_arm(dev, now + UROCE_ACK_HOLD_NS);
 }
 
 /* (lock held) the ACKs a burst left for the next post go now */

@@ -419,7 +419,14 @@ static void deliver_burst(void)
 static bool step(void)
 {
 	uint64_t timer = E->dev->prog.armed_deadline_ns;
+	uint64_t look = atomic_load(&E->dev->prog.wake_by_ns);
 
+	/* the progress thread's look (eng_thread_sleeps) */
+	if (look && (!nheap || look < heap[0]->at) && (!timer || look <= timer)) {
+		set_now(look);
+		uroce_progress_woke(E->dev);
+		return true;
+	}
 	if (nheap && (!timer || heap[0]->at <= timer)) {
 		deliver_burst();
 		return true;
@@ -429,6 +436,11 @@ static bool step(void)
 	set_now(timer);
 	uroce_timers_run(E->dev);
 	return true;
+}
+
+void eng_thread_sleeps(uint64_t by)
+{
+	uroce_progress_sleep_by(E->dev, by);
 }
 
 bool eng_run(bool (*done)(struct eng *e), uint64_t limit_ns)

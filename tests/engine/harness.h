@@ -126,6 +126,10 @@ void eng_setup(const struct eng_opts *o);
 /* run events until done(e) holds or the clock passes limit_ns after the
  * start of this call; returns whether done held */
 bool eng_run(bool (*done)(struct eng *e), uint64_t limit_ns);
+/* the progress thread (there is none: the device is offline) sleeps
+ * until by, 0: until woken (uroce_progress_sleep_by); eng_run wakes it
+ * at by, an event of its own (uroce_progress_woke) */
+void eng_thread_sleeps(uint64_t by);
 /* run until the wire is empty and no timer is armed, or limit_ns */
 void eng_settle(uint64_t limit_ns);
 uint64_t eng_cnt(enum uroce_counter c);

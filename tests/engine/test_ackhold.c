@@ -238,34 +238,41 @@ static bool a_req(const struct eng_pkt *p)
 	return !from_b(p) && p->is_req;
 }
 
-static void t_ack_hold_bound(void)
+/* B's ACK of the ping: when it left, after the ping arrived */
+static uint64_t ack_waited(void)
+{
+	unsigned int ping = next_of_b(0, a_req), ack = next_of_b(0, b_ack);
+
+	ENG_CHECK(ping < E->ntrace && ack < E->ntrace, "ping %u, ACK %u", ping,
+		  ack);
+	return E->trace[ack].sent_ns -
+	       (E->trace[ping].sent_ns + E->o.latency_ns);
+}
+
+/* A pings, B's application receives it and is gone (as in
+ * ack_hold_bound), the progress thread asleep until look_ns after the
+ * ping arrives (0: until woken) */
+static void ping_thread_asleep(uint64_t look_ns)
 {
 	struct eng_opts o = hold_opts();
-	unsigned int ping, ack;
-	uint64_t arrived, waited;
 
 	eng_setup(&o);
 	eng_post_recv(E->b, 10, 0, 64);
 	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+	eng_thread_sleeps(look_ns ? E->now + E->o.latency_ns + look_ns : 0);
 	eng_wait(1, 0);
 	ENG_CHECK(eng_run(b_has_recv, 10 * MS), "B never received the SEND");
 	ENG_CHECK(eng_count_sent(b_ack) == 0, "B acknowledged at once");
-	/* B's application is gone (descheduled, or computing): nothing of
-	 * it runs from here on; only the engine's timers and the wire */
-	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
-	eng_expect_ok(&E->wc_a[0], 1);
-	ping = next_of_b(0, a_req);
-	ack = next_of_b(0, b_ack);
-	ENG_CHECK(ack < E->ntrace, "no ACK");
-	arrived = E->trace[ping].sent_ns + E->o.latency_ns;
-	waited = E->trace[ack].sent_ns - arrived;
-	ENG_CHECK(waited <= UROCE_ACK_HOLD_NS,
-		  "the ACK left %llu ns after "
-		  "its request arrived (bound %llu)",
-		  (unsigned long long)waited,
+}
+
+/* the held ACK left within the bound, and A needed no probe, no
+ * timeout */
+static void check_bound(void)
+{
+	ENG_CHECK(ack_waited() <= UROCE_ACK_HOLD_NS,
+		  "the ACK left %llu ns after its request arrived (bound %llu)",
+		  (unsigned long long)ack_waited(),
 		  (unsigned long long)UROCE_ACK_HOLD_NS);
-	ENG_CHECK(E->trace[ack].psn == PSN0, "ACK of PSN 0x%x",
-		  E->trace[ack].psn);
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0 &&
 			  eng_cnt(UROCE_CNT_TIMEOUTS) == 0,
 		  "A had to probe (%llu) or time out (%llu)",
@@ -273,10 +280,90 @@ static void t_ack_hold_bound(void)
 		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS));
 }
 
+static void t_ack_hold_bound(void)
+{
+	/* B's application is gone (descheduled, or computing): nothing of
+	 * it runs from here on; only the engine's timers and the wire */
+	ping_thread_asleep(0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(E->trace[next_of_b(0, b_ack)].psn == PSN0, "ACK of PSN 0x%x",
+		  E->trace[next_of_b(0, b_ack)].psn);
+	check_bound();
+}
+
+/* ---- the progress thread's next look sends it: no timer ---- */
+
+static void t_ack_hold_rides_look(void)
+{
+	uint64_t look = UROCE_ACK_HOLD_NS * 3 / 4, armed;
+
+	ping_thread_asleep(look);
+	/* the hold armed no timer of its own (a system call, and a pass
+	 * for nothing once a reply takes the ACK): the look comes first */
+	armed = E->dev->prog.armed_deadline_ns;
+	ENG_CHECK(!armed || armed > E->now + UROCE_ACK_HOLD_NS,
+		  "the hold armed the timer %llu ns ahead",
+		  (unsigned long long)(armed - E->now));
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	/* the look sent it */
+	ENG_CHECK(ack_waited() == look,
+		  "the ACK left %llu ns after its request "
+		  "arrived, the look was at %llu",
+		  (unsigned long long)ack_waited(), (unsigned long long)look);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMER_PASSES) == 0 &&
+			  eng_cnt(UROCE_CNT_TLP_PROBES) == 0,
+		  "%llu timer passes, %llu probes",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMER_PASSES),
+		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
+}
+
+/* a look later than the bound does not do: the timer sends it in time */
+static void t_ack_hold_look_too_late(void)
+{
+	ping_thread_asleep(UROCE_ACK_HOLD_NS + UROCE_ACK_HOLD_NS / 2);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	check_bound();
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMER_PASSES) >= 1, "no timer pass");
+}
+
+/* the thread counted on by the hold sleeps again, until woken: it sends
+ * the ACK first (the hold saw its look, or it sees the hold) */
+static void t_ack_hold_thread_sleeps_on(void)
+{
+	ping_thread_asleep(UROCE_ACK_HOLD_NS / 2);
+	eng_thread_sleeps(0);
+	ENG_CHECK(eng_count_sent(b_ack) == 1,
+		  "the thread went to sleep past the held ACK");
+	ENG_CHECK(ack_waited() == 0, "ACK %llu ns late",
+		  (unsigned long long)ack_waited());
+}
+
+/* the rule itself, at its edges */
+static void t_ack_hold_covered(void)
+{
+	const uint64_t now = 5 * MS, h = UROCE_ACK_HOLD_NS;
+
+	eng_setup(NULL);
+	ENG_CHECK(!uroce_ack_hold_covered(0, now), "a thread without a look");
+	ENG_CHECK(uroce_ack_hold_covered(now, now), "a look now");
+	ENG_CHECK(uroce_ack_hold_covered(now + h, now), "a look at the bound");
+	ENG_CHECK(!uroce_ack_hold_covered(now + h + 1, now),
+		  "a look past the bound");
+	ENG_CHECK(!uroce_ack_hold_covered(now - 1, now),
+		  "a look that is over (the thread runs)");
+}
+
 static const struct eng_test tests[] = {
 	{ "ack_before_reply", t_ack_before_reply },
 	{ "ack_before_reply_mid_burst", t_ack_before_reply_mid_burst },
 	{ "ack_hold_bound", t_ack_hold_bound },
+	{ "ack_hold_rides_look", t_ack_hold_rides_look },
+	{ "ack_hold_look_too_late", t_ack_hold_look_too_late },
+	{ "ack_hold_thread_sleeps_on", t_ack_hold_thread_sleeps_on },
+	{ "ack_hold_covered", t_ack_hold_covered },
 	{ "ack_before_response", t_ack_before_response },
 	{ "ack_released_by_poll", t_ack_released_by_poll },
 };
