@@ -44,10 +44,9 @@
  *     hands to cm_set_errno;
  *   - rdmacm/proto.c's MAD parsers: -1 for a malformed MAD (counted and
  *     dropped, no errno to give);
- *   - net/net.h's same-host hooks, tri-states until they are enums:
- *     uroce_local_send 1 (sent by a ring), 0 (not a same-host peer) or
- *     a negative errno; uroce_local_event 0 (not ours), 1 (handled) or
- *     2 (packets may wait).
+ *   - net/net.h's same-host hook uroce_local_send, a tri-state until it
+ *     is an enum: 1 (sent by a ring), 0 (not a same-host peer) or a
+ *     negative errno.
  */
 #ifndef UROCE_CORE_H
 #define UROCE_CORE_H

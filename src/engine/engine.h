@@ -148,7 +148,9 @@ struct uroce_progress {
 	int app_epfd;  /* the rings' bell and epfd */
 	int sock_epfd; /* the socket, the bell and epfd */
 	int timerfd;
-	int wakefd;		    /* eventfd: wake the progress thread */
+	int wakefd; /* eventfd: wake the progress thread */
+	/* (core/watch.h; epfd's, in sock_epfd and app_epfd, is expanded) */
+	struct uroce_watcher timer_w, wake_w, epfd_w;
 	bool running;		    /* thread started, not yet joined */
 	_Atomic bool stopping;	    /* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns; /* what timerfd is set to, 0 = none */
@@ -278,7 +280,8 @@ bool uroce_progress_app_rx(struct uroce_dev *dev);
  * ACKs wait for its reply as an application poll's do */
 bool uroce_progress_waiter_rx(void);
 /* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
-int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
+int uroce_progress_watch_bell(struct uroce_dev *dev, struct uroce_watcher *w,
+			      int fd);
 /* whether the watch may go from one state to the other */
 bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 /* the application may stop polling now (it found only send

@@ -353,7 +353,7 @@ expand:
 	/* epfd is one entry of sock_epfd and app_epfd: its own events
 	 * replace it */
 	for (i = k = 0; i < n; i++) {
-		if (ev[i].data.fd == dev->prog.epfd)
+		if (ev[i].data.ptr == &dev->prog.epfd_w)
 			inner = true;
 		else
 			ev[k++] = ev[i];
@@ -566,7 +566,6 @@ static void *progress_main(void *arg)
 	struct waiter_look look = { 0, 0, false };
 	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
-	uint64_t v;
 
 	short_slice();
 	spin_ns = uroce_config()->spin_ns;
@@ -587,33 +586,14 @@ static void *progress_main(void *arg)
 		/* a ring has packets */
 		rx = !sleep && !n && !app_is_polling(dev);
 		for (i = 0; i < n; i++) {
-			int fd = ev[i].data.fd;
-			int local;
+			struct uroce_watcher *w = ev[i].data.ptr;
 
 			/* a waiter's: it takes them (the bell left unread,
 			 * or the waiter might sleep past it) */
-			if ((fd == uroce_net_sock(dev) ||
-			     fd == uroce_local_bell(dev)) &&
-			    waiter_sleeps(dev))
+			if (w->packets && waiter_sleeps(dev))
 				continue;
-			local = uroce_local_event(dev, fd);
-			if (local == 1)
-				continue;
-			if (fd == uroce_net_sock(dev))
-				uroce_local_sock_ready(dev);
-			if (fd == uroce_net_sock(dev) || local == 2) {
+			if (w->fn(dev, w))
 				rx |= !app_is_polling(dev);
-			} else if (fd == dev->prog.timerfd) {
-				if (read(dev->prog.timerfd, &v, sizeof(v)) < 0 &&
-				    errno != EAGAIN)
-					continue;
-				uroce_timers_run(dev);
-			} else if (fd == dev->prog.wakefd) {
-				if (read(dev->prog.wakefd, &v, sizeof(v)) < 0)
-					continue;
-			} else if (!uroce_share_poll(dev, fd)) {
-				uroce_mcast_poll(dev, fd);
-			}
 		}
 		if (rx) {
 			/* (senders need not ring while we look) */
@@ -927,17 +907,61 @@ static int wait_sleep(struct uroce_dev *dev, int fd)
 	}
 }
 
-static int watch(int epfd, int fd)
+static int timer_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	uint64_t v;
 
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (read(w->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return 0;
+	uroce_timers_run(dev);
+	return 0;
 }
 
-int uroce_progress_watch_bell(struct uroce_dev *dev, int fd)
+static int wake_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
-	if (watch(dev->prog.sock_epfd, fd) || watch(dev->prog.app_epfd, fd))
-		return -errno;
+	uint64_t v;
+
+	(void)dev;
+	if (read(w->fd, &v, sizeof(v)) < 0)
+		return 0; /* (EAGAIN: another event woke us) */
+	return 0;
+}
+
+/* the rings' bell brings packets: watched with the socket, and while
+ * the application has the socket too (net/local.c) */
+int uroce_progress_watch_bell(struct uroce_dev *dev, struct uroce_watcher *w,
+			      int fd)
+{
+	int err = uroce_watcher_add(dev->prog.sock_epfd, w, fd, EPOLLIN);
+
+	return err ? err : uroce_watcher_add(dev->prog.app_epfd, w, fd, EPOLLIN);
+}
+
+/* the thread's own descriptors, once they exist (epfd is watched in
+ * the other two sets: its events wake them too) */
+static int watch_own(struct uroce_dev *dev)
+{
+	const struct {
+		int epfd;
+		struct uroce_watcher *w;
+		int fd;
+	} own[] = {
+		{ dev->prog.sock_epfd, &dev->prog.epfd_w, dev->prog.epfd },
+		{ dev->prog.app_epfd, &dev->prog.epfd_w, dev->prog.epfd },
+		{ dev->prog.epfd, &dev->prog.timer_w, dev->prog.timerfd },
+		{ dev->prog.epfd, &dev->prog.wake_w, dev->prog.wakefd },
+	};
+	size_t i;
+	int err;
+
+	dev->prog.timer_w.fn = timer_ready;
+	dev->prog.wake_w.fn = wake_ready;
+	for (i = 0; i < UROCE_ARRAY_SIZE(own); i++) {
+		err = uroce_watcher_add(own[i].epfd, own[i].w, own[i].fd,
+					EPOLLIN);
+		if (err)
+			return err;
+	}
 	return 0;
 }
 
@@ -955,14 +979,11 @@ int uroce_progress_start(struct uroce_dev *dev)
 	    dev->prog.sock_epfd < 0 || dev->prog.timerfd < 0 ||
 	    dev->prog.wakefd < 0)
 		return -errno;
-	if (watch(dev->prog.sock_epfd, uroce_net_sock(dev)) ||
-	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
-	    watch(dev->prog.app_epfd, dev->prog.epfd) ||
-	    watch(dev->prog.epfd, dev->prog.timerfd) ||
-	    watch(dev->prog.epfd, dev->prog.wakefd))
-		return -errno;
-	uroce_share_watch(dev);
-	uroce_local_watch(dev);
+	err = watch_own(dev);
+	if (!err)
+		err = uroce_net_watch(dev);
+	if (err)
+		return err;
 
 	err = uroce_thread_create(&dev->prog.thread, 0, progress_main, dev);
 	dev->prog.running = !err;
