@@ -155,7 +155,7 @@ void uroce_progress_arm(struct uroce_dev *dev)
 /*
  * The watch (enum uroce_watch) is the thread's state: it sets it before
  * each wait (watch_to: SOCK, APP, WAITER, IDLE as wait_events and
- * wait_for_waiter decide), and two other threads move it by
+ * uroce_progress_plan decides), and two other threads move it by
  * compare-and-swap (watch_cas): an application that hands the socket
  * back (APP -> SOCK) and the last waiter to leave (IDLE -> WAITER).
  * IDLE comes only after a wait for a waiter (look->idle).  Every change
@@ -202,14 +202,11 @@ static bool watch_cas(struct uroce_dev *dev, enum uroce_watch from,
 	       atomic_compare_exchange_strong(&dev->prog.watch, &expect, to);
 }
 
-static bool app_receives(struct uroce_dev *dev)
+/* an application polls the CQ and has not handed the socket back */
+static bool app_receives(const struct uroce_wait_marks *m)
 {
-	uint64_t last = atomic_load(&dev->prog.app_rx_ns), now = uroce_now_ns();
-
-	return last && now - last <= APP_POLL_NS &&
-	       now - atomic_load_explicit(&dev->prog.handback_ns,
-					  memory_order_relaxed) >
-		       HANDBACK_NS;
+	return m->app_rx_ns && m->now - m->app_rx_ns <= APP_POLL_NS &&
+	       m->now - m->handback_ns > HANDBACK_NS;
 }
 
 static void wake_thread(struct uroce_dev *dev)
@@ -252,51 +249,52 @@ void uroce_progress_sock_handback(struct uroce_dev *dev)
  */
 #define WAITER_NS 200000
 
-struct waiter_look {
-	uint32_t gen;	  /* wait_gen at the last look */
-	uint64_t seen_ns; /* when a waiter was last seen */
-	bool idle;	  /* a waiter slept through the last wait */
-};
-
 static bool waiter_sleeps(struct uroce_dev *dev)
 {
 	return atomic_load(&dev->prog.waiters) > 0;
 }
 
-/* false: no waiter lately, the caller watches the packets */
-static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
-			    int max, bool sleep, struct waiter_look *look,
-			    int *n)
+struct uroce_wait_plan uroce_progress_plan(struct uroce_wait_look *look,
+					   const struct uroce_wait_marks *m)
 {
-	static const struct timespec none;
-	uint32_t gen = atomic_load(&dev->prog.wait_gen);
-	uint64_t now = uroce_now_ns();
-	struct timespec wait = { 0, 0 };
+	struct uroce_wait_plan p = { UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER };
+	bool waiter = true;
 
-	if (waiter_sleeps(dev) || gen != look->gen) {
-		look->gen = gen;
-		look->seen_ns = now;
-	} else if (now - look->seen_ns >= WAITER_NS) {
+	if (m->take_back) {
+		look->gen = m->wait_gen;
+		look->seen_ns = 0;
 		look->idle = false;
-		return false;
 	}
-	/* (until WAITER_NS after the waiter was last seen) */
-	wait.tv_nsec = (long)(look->seen_ns + WAITER_NS - now);
-	if (sleep && look->idle) {
-		watch_to(dev, UROCE_WATCH_IDLE);
-		if (waiter_sleeps(dev)) {
-			*n = epoll_wait(dev->prog.epfd, ev, max, -1);
-			return true;
-		}
+	if (m->waiters > 0 || m->wait_gen != look->gen) {
+		look->gen = m->wait_gen;
+		look->seen_ns = m->now;
+	} else if (m->now - look->seen_ns >= WAITER_NS) {
+		look->idle = false;
+		waiter = false; /* none lately: the thread takes the packets */
 	}
-	watch_to(dev, UROCE_WATCH_WAITER);
-	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none, NULL);
-	if (*n < 0 && errno == ENOSYS) /* Linux < 5.11 */
-		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
-	look->idle = !*n && waiter_sleeps(dev) &&
-		     atomic_load(&dev->prog.wait_gen) == gen &&
-		     uroce_now_ns() - look->seen_ns >= WAITER_NS;
-	return true;
+	if (waiter) {
+		/* until WAITER_NS after the waiter was last seen; after a
+		 * whole one with a waiter asleep, until woken */
+		p.watch = m->sleep && look->idle && m->waiters > 0 ?
+				  UROCE_WATCH_IDLE :
+				  UROCE_WATCH_WAITER;
+		p.timeout_ns = look->seen_ns + WAITER_NS - m->now;
+	} else if (app_receives(m)) {
+		p.watch = UROCE_WATCH_APP;
+		p.timeout_ns = APP_WAIT_NS;
+	}
+	if (p.watch == UROCE_WATCH_IDLE || p.watch == UROCE_WATCH_SOCK)
+		p.timeout_ns = UROCE_WAIT_FOREVER;
+	if (!m->sleep)
+		p.timeout_ns = 0;
+	return p;
+}
+
+void uroce_progress_waited(struct uroce_wait_look *look, int n,
+			   const struct uroce_wait_marks *m)
+{
+	look->idle = !n && m->waiters > 0 && m->wait_gen == look->gen &&
+		     m->now - look->seen_ns >= WAITER_NS;
 }
 
 /* a waiter sleeps on the packets (uroce_progress_wait) */
@@ -315,41 +313,81 @@ static void waiter_out(struct uroce_dev *dev)
 		wake_thread(dev);
 }
 
-/* epoll_wait on what to watch (above): a waiter's packets left to it,
- * the socket left out while the application receives.  *sleep: false
- * if a ring had packets.  Same-host senders ring only while someone
- * said it sleeps; we say it before every sleep, a waiter's packets
- * included: the thread may have cleared the mark (uroce_local_awake)
- * after the waiter set it, and the waiter would sleep past them. */
-static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
-		       bool *sleep, struct waiter_look *look)
+/* what the plan reads, now */
+static void marks_of(struct uroce_dev *dev, bool sleep, bool take_back,
+		     struct uroce_wait_marks *m)
 {
-	static const struct timespec app_wait = { 0, APP_WAIT_NS }, none;
-	bool inner = false;
-	int n, k, i;
+	m->now = uroce_now_ns();
+	m->sleep = sleep;
+	m->take_back = take_back;
+	m->waiters = atomic_load(&dev->prog.waiters);
+	m->wait_gen = atomic_load(&dev->prog.wait_gen);
+	m->app_rx_ns = atomic_load(&dev->prog.app_rx_ns);
+	m->handback_ns = atomic_load_explicit(&dev->prog.handback_ns,
+					      memory_order_relaxed);
+}
 
-	if (atomic_exchange(&dev->prog.take_back, false)) {
-		look->gen = atomic_load(&dev->prog.wait_gen);
-		look->seen_ns = 0;
-		look->idle = false;
-	}
+static int wait_on(int epfd, struct epoll_event *ev, int max,
+		   uint64_t timeout_ns)
+{
+	struct timespec ts;
+	int n;
+
+	if (timeout_ns == UROCE_WAIT_FOREVER)
+		return epoll_wait(epfd, ev, max, -1);
+	ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+	ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+	n = epoll_pwait2(epfd, ev, max, &ts, NULL);
+	if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
+		n = epoll_wait(epfd, ev, max, timeout_ns ? 1 : 0);
+	return n;
+}
+
+/* epoll_wait on what to watch (uroce_progress_plan): a waiter's packets
+ * left to it, the socket left out while the application receives.
+ * *sleep: false if a ring had packets.  Same-host senders ring only
+ * while someone said it sleeps; we say it before every sleep, a
+ * waiter's packets included: the thread may have cleared the mark
+ * (uroce_local_awake) after the waiter set it, and the waiter would
+ * sleep past them. */
+static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
+		       bool *sleep, struct uroce_wait_look *look)
+{
+	bool take_back = atomic_exchange(&dev->prog.take_back, false);
+	struct uroce_wait_marks m;
+	struct uroce_wait_plan p;
+	bool inner = false;
+	int n, k, i, epfd;
+
 	*sleep = uroce_local_sleep(dev);
-	if (wait_for_waiter(dev, ev, max, *sleep, look, &n))
-		return n;
-	if (app_receives(dev)) {
-		watch_to(dev, UROCE_WATCH_APP);
-		if (app_receives(dev)) {
-			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
-					 *sleep ? &app_wait : &none, NULL);
-			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
-				n = epoll_wait(dev->prog.app_epfd, ev, max,
-					       *sleep ? 1 : 0);
-			goto expand;
+	marks_of(dev, *sleep, take_back, &m);
+	p = uroce_progress_plan(look, &m);
+	/* (the watch first, then the other side's mark: a waiter counts
+	 * itself out, then reads the watch; an application clears its
+	 * mark, then reads the watch: one of the two sees the other) */
+	watch_to(dev, p.watch);
+	if (p.watch == UROCE_WATCH_IDLE && !waiter_sleeps(dev)) {
+		p.watch = UROCE_WATCH_WAITER;
+		p.timeout_ns = look->seen_ns + WAITER_NS - m.now;
+		watch_to(dev, p.watch);
+	} else if (p.watch == UROCE_WATCH_APP) {
+		marks_of(dev, *sleep, false, &m);
+		if (!app_receives(&m)) {
+			p.watch = UROCE_WATCH_SOCK;
+			p.timeout_ns = *sleep ? UROCE_WAIT_FOREVER : 0;
+			watch_to(dev, p.watch);
 		}
 	}
-	watch_to(dev, UROCE_WATCH_SOCK);
-	n = epoll_wait(dev->prog.sock_epfd, ev, max, *sleep ? -1 : 0);
-expand:
+	epfd = p.watch == UROCE_WATCH_SOCK ? dev->prog.sock_epfd :
+	       p.watch == UROCE_WATCH_APP  ? dev->prog.app_epfd :
+					     dev->prog.epfd;
+	n = wait_on(epfd, ev, max, p.timeout_ns);
+	if (p.watch == UROCE_WATCH_WAITER) {
+		marks_of(dev, *sleep, false, &m);
+		uroce_progress_waited(look, n, &m);
+	}
+	if (epfd == dev->prog.epfd)
+		return n;
 	/* epfd is one entry of sock_epfd and app_epfd: its own events
 	 * replace it */
 	for (i = k = 0; i < n; i++) {
@@ -563,7 +601,7 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
-	struct waiter_look look = { 0, 0, false };
+	struct uroce_wait_look look = { 0, 0, false };
 	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
 
@@ -698,7 +736,7 @@ void uroce_progress_drain(struct uroce_dev *dev)
  * they wake it: the completion it waits for then costs one wake-up, its
  * own (docs/events.md, "Who does the receive work while the application
  * sleeps").  The progress thread leaves them to it meanwhile
- * (wait_for_waiter) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
+ * (uroce_progress_plan) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
  * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
  * the peer then gets the ACK and the reply in one wake-up.  -1: another
  * thread receives (rx_lock).
