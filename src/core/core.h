@@ -13,40 +13,10 @@
  * The lock order of both libraries and uroce_assert_held: core/lock.h.
  * Includes nothing of ours but wire/.
  *
- * Error returns, one rule per layer:
- *
- *   verbs/ (the libibverbs ABI)  what libibverbs does: a verb that returns
- *                                int returns 0 or a positive errno, one
- *                                that returns a pointer NULL with errno
- *                                set; ibv_poll_cq a count
- *   rdmacm/ entry points         -1 with errno set, as librdmacm does
- *                                (cm_set_errno); an r* call of rsockets
- *                                as the socket call it stands for
- *   below the fronts (core, wire, net, obj, engine) and inside rdmacm/
- *                                0 or a negative errno; a count, or a
- *                                negative errno; bool for a yes/no
- *                                question.  errno is never the way out.
- *   the datapath                 a failure on the wire becomes a
- *                                completion status or a NAK syndrome,
- *                                never a return the application sees
- *
- * Exceptions, each because of what it returns into:
- *   - core/dev.c's uroce_dev_get: NULL with errno set, which
- *     ibv_get_device_list and the other first calls return as they are;
- *   - engine/progress.c's uroce_progress_wait: 0, or -1 with errno, as
- *     the poll() it stands for inside ibv_get_cq_event;
- *   - verbs/verbs.h's uroce_rq_post and uroce_sq_check: a positive
- *     errno, returned as it is by ibv_post_recv / ibv_post_send;
- *   - core/thread.h's uroce_thread_create: pthread_create's positive
- *     errno, which its callers pass on;
- *   - rdmacm/addr.c's bind_locked, move_dev, select_source, cma.c's
- *     qp_attr_for and cm_qp_to_rtr_rts: a positive errno, which the entry point
- *     hands to cm_set_errno;
- *   - rdmacm/proto.c's MAD parsers: -1 for a malformed MAD (counted and
- *     dropped, no errno to give);
- *   - net/net.h's same-host hook uroce_local_send, a tri-state until it
- *     is an enum: 1 (sent by a ring), 0 (not a same-host peer) or a
- *     negative errno.
+ * Error returns: one rule per layer, and the few exceptions with their
+ * reasons, in docs/architecture.md "Error returns" (below the fronts:
+ * 0 or a negative errno, a count or a negative errno, bool for a yes/no
+ * question; checked by arch.errors).
  */
 #ifndef UROCE_CORE_H
 #define UROCE_CORE_H

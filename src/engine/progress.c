@@ -738,15 +738,15 @@ void uroce_progress_drain(struct uroce_dev *dev)
  * sleeps").  The progress thread leaves them to it meanwhile
  * (uroce_progress_plan) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
  * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
- * the peer then gets the ACK and the reply in one wake-up.  -1: another
- * thread receives (rx_lock).
+ * the peer then gets the ACK and the reply in one wake-up.  -EBUSY:
+ * another thread receives (rx_lock).
  */
 static int wait_rx(struct uroce_dev *dev, bool sock, bool bell)
 {
 	int n;
 
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
-		return -1;
+		return -EBUSY;
 	if (sock)
 		uroce_local_sock_ready(dev);
 	/* (read, or the bell stays readable and wakes us again; the poll

@@ -148,8 +148,8 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	if (!slot) {
-		errno = ENOSPC;
-		goto fail;
+		close(fd);
+		return -ENOSPC;
 	}
 	slot->w.fn = grp_ready;
 	err = uroce_watcher_add(dev->prog.epfd, &slot->w, fd, EPOLLIN);
