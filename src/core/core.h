@@ -4,7 +4,8 @@
  *
  * Owns and exports: the device limits and identity constants, the counter
  * list (core/counters.h) and its name table (core/stats.c), the clock
- * (uroce_now_ns, core/clock.c), the log (core/log.c), the process's one
+ * (uroce_now_ns, core/clock.c), a thread's run delay (core/proc.c), the
+ * log (core/log.c), the process's one
  * device (uroce_dev_get, core/dev.c; struct uroce_dev itself is in
  * src/dev.h) and the UROCE_* settings (core/config.c).
  *
@@ -185,6 +186,9 @@ struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
 uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
+/* the calling thread's run delay so far, in ns (the second field of its
+ * schedstat; 0 where the kernel keeps none): core/proc.c */
+uint64_t uroce_run_delay(void);
 /* set the fake clock (engine tests), 0 for the real one again */
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and

@@ -494,32 +494,11 @@ static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
 	return more && !app_active(dev, uroce_now_ns());
 }
 
-/* the calling thread's run delay so far, in ns (the second field of its
- * schedstat; 0 where the kernel keeps none) */
-static uint64_t run_delay(void)
-{
-	unsigned long long run, delay;
-	char buf[96];
-	ssize_t n;
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
-		return 0;
-	return delay;
-}
-
 /* may a spin of g start now (spin.h)?  Samples the run delay when due */
 static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
 {
 	if (uroce_spin_sample_due(g, now))
-		uroce_spin_sample(g, now, run_delay());
+		uroce_spin_sample(g, now, uroce_run_delay());
 	return uroce_spin_may(g, now);
 }
 
