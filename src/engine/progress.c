@@ -845,7 +845,8 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;
 	r = spin_loop(dev, ready, arg, start, len);
-	if (!sigpending(&pend))
+	/* (a spin that caught its event returns it, signal or not) */
+	if (r != 1 && !sigpending(&pend))
 		for (sig = 1; sig < NSIG && !intr; sig++)
 			intr = sigismember(&pend, sig) == 1 &&
 			       sigismember(&old, sig) == 0 && caught(sig);
