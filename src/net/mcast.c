@@ -203,6 +203,8 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	}
 	n = recvmmsg(grp->fd, msgs, MC_BATCH, MSG_DONTWAIT, NULL);
 	for (i = 0; i < n; i++) {
+		struct uroce_rx_seg seg = { mc_buf[i], msgs[i].msg_len, 0 };
+
 		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
@@ -210,8 +212,7 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 		/* the socket is bound to the group: that is where it went */
 		uroce_tap_rx(dev, mc_buf[i], msgs[i].msg_len, &src[i],
 			     &grp->addr, 0);
-		dev->net.rx->recv(dev, mc_buf[i], msgs[i].msg_len, &src[i],
-				  &grp->addr, 0);
+		dev->net.rx->recv_train(dev, &seg, 1, &src[i], &grp->addr);
 	}
 	return n;
 }

@@ -70,10 +70,10 @@ struct uroce_rx_seg {
  * The engine's receive entry, the one way packets go up from packet IO:
  * the engine registers it (uroce_net_set_rx) before the device opens.
  * A receive is a burst: begin (the engine holds plain ACKs and the
- * completion channels' doorbells), recv for each datagram (recv_train
- * for the datagrams of one UDP_GRO train, at most UROCE_RX_TRAIN_MAX,
- * checked outside dev->lock and dispatched under one hold of it;
- * recv_ring for a packet of a
+ * completion channels' doorbells), recv_train for the datagrams of one
+ * UDP_GRO train (at most UROCE_RX_TRAIN_MAX, checked outside dev->lock
+ * and dispatched under one hold of it; a datagram alone is a train of
+ * one), recv_ring for a packet of a
  * same-host ring: every check but the ICRC's; payload_at, if not NULL,
  * is the packet in the ring, its payload copied from there), end (the
  * held ACKs leave or wait for the receiving thread's reply, as the
@@ -84,9 +84,6 @@ struct uroce_rx_seg {
  */
 struct uroce_rx_entry {
 	void (*begin)(struct uroce_dev *dev);
-	void (*recv)(struct uroce_dev *dev, uint8_t *buf, size_t len,
-		     const struct sockaddr_storage *src,
-		     const struct sockaddr_storage *dst, uint16_t ip_id_hint);
 	void (*recv_train)(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
 			   int n, const struct sockaddr_storage *src,
 			   const struct sockaddr_storage *dst);

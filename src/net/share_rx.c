@@ -293,6 +293,7 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 		n = recvmmsg(sh->fwd_fd, msgs, FWD_BATCH, MSG_DONTWAIT, NULL);
 		for (i = 0; i < n; i++) {
 			struct fwd_hdr h;
+			struct uroce_rx_seg seg;
 			size_t len = msgs[i].msg_len;
 
 			if (len < sizeof(h))
@@ -313,8 +314,10 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 			len -= sizeof(h);
 			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
 				     &h.dst, (uint16_t)h.ip_id);
-			dev->net.rx->recv(dev, fwd_buf[i] + sizeof(h), len,
-					  &h.src, &h.dst, (uint16_t)h.ip_id);
+			seg.buf = fwd_buf[i] + sizeof(h);
+			seg.len = (uint32_t)len;
+			seg.ip_id = (uint16_t)h.ip_id;
+			dev->net.rx->recv_train(dev, &seg, 1, &h.src, &h.dst);
 		}
 	} while (n == FWD_BATCH);
 	if (hello) {
