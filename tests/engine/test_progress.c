@@ -6,6 +6,10 @@
  * thread): each scenario sets the watch, makes one move and checks the
  * state and the marks the thread reads.
  */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "dev.h"
 #include "harness.h"
 
@@ -285,6 +289,58 @@ static void t_plan_idle(void)
 	ENG_CHECK(!look.idle, "still idle after a take-back");
 }
 
+/* ---- the descriptors: a watcher is found from its event, and a
+ * removed one brings none ---- */
+
+static int w_calls;
+
+static int w_count(struct uroce_dev *d, struct uroce_watcher *w)
+{
+	uint64_t v;
+
+	(void)d;
+	w_calls++;
+	return read(w->fd, &v, sizeof(v)) == sizeof(v);
+}
+
+static void t_watcher_dispatch(void)
+{
+	struct uroce_watcher w[2] = { { w_count, -1, false },
+				      { w_count, -1, true } };
+	struct epoll_event ev[4];
+	uint64_t one = 1;
+	int ep, fd[2], n, i;
+
+	eng_setup(NULL);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	for (i = 0; i < 2; i++) {
+		fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ENG_CHECK(!uroce_watcher_add(ep, &w[i], fd[i], EPOLLIN),
+			  "watcher %d not added", i);
+	}
+	ENG_CHECK(uroce_watcher_add(-1, &w[0], fd[0], EPOLLIN) == -EBADF,
+		  "no epoll set: not -EBADF");
+	/* the second is ready: its event names it, and its callback runs */
+	ENG_CHECK(write(fd[1], &one, sizeof(one)) == sizeof(one), "write");
+	n = epoll_wait(ep, ev, 4, 0);
+	ENG_CHECK(n == 1 && ev[0].data.ptr == &w[1], "%d events, not w[1]'s", n);
+	w_calls = 0;
+	for (i = 0; i < n; i++) {
+		struct uroce_watcher *x = ev[i].data.ptr;
+
+		ENG_CHECK(x->fn(dev(), x) == 1, "the callback read nothing");
+	}
+	ENG_CHECK(w_calls == 1, "%d callbacks, not 1", w_calls);
+	/* removed: ready, but no event */
+	uroce_watcher_del(ep, &w[0]);
+	ENG_CHECK(write(fd[0], &one, sizeof(one)) == sizeof(one), "write");
+	n = epoll_wait(ep, ev, 4, 0);
+	ENG_CHECK(n == 0, "%d events from a removed watcher", n);
+	close(fd[0]);
+	close(fd[1]);
+	close(ep);
+}
+
 static const struct eng_test tests[] = {
 	{ "watch_table", t_watch_table },
 	{ "handback_app_to_sock", t_handback_app_to_sock },
@@ -295,6 +351,7 @@ static const struct eng_test tests[] = {
 	{ "plan_app", t_plan_app },
 	{ "plan_waiter", t_plan_waiter },
 	{ "plan_idle", t_plan_idle },
+	{ "watcher_dispatch", t_watcher_dispatch },
 };
 
 int main(int argc, char **argv)
