@@ -26,6 +26,7 @@
 #ifndef UROCE_SHM_H
 #define UROCE_SHM_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
@@ -209,6 +210,34 @@ static inline long uroce_shm_name_pid(const char *name)
 }
 
 /*
+ * A small file of /proc, read whole into buf (size - 1 bytes at most,
+ * NUL-terminated) through fd, which the caller may keep open (a pread
+ * from the start: /proc answers each read afresh); or by path, opened
+ * for this read.  The bytes read, or a negative errno.
+ */
+static inline ssize_t uroce_proc_read_fd(int fd, char *buf, size_t size)
+{
+	ssize_t n = pread(fd, buf, size - 1, 0);
+
+	if (n < 0)
+		n = -errno;
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+static inline ssize_t uroce_proc_read(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = uroce_proc_read_fd(fd, buf, size);
+	close(fd);
+	return n;
+}
+
+/*
  * A process's start time (field 22 of /proc/PID/stat, in clock ticks), or
  * 0: the segment records its writer's, so the tool can tell a reused pid
  * from the process that wrote it.  Both sides read it the same way.
@@ -217,18 +246,11 @@ static inline uint64_t uroce_proc_start_time(int pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long st = 0;
-	ssize_t n;
-	int fd, i;
+	int i;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (uroce_proc_read(path, buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* the command name may hold spaces and ')': skip to the last ')' */
 	p = strrchr(buf, ')');
 	if (!p)

@@ -4,7 +4,8 @@
  *
  * Owns and exports: the device limits and identity constants, the counter
  * list (core/counters.h) and its name table (core/stats.c), the clock
- * (uroce_now_ns, core/clock.c), the log (core/log.c), the process's one
+ * (uroce_now_ns, core/clock.c), a thread's run delay (core/proc.c), the
+ * log (core/log.c), the process's one
  * device (uroce_dev_get, core/dev.c; struct uroce_dev itself is in
  * src/dev.h) and the UROCE_* settings (core/config.c).
  *
@@ -13,41 +14,10 @@
  * The lock order of both libraries and uroce_assert_held: core/lock.h.
  * Includes nothing of ours but wire/.
  *
- * Error returns, one rule per layer:
- *
- *   verbs/ (the libibverbs ABI)  what libibverbs does: a verb that returns
- *                                int returns 0 or a positive errno, one
- *                                that returns a pointer NULL with errno
- *                                set; ibv_poll_cq a count
- *   rdmacm/ entry points         -1 with errno set, as librdmacm does
- *                                (cm_set_errno); an r* call of rsockets
- *                                as the socket call it stands for
- *   below the fronts (core, wire, net, obj, engine) and inside rdmacm/
- *                                0 or a negative errno; a count, or a
- *                                negative errno; bool for a yes/no
- *                                question.  errno is never the way out.
- *   the datapath                 a failure on the wire becomes a
- *                                completion status or a NAK syndrome,
- *                                never a return the application sees
- *
- * Exceptions, each because of what it returns into:
- *   - core/dev.c's uroce_dev_get: NULL with errno set, which
- *     ibv_get_device_list and the other first calls return as they are;
- *   - engine/progress.c's uroce_progress_wait: 0, or -1 with errno, as
- *     the poll() it stands for inside ibv_get_cq_event;
- *   - verbs/verbs.h's uroce_rq_post and uroce_sq_check: a positive
- *     errno, returned as it is by ibv_post_recv / ibv_post_send;
- *   - core/thread.h's uroce_thread_create: pthread_create's positive
- *     errno, which its callers pass on;
- *   - rdmacm/addr.c's bind_locked, move_dev, select_source, cma.c's
- *     qp_attr_for and cm_qp_to_rtr_rts: a positive errno, which the entry point
- *     hands to cm_set_errno;
- *   - rdmacm/proto.c's MAD parsers: -1 for a malformed MAD (counted and
- *     dropped, no errno to give);
- *   - net/net.h's same-host hooks, tri-states until they are enums:
- *     uroce_local_send 1 (sent by a ring), 0 (not a same-host peer) or
- *     a negative errno; uroce_local_event 0 (not ours), 1 (handled) or
- *     2 (packets may wait).
+ * Error returns: one rule per layer, and the few exceptions with their
+ * reasons, in docs/architecture.md "Error returns" (below the fronts:
+ * 0 or a negative errno, a count or a negative errno, bool for a yes/no
+ * question; checked by arch.errors).
  */
 #ifndef UROCE_CORE_H
 #define UROCE_CORE_H
@@ -216,6 +186,9 @@ struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
 uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
+/* the calling thread's run delay so far, in ns (the second field of its
+ * schedstat; 0 where the kernel keeps none): core/proc.c */
+uint64_t uroce_run_delay(void);
 /* set the fake clock (engine tests), 0 for the real one again */
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and

@@ -139,6 +139,44 @@ enum uroce_watch {
 	UROCE_WATCH_NSTATES
 };
 
+/*
+ * The thread's wait, decided by a pure function of its own state (what
+ * it saw of the waiters at its last look), the clock and the marks the
+ * other threads leave (engine/progress.c, docs/progress.md "The
+ * watch"): which watch to take and how long to sleep on its epoll set
+ * (UROCE_WAIT_FOREVER: until woken; 0: only look).
+ */
+struct uroce_wait_look {
+	uint32_t gen;	  /* wait_gen at the last look */
+	uint64_t seen_ns; /* when a waiter was last seen */
+	bool idle;	  /* a waiter slept through the last wait */
+};
+
+struct uroce_wait_marks {
+	uint64_t now;
+	bool sleep;	      /* no ring has packets: the thread may sleep */
+	bool take_back;	      /* the last waiter gave the packets back */
+	int waiters;	      /* dev->prog's */
+	uint32_t wait_gen;    /* ... */
+	uint64_t app_rx_ns;   /* ... */
+	uint64_t handback_ns; /* ... */
+};
+
+#define UROCE_WAIT_FOREVER UINT64_MAX
+
+struct uroce_wait_plan {
+	enum uroce_watch watch;
+	uint64_t timeout_ns;
+};
+
+/* the wait to make now (updates look) */
+struct uroce_wait_plan uroce_progress_plan(struct uroce_wait_look *look,
+					   const struct uroce_wait_marks *m);
+/* after a wait for a waiter (WAITER) that brought n events: whether
+ * the next may sleep until woken (look->idle) */
+void uroce_progress_waited(struct uroce_wait_look *look, int n,
+			   const struct uroce_wait_marks *m);
+
 /* dev->prog, engine/progress.c */
 struct uroce_progress {
 	pthread_mutex_t rx_lock;      /* one receiver at a time keeps order */
@@ -165,7 +203,9 @@ struct uroce_progress {
 	int app_epfd;  /* the rings' bell and epfd */
 	int sock_epfd; /* the socket, the bell and epfd */
 	int timerfd;
-	int wakefd;		    /* eventfd: wake the progress thread */
+	int wakefd; /* eventfd: wake the progress thread */
+	/* (core/watch.h; epfd's, in sock_epfd and app_epfd, is expanded) */
+	struct uroce_watcher timer_w, wake_w, epfd_w;
 	bool running;		    /* thread started, not yet joined */
 	_Atomic bool stopping;	    /* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns; /* what timerfd is set to, 0 = none */
@@ -301,7 +341,8 @@ bool uroce_progress_waiter_rx(void);
 void uroce_progress_sleep_by(struct uroce_dev *dev, uint64_t by);
 void uroce_progress_woke(struct uroce_dev *dev);
 /* net/local.c, local_rx.c: the rings' doorbell, watched with the socket */
-int uroce_progress_watch_bell(struct uroce_dev *dev, int fd);
+int uroce_progress_watch_bell(struct uroce_dev *dev, struct uroce_watcher *w,
+			      int fd);
 /* whether the watch may go from one state to the other */
 bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 /* the application may stop polling now (it found only send

@@ -167,7 +167,7 @@ void uroce_progress_arm(struct uroce_dev *dev)
 /*
  * The watch (enum uroce_watch) is the thread's state: it sets it before
  * each wait (watch_to: SOCK, APP, WAITER, IDLE as wait_events and
- * wait_for_waiter decide), and two other threads move it by
+ * uroce_progress_plan decides), and two other threads move it by
  * compare-and-swap (watch_cas): an application that hands the socket
  * back (APP -> SOCK) and the last waiter to leave (IDLE -> WAITER).
  * IDLE comes only after a wait for a waiter (look->idle).  Every change
@@ -214,14 +214,11 @@ static bool watch_cas(struct uroce_dev *dev, enum uroce_watch from,
 	       atomic_compare_exchange_strong(&dev->prog.watch, &expect, to);
 }
 
-static bool app_receives(struct uroce_dev *dev)
+/* an application polls the CQ and has not handed the socket back */
+static bool app_receives(const struct uroce_wait_marks *m)
 {
-	uint64_t last = atomic_load(&dev->prog.app_rx_ns), now = uroce_now_ns();
-
-	return last && now - last <= APP_POLL_NS &&
-	       now - atomic_load_explicit(&dev->prog.handback_ns,
-					  memory_order_relaxed) >
-		       HANDBACK_NS;
+	return m->app_rx_ns && m->now - m->app_rx_ns <= APP_POLL_NS &&
+	       m->now - m->handback_ns > HANDBACK_NS;
 }
 
 static void wake_thread(struct uroce_dev *dev)
@@ -264,55 +261,52 @@ void uroce_progress_sock_handback(struct uroce_dev *dev)
  */
 #define WAITER_NS 200000
 
-struct waiter_look {
-	uint32_t gen;	  /* wait_gen at the last look */
-	uint64_t seen_ns; /* when a waiter was last seen */
-	bool idle;	  /* a waiter slept through the last wait */
-};
-
 static bool waiter_sleeps(struct uroce_dev *dev)
 {
 	return atomic_load(&dev->prog.waiters) > 0;
 }
 
-/* false: no waiter lately, the caller watches the packets */
-static bool wait_for_waiter(struct uroce_dev *dev, struct epoll_event *ev,
-			    int max, bool sleep, struct waiter_look *look,
-			    int *n)
+struct uroce_wait_plan uroce_progress_plan(struct uroce_wait_look *look,
+					   const struct uroce_wait_marks *m)
 {
-	static const struct timespec none;
-	uint32_t gen = atomic_load(&dev->prog.wait_gen);
-	uint64_t now = uroce_now_ns();
-	struct timespec wait = { 0, 0 };
+	struct uroce_wait_plan p = { UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER };
+	bool waiter = true;
 
-	if (waiter_sleeps(dev) || gen != look->gen) {
-		look->gen = gen;
-		look->seen_ns = now;
-	} else if (now - look->seen_ns >= WAITER_NS) {
+	if (m->take_back) {
+		look->gen = m->wait_gen;
+		look->seen_ns = 0;
 		look->idle = false;
-		return false;
 	}
-	/* (until WAITER_NS after the waiter was last seen) */
-	wait.tv_nsec = (long)(look->seen_ns + WAITER_NS - now);
-	if (sleep && look->idle) {
-		watch_to(dev, UROCE_WATCH_IDLE);
-		if (waiter_sleeps(dev)) {
-			uroce_progress_sleep_by(dev, 0);
-			*n = epoll_wait(dev->prog.epfd, ev, max, -1);
-			return true;
-		}
+	if (m->waiters > 0 || m->wait_gen != look->gen) {
+		look->gen = m->wait_gen;
+		look->seen_ns = m->now;
+	} else if (m->now - look->seen_ns >= WAITER_NS) {
+		look->idle = false;
+		waiter = false; /* none lately: the thread takes the packets */
 	}
-	watch_to(dev, UROCE_WATCH_WAITER);
-	uroce_progress_sleep_by(dev, sleep ? look->seen_ns + WAITER_NS : 0);
-	*n = epoll_pwait2(dev->prog.epfd, ev, max, sleep ? &wait : &none, NULL);
-	if (*n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
-		uroce_progress_sleep_by(dev, 0);
-		*n = epoll_wait(dev->prog.epfd, ev, max, sleep ? 1 : 0);
+	if (waiter) {
+		/* until WAITER_NS after the waiter was last seen; after a
+		 * whole one with a waiter asleep, until woken */
+		p.watch = m->sleep && look->idle && m->waiters > 0 ?
+				  UROCE_WATCH_IDLE :
+				  UROCE_WATCH_WAITER;
+		p.timeout_ns = look->seen_ns + WAITER_NS - m->now;
+	} else if (app_receives(m)) {
+		p.watch = UROCE_WATCH_APP;
+		p.timeout_ns = APP_WAIT_NS;
 	}
-	look->idle = !*n && waiter_sleeps(dev) &&
-		     atomic_load(&dev->prog.wait_gen) == gen &&
-		     uroce_now_ns() - look->seen_ns >= WAITER_NS;
-	return true;
+	if (p.watch == UROCE_WATCH_IDLE || p.watch == UROCE_WATCH_SOCK)
+		p.timeout_ns = UROCE_WAIT_FOREVER;
+	if (!m->sleep)
+		p.timeout_ns = 0;
+	return p;
+}
+
+void uroce_progress_waited(struct uroce_wait_look *look, int n,
+			   const struct uroce_wait_marks *m)
+{
+	look->idle = !n && m->waiters > 0 && m->wait_gen == look->gen &&
+		     m->now - look->seen_ns >= WAITER_NS;
 }
 
 /* a waiter sleeps on the packets (uroce_progress_wait) */
@@ -331,52 +325,92 @@ static void waiter_out(struct uroce_dev *dev)
 		wake_thread(dev);
 }
 
-/* epoll_wait on what to watch (above): a waiter's packets left to it,
- * the socket left out while the application receives.  *sleep: false
- * if a ring had packets.  Same-host senders ring only while someone
- * said it sleeps; we say it before every sleep, a waiter's packets
- * included: the thread may have cleared the mark (uroce_local_awake)
- * after the waiter set it, and the waiter would sleep past them. */
-static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
-		       bool *sleep, struct waiter_look *look)
+/* what the plan reads, now */
+static void marks_of(struct uroce_dev *dev, bool sleep, bool take_back,
+		     struct uroce_wait_marks *m)
 {
-	static const struct timespec app_wait = { 0, APP_WAIT_NS }, none;
-	bool inner = false;
-	int n, k, i;
+	m->now = uroce_now_ns();
+	m->sleep = sleep;
+	m->take_back = take_back;
+	m->waiters = atomic_load(&dev->prog.waiters);
+	m->wait_gen = atomic_load(&dev->prog.wait_gen);
+	m->app_rx_ns = atomic_load(&dev->prog.app_rx_ns);
+	m->handback_ns = atomic_load_explicit(&dev->prog.handback_ns,
+					      memory_order_relaxed);
+}
 
-	if (atomic_exchange(&dev->prog.take_back, false)) {
-		look->gen = atomic_load(&dev->prog.wait_gen);
-		look->seen_ns = 0;
-		look->idle = false;
+/* (the time it wakes by, published first: a held ACK rides that look,
+ * uroce_progress_sleep_by; 0: none it can promise) */
+static int wait_on(struct uroce_dev *dev, int epfd, struct epoll_event *ev,
+		   int max, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	int n;
+
+	if (timeout_ns == UROCE_WAIT_FOREVER || !timeout_ns) {
+		uroce_progress_sleep_by(dev, 0);
+		return epoll_wait(epfd, ev, max, timeout_ns ? -1 : 0);
 	}
+	uroce_progress_sleep_by(dev, uroce_now_ns() + timeout_ns);
+	ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+	ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+	n = epoll_pwait2(epfd, ev, max, &ts, NULL);
+	if (n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
+		uroce_progress_sleep_by(dev, 0);
+		n = epoll_wait(epfd, ev, max, 1);
+	}
+	return n;
+}
+
+/* epoll_wait on what to watch (uroce_progress_plan): a waiter's packets
+ * left to it, the socket left out while the application receives.
+ * *sleep: false if a ring had packets.  Same-host senders ring only
+ * while someone said it sleeps; we say it before every sleep, a
+ * waiter's packets included: the thread may have cleared the mark
+ * (uroce_local_awake) after the waiter set it, and the waiter would
+ * sleep past them. */
+static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
+		       bool *sleep, struct uroce_wait_look *look)
+{
+	bool take_back = atomic_exchange(&dev->prog.take_back, false);
+	struct uroce_wait_marks m;
+	struct uroce_wait_plan p;
+	bool inner = false;
+	int n, k, i, epfd;
+
 	*sleep = uroce_local_sleep(dev);
-	if (wait_for_waiter(dev, ev, max, *sleep, look, &n))
-		return n;
-	if (app_receives(dev)) {
-		watch_to(dev, UROCE_WATCH_APP);
-		if (app_receives(dev)) {
-			uroce_progress_sleep_by(dev,
-						*sleep ? uroce_now_ns() +
-								 APP_WAIT_NS :
-							 0);
-			n = epoll_pwait2(dev->prog.app_epfd, ev, max,
-					 *sleep ? &app_wait : &none, NULL);
-			if (n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
-				uroce_progress_sleep_by(dev, 0);
-				n = epoll_wait(dev->prog.app_epfd, ev, max,
-					       *sleep ? 1 : 0);
-			}
-			goto expand;
+	marks_of(dev, *sleep, take_back, &m);
+	p = uroce_progress_plan(look, &m);
+	/* (the watch first, then the other side's mark: a waiter counts
+	 * itself out, then reads the watch; an application clears its
+	 * mark, then reads the watch: one of the two sees the other) */
+	watch_to(dev, p.watch);
+	if (p.watch == UROCE_WATCH_IDLE && !waiter_sleeps(dev)) {
+		p.watch = UROCE_WATCH_WAITER;
+		p.timeout_ns = look->seen_ns + WAITER_NS - m.now;
+		watch_to(dev, p.watch);
+	} else if (p.watch == UROCE_WATCH_APP) {
+		marks_of(dev, *sleep, false, &m);
+		if (!app_receives(&m)) {
+			p.watch = UROCE_WATCH_SOCK;
+			p.timeout_ns = *sleep ? UROCE_WAIT_FOREVER : 0;
+			watch_to(dev, p.watch);
 		}
 	}
-	watch_to(dev, UROCE_WATCH_SOCK);
-	uroce_progress_sleep_by(dev, 0);
-	n = epoll_wait(dev->prog.sock_epfd, ev, max, *sleep ? -1 : 0);
-expand:
+	epfd = p.watch == UROCE_WATCH_SOCK ? dev->prog.sock_epfd :
+	       p.watch == UROCE_WATCH_APP  ? dev->prog.app_epfd :
+					     dev->prog.epfd;
+	n = wait_on(dev, epfd, ev, max, p.timeout_ns);
+	if (p.watch == UROCE_WATCH_WAITER) {
+		marks_of(dev, *sleep, false, &m);
+		uroce_progress_waited(look, n, &m);
+	}
+	if (epfd == dev->prog.epfd)
+		return n;
 	/* epfd is one entry of sock_epfd and app_epfd: its own events
 	 * replace it */
 	for (i = k = 0; i < n; i++) {
-		if (ev[i].data.fd == dev->prog.epfd)
+		if (ev[i].data.ptr == &dev->prog.epfd_w)
 			inner = true;
 		else
 			ev[k++] = ev[i];
@@ -479,32 +513,11 @@ static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
 	return more && !app_active(dev, uroce_now_ns());
 }
 
-/* the calling thread's run delay so far, in ns (the second field of its
- * schedstat; 0 where the kernel keeps none) */
-static uint64_t run_delay(void)
-{
-	unsigned long long run, delay;
-	char buf[96];
-	ssize_t n;
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
-		return 0;
-	return delay;
-}
-
 /* may a spin of g start now (spin.h)?  Samples the run delay when due */
 static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
 {
 	if (uroce_spin_sample_due(g, now))
-		uroce_spin_sample(g, now, run_delay());
+		uroce_spin_sample(g, now, uroce_run_delay());
 	return uroce_spin_may(g, now);
 }
 
@@ -600,10 +613,9 @@ void uroce_progress_woke(struct uroce_dev *dev)
 static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
-	struct waiter_look look = { 0, 0, false };
+	struct uroce_wait_look look = { 0, 0, false };
 	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
-	uint64_t v;
 
 	short_slice();
 	/* its looks on time: a held ACK counts on the next one
@@ -627,33 +639,14 @@ static void *progress_main(void *arg)
 		/* a ring has packets */
 		rx = !sleep && !n && !app_is_polling(dev);
 		for (i = 0; i < n; i++) {
-			int fd = ev[i].data.fd;
-			int local;
+			struct uroce_watcher *w = ev[i].data.ptr;
 
 			/* a waiter's: it takes them (the bell left unread,
 			 * or the waiter might sleep past it) */
-			if ((fd == uroce_net_sock(dev) ||
-			     fd == uroce_local_bell(dev)) &&
-			    waiter_sleeps(dev))
+			if (w->packets && waiter_sleeps(dev))
 				continue;
-			local = uroce_local_event(dev, fd);
-			if (local == 1)
-				continue;
-			if (fd == uroce_net_sock(dev))
-				uroce_local_sock_ready(dev);
-			if (fd == uroce_net_sock(dev) || local == 2) {
+			if (w->fn(dev, w))
 				rx |= !app_is_polling(dev);
-			} else if (fd == dev->prog.timerfd) {
-				if (read(dev->prog.timerfd, &v, sizeof(v)) < 0 &&
-				    errno != EAGAIN)
-					continue;
-				uroce_timers_run(dev);
-			} else if (fd == dev->prog.wakefd) {
-				if (read(dev->prog.wakefd, &v, sizeof(v)) < 0)
-					continue;
-			} else if (!uroce_share_poll(dev, fd)) {
-				uroce_mcast_poll(dev, fd);
-			}
 		}
 		if (rx) {
 			/* (senders need not ring while we look) */
@@ -760,17 +753,17 @@ void uroce_progress_drain(struct uroce_dev *dev)
  * they wake it: the completion it waits for then costs one wake-up, its
  * own (docs/events.md, "Who does the receive work while the application
  * sleeps").  The progress thread leaves them to it meanwhile
- * (wait_for_waiter) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
+ * (uroce_progress_plan) and does the rest (timers, wake-ups, connections).  The ACKs of what it takes wait for
  * its reply, as an application poll's do (docs/datapath.md, "ACKs"):
- * the peer then gets the ACK and the reply in one wake-up.  -1: another
- * thread receives (rx_lock).
+ * the peer then gets the ACK and the reply in one wake-up.  -EBUSY:
+ * another thread receives (rx_lock).
  */
 static int wait_rx(struct uroce_dev *dev, bool sock, bool bell)
 {
 	int n;
 
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
-		return -1;
+		return -EBUSY;
 	if (sock)
 		uroce_local_sock_ready(dev);
 	/* (read, or the bell stays readable and wakes us again; the poll
@@ -903,7 +896,8 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;
 	r = spin_loop(dev, ready, arg, start, len);
-	if (!sigpending(&pend))
+	/* (a spin that caught its event returns it, signal or not) */
+	if (r != 1 && !sigpending(&pend))
 		for (sig = 1; sig < NSIG && !intr; sig++)
 			intr = sigismember(&pend, sig) == 1 &&
 			       sigismember(&old, sig) == 0 && caught(sig);
@@ -982,17 +976,61 @@ static int wait_sleep(struct uroce_dev *dev, int fd)
 	}
 }
 
-static int watch(int epfd, int fd)
+static int timer_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	uint64_t v;
 
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (read(w->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return 0;
+	uroce_timers_run(dev);
+	return 0;
 }
 
-int uroce_progress_watch_bell(struct uroce_dev *dev, int fd)
+static int wake_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
-	if (watch(dev->prog.sock_epfd, fd) || watch(dev->prog.app_epfd, fd))
-		return -errno;
+	uint64_t v;
+
+	(void)dev;
+	if (read(w->fd, &v, sizeof(v)) < 0)
+		return 0; /* (EAGAIN: another event woke us) */
+	return 0;
+}
+
+/* the rings' bell brings packets: watched with the socket, and while
+ * the application has the socket too (net/local.c) */
+int uroce_progress_watch_bell(struct uroce_dev *dev, struct uroce_watcher *w,
+			      int fd)
+{
+	int err = uroce_watcher_add(dev->prog.sock_epfd, w, fd, EPOLLIN);
+
+	return err ? err : uroce_watcher_add(dev->prog.app_epfd, w, fd, EPOLLIN);
+}
+
+/* the thread's own descriptors, once they exist (epfd is watched in
+ * the other two sets: its events wake them too) */
+static int watch_own(struct uroce_dev *dev)
+{
+	const struct {
+		int epfd;
+		struct uroce_watcher *w;
+		int fd;
+	} own[] = {
+		{ dev->prog.sock_epfd, &dev->prog.epfd_w, dev->prog.epfd },
+		{ dev->prog.app_epfd, &dev->prog.epfd_w, dev->prog.epfd },
+		{ dev->prog.epfd, &dev->prog.timer_w, dev->prog.timerfd },
+		{ dev->prog.epfd, &dev->prog.wake_w, dev->prog.wakefd },
+	};
+	size_t i;
+	int err;
+
+	dev->prog.timer_w.fn = timer_ready;
+	dev->prog.wake_w.fn = wake_ready;
+	for (i = 0; i < UROCE_ARRAY_SIZE(own); i++) {
+		err = uroce_watcher_add(own[i].epfd, own[i].w, own[i].fd,
+					EPOLLIN);
+		if (err)
+			return err;
+	}
 	return 0;
 }
 
@@ -1010,14 +1048,11 @@ int uroce_progress_start(struct uroce_dev *dev)
 	    dev->prog.sock_epfd < 0 || dev->prog.timerfd < 0 ||
 	    dev->prog.wakefd < 0)
 		return -errno;
-	if (watch(dev->prog.sock_epfd, uroce_net_sock(dev)) ||
-	    watch(dev->prog.sock_epfd, dev->prog.epfd) ||
-	    watch(dev->prog.app_epfd, dev->prog.epfd) ||
-	    watch(dev->prog.epfd, dev->prog.timerfd) ||
-	    watch(dev->prog.epfd, dev->prog.wakefd))
-		return -errno;
-	uroce_share_watch(dev);
-	uroce_local_watch(dev);
+	err = watch_own(dev);
+	if (!err)
+		err = uroce_net_watch(dev);
+	if (err)
+		return err;
 
 	err = uroce_thread_create(&dev->prog.thread, 0, progress_main, dev);
 	dev->prog.running = !err;

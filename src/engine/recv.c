@@ -279,7 +279,6 @@ static void rx_end(struct uroce_dev *dev, bool rings)
 
 static const struct uroce_rx_entry rx_entry = {
 	.begin = uroce_rx_burst_begin,
-	.recv = uroce_recv,
 	.recv_train = uroce_recv_train,
 	.recv_ring = uroce_recv_local,
 	.end = rx_end,

@@ -81,40 +81,41 @@ static void remove_stale(void)
 
 /*
  * One segment's header as its writer last published it: the address
- * fields read between two equal, even values of addr_seq.  0, or -1 if
- * the file is no segment of a live uroce process with a LID.
+ * fields read between two equal, even values of addr_seq; false if the
+ * file is no segment of a live uroce process with a LID.
  */
-static int read_live_hdr(int dir, const char *name, int pid,
-			 struct uroce_shm_hdr *h)
+static bool read_live_hdr(int dir, const char *name, int pid,
+			  struct uroce_shm_hdr *h)
 {
 	const off_t seq_off = offsetof(struct uroce_shm_hdr, addr_seq);
 	uint32_t seq0, seq1;
-	int fd, tries, ret = -1;
+	bool ok = false;
+	int fd, tries;
 
 	fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return -1;
+		return false;
 	for (tries = 0; tries < 1000; tries++) {
 		if (pread(fd, &seq0, sizeof(seq0), seq_off) != sizeof(seq0) ||
 		    pread(fd, h, sizeof(*h), 0) != sizeof(*h) ||
 		    pread(fd, &seq1, sizeof(seq1), seq_off) != sizeof(seq1))
 			break;
 		if (!(seq0 & 1) && seq0 == seq1) {
-			ret = 0;
+			ok = true;
 			break;
 		}
 		sched_yield(); /* the writer is between two stores */
 	}
 	close(fd);
-	if (ret || h->magic != UROCE_SHM_MAGIC ||
+	if (!ok || h->magic != UROCE_SHM_MAGIC ||
 	    h->version != UROCE_SHM_VERSION || !h->ready || h->pid != pid ||
 	    !uroce_shm_has_lid(h->hdr_size) || !h->lid)
-		return -1;
+		return false;
 	/* a dead process's segment, or its pid reused since */
 	if ((kill(pid, 0) && errno != EPERM) ||
 	    uroce_proc_start_time(pid) != h->start_time)
-		return -1;
-	return 0;
+		return false;
+	return true;
 }
 
 int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
@@ -131,7 +132,7 @@ int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
 
 		if (pid < 0 || pid == getpid())
 			continue;
-		if (read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) ||
+		if (!read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) ||
 		    h.lid != lid)
 			continue;
 		if (found++)

@@ -54,13 +54,10 @@ static bool same_uid(int fd)
 	       cr.uid == getuid();
 }
 
-static void epoll_add(struct uroce_dev *dev, int fd)
+/* a connection, watched for its end closing */
+static void epoll_add(struct uroce_dev *dev, struct uroce_watcher *w, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
-				  .data.fd = fd };
-
-	if (dev->prog.epfd >= 0)
-		epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev);
+	uroce_watcher_add(dev->prog.epfd, w, fd, EPOLLIN | EPOLLRDHUP);
 }
 
 /* ---- a sender connects: its ring ---- */
@@ -106,7 +103,7 @@ static int in_make(struct uroce_dev *dev, struct uroce_local *L, int fd,
 	atomic_store_explicit(&in->ring->sleeping, 1, memory_order_relaxed);
 	L->in_fd[i] = fd;
 	atomic_store_explicit(&L->in[i], in, memory_order_release);
-	epoll_add(dev, fd);
+	epoll_add(dev, &L->in_w[i], fd);
 	uroce_count(dev, UROCE_CNT_LOCAL_ACCEPTS, 1);
 	return mfd;
 fail:
@@ -358,7 +355,7 @@ static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 	o->head = 0;
 	atomic_store(&o->fd, sv[1]);
 	o->up = true;
-	epoll_add(dev, sv[1]);
+	epoll_add(dev, &o->w, sv[1]);
 	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
 	return 0;
 }
@@ -437,7 +434,7 @@ int lr_out_connect(struct uroce_dev *dev, struct uroce_local *L, struct lout *o)
 		goto fail;
 	atomic_store(&o->fd, fd);
 	o->up = true;
-	epoll_add(dev, fd);
+	epoll_add(dev, &o->w, fd);
 	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
 	return 0;
 fail:
@@ -515,10 +512,18 @@ int uroce_local_open(struct uroce_dev *dev)
 	if (!L)
 		return -ENOMEM;
 	pthread_mutex_init(&L->acc_lock, NULL);
-	for (i = 0; i < LR_MAX_IN; i++)
+	L->bell_w.fn = lr_bell_ready;
+	L->bell_w.packets = true;
+	for (i = 0; i < 2; i++)
+		L->lfd_w[i].fn = lr_lfd_ready;
+	for (i = 0; i < LR_MAX_IN; i++) {
 		L->in_fd[i] = -1;
-	for (i = 0; i < LR_MAX_OUT; i++)
+		L->in_w[i].fn = lr_in_ready;
+	}
+	for (i = 0; i < LR_MAX_OUT; i++) {
 		atomic_store(&L->out[i].fd, -1);
+		L->out[i].w.fn = lr_out_ready;
+	}
 	L->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (L->bell < 0) {
 		free(L);
@@ -531,15 +536,11 @@ int uroce_local_open(struct uroce_dev *dev)
 
 static void watch_listeners(struct uroce_dev *dev, struct uroce_local *L)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	int i;
 
-	if (dev->prog.epfd < 0)
-		return;
-	for (i = 0; i < L->nl; i++) {
-		ev.data.fd = L->lfd[i];
-		epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, L->lfd[i], &ev);
-	}
+	for (i = 0; i < L->nl; i++)
+		uroce_watcher_add(dev->prog.epfd, &L->lfd_w[i], L->lfd[i],
+				  EPOLLIN);
 }
 
 void uroce_local_watch(struct uroce_dev *dev)
@@ -548,7 +549,7 @@ void uroce_local_watch(struct uroce_dev *dev)
 
 	if (!L || dev->prog.epfd < 0)
 		return;
-	uroce_progress_watch_bell(dev, L->bell);
+	uroce_progress_watch_bell(dev, &L->bell_w, L->bell);
 	watch_listeners(dev, L);
 }
 

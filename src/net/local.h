@@ -106,6 +106,7 @@ struct lout {
 	struct lr_shared *ring;
 	int bell;
 	uint32_t head;			 /* ours; the shared one is a copy */
+	struct uroce_watcher w;		 /* fd's (its end closing) */
 	struct lq_pkt *q_first, *q_last; /* the overflow queue */
 	uint32_t q_bytes;
 	bool stalled; /* past the queue, dropped at stall_tail */
@@ -119,7 +120,11 @@ struct uroce_local {
 	char names[2][108];
 	pthread_mutex_t acc_lock;
 	_Atomic(struct lin *) in[LR_MAX_IN];
-	int in_fd[LR_MAX_IN];	     /* acc_lock */
+	int in_fd[LR_MAX_IN]; /* acc_lock */
+	/* the progress thread's watchers (core/watch.h), in the tables'
+	 * fixed slots: the bell, the listeners, the inbound connections
+	 * (the outbound ones': struct lout's) */
+	struct uroce_watcher bell_w, lfd_w[2], in_w[LR_MAX_IN];
 	struct lout out[LR_MAX_OUT]; /* tx_lock */
 	struct lout *last;
 	_Atomic int queues;	 /* outbound peers with a queue (a hint,
@@ -143,6 +148,12 @@ int lr_out_connect(struct uroce_dev *dev, struct uroce_local *L, struct lout *o)
 
 /* local_rx.c */
 void lr_reap(struct uroce_local *L, int i);
+/* the watchers' callbacks: the bell, a listener, an inbound and an
+ * outbound connection */
+int lr_bell_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+int lr_lfd_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+int lr_in_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+int lr_out_ready(struct uroce_dev *dev, struct uroce_watcher *w);
 
 /* local_tx.c (tx_lock held, but lr_queues_drain) */
 void lr_q_free(struct uroce_local *L, struct lout *o);

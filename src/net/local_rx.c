@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -351,38 +352,40 @@ void uroce_local_awake(struct uroce_dev *dev)
 	pthread_mutex_unlock(&L->acc_lock);
 }
 
-/* the outbound peer whose connection is fd: it is gone */
-static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
+/*
+ * Whether a connection epoll said was ready still is: an event names a
+ * slot, and the slot may hold another connection by now (the last one
+ * closed, a new one made).  Nothing is read from these connections once
+ * set up, so anything ready is the other end closing.
+ */
+static bool conn_ready(int fd)
 {
-	bool found = false;
-	int i;
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* an outbound peer's connection: it is gone */
+int lr_out_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	struct lout *o = container_of(w, struct lout, w);
+	struct uroce_local *L = loc(dev);
 
 	/*
 	 * The senders close and open these descriptors under tx_lock
-	 * (lr_out_down, lr_out_connect): an fd number from epoll_wait may have
-	 * been closed and given to a new connection since.  Under the same
-	 * lock the number names one file for the whole check.  (A first
-	 * look without it keeps the lock off the path of every other fd.)
+	 * (lr_out_down, lr_out_connect): under the same lock the slot holds
+	 * one connection for the whole check.
 	 */
-	for (i = 0; i < LR_MAX_OUT; i++)
-		if (atomic_load(&L->out[i].fd) == fd)
-			break;
-	if (i == LR_MAX_OUT)
-		return false;
 	pthread_mutex_lock(&dev->tx.tx_lock);
-	for (i = 0; i < LR_MAX_OUT; i++) {
-		if (atomic_load(&L->out[i].fd) != fd)
-			continue;
-		atomic_store(&L->out[i].dead, true);
-		epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (L && !atomic_load(&o->dead) && conn_ready(atomic_load(&o->fd))) {
+		atomic_store(&o->dead, true);
+		uroce_watcher_del(dev->prog.epfd, &o->w);
 		/* (its queue is freed now, not at the next packet: the
 		 * peer may never be sent to again) */
-		lr_q_free(L, &L->out[i]);
-		found = true;
-		break;
+		lr_q_free(L, o);
 	}
 	pthread_mutex_unlock(&dev->tx.tx_lock);
-	return found;
+	return 0;
 }
 
 int uroce_local_bell(const struct uroce_dev *dev)
@@ -424,41 +427,52 @@ void uroce_local_bell_take(struct uroce_dev *dev)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-int uroce_local_event(struct uroce_dev *dev, int fd)
+int lr_bell_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	struct uroce_local *L = container_of(w, struct uroce_local, bell_w);
+	uint64_t v;
+
+	if (read(L->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return 0;
+	uroce_count(dev, UROCE_CNT_LOCAL_WAKEUPS, 1);
+	/* (the bell is also a receiver's "room in my ring") */
+	lr_queues_drain(dev, L, true, false);
+	return 1;
+}
+
+int lr_lfd_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
 	struct uroce_local *L = loc(dev);
-	uint64_t v;
 	int i;
 
 	if (!L)
 		return 0;
-	if (fd == L->bell) {
-		if (read(L->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			return 1;
-		uroce_count(dev, UROCE_CNT_LOCAL_WAKEUPS, 1);
-		/* (the bell is also a receiver's "room in my ring") */
-		lr_queues_drain(dev, L, true, false);
-		return 2;
-	}
+	i = (int)(w - L->lfd_w);
+	/* (the listeners change under acc_lock: a rebind) */
 	pthread_mutex_lock(&L->acc_lock);
-	for (i = 0; i < L->nl; i++) {
-		if (fd == L->lfd[i]) {
-			lr_accept_one(dev, L, fd);
-			pthread_mutex_unlock(&L->acc_lock);
-			return 1;
-		}
-	}
-	for (i = 0; i < LR_MAX_IN; i++) {
-		struct lin *in = atomic_load(&L->in[i]);
+	if (i < L->nl)
+		lr_accept_one(dev, L, L->lfd[i]);
+	pthread_mutex_unlock(&L->acc_lock);
+	return 0;
+}
 
-		if (L->in_fd[i] == fd && in) {
-			/* anything from a sender is its end closing */
-			atomic_store(&in->dead, true);
-			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
-			pthread_mutex_unlock(&L->acc_lock);
-			return 2; /* the poller reaps it */
-		}
+/* anything from a sender is its end closing: the poller reaps the ring */
+int lr_in_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	struct uroce_local *L = loc(dev);
+	struct lin *in;
+	int i, rx = 0;
+
+	if (!L)
+		return 0;
+	i = (int)(w - L->in_w);
+	pthread_mutex_lock(&L->acc_lock);
+	in = atomic_load(&L->in[i]);
+	if (in && conn_ready(L->in_fd[i])) {
+		atomic_store(&in->dead, true);
+		uroce_watcher_del(dev->prog.epfd, w);
+		rx = 1;
 	}
 	pthread_mutex_unlock(&L->acc_lock);
-	return out_closed(dev, L, fd) ? 1 : 0;
+	return rx;
 }

@@ -108,9 +108,25 @@ static int join(int fd, const struct uroce_dev *dev,
 	}
 }
 
+static int grp_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+
+/* the watcher slot of grp, or a free one for grp == NULL (rx_lock) */
+static struct uroce_mcast_watch *grp_slot(struct uroce_dev *dev,
+					  const struct uroce_mcast_grp *grp)
+{
+	size_t i;
+
+	uroce_assert_held(&dev->prog.rx_lock);
+	for (i = 0; i < UROCE_ARRAY_SIZE(dev->net.mcast_w); i++)
+		if (dev->net.mcast_w[i].grp == grp)
+			return &dev->net.mcast_w[i];
+	return NULL;
+}
+
+/* (rx_lock held: the attach that makes the group) */
 int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct uroce_mcast_watch *slot = grp_slot(dev, NULL);
 	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
 	socklen_t len = uroce_sa_len(&grp->addr);
 
@@ -131,9 +147,17 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	/* a burst to the group waits here until the progress thread runs */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	ev.data.fd = fd;
-	if (epoll_ctl(dev->prog.epfd, EPOLL_CTL_ADD, fd, &ev))
-		goto fail;
+	if (!slot) {
+		close(fd);
+		return -ENOSPC;
+	}
+	slot->w.fn = grp_ready;
+	err = uroce_watcher_add(dev->prog.epfd, &slot->w, fd, EPOLLIN);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	slot->grp = grp;
 	grp->fd = fd;
 	return 0;
 fail:
@@ -142,11 +166,18 @@ fail:
 	return err;
 }
 
+/* (rx_lock held: the detach that frees the group) */
 void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
+	struct uroce_mcast_watch *slot;
+
 	if (grp->fd < 0)
 		return;
-	epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, grp->fd, NULL);
+	slot = grp_slot(dev, grp);
+	if (slot) {
+		uroce_watcher_del(dev->prog.epfd, &slot->w);
+		slot->grp = NULL;
+	}
 	close(grp->fd); /* leaves the group */
 	grp->fd = -1;
 }
@@ -172,6 +203,8 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	}
 	n = recvmmsg(grp->fd, msgs, MC_BATCH, MSG_DONTWAIT, NULL);
 	for (i = 0; i < n; i++) {
+		struct uroce_rx_seg seg = { mc_buf[i], msgs[i].msg_len, 0 };
+
 		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
@@ -179,26 +212,21 @@ static int poll_grp(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 		/* the socket is bound to the group: that is where it went */
 		uroce_tap_rx(dev, mc_buf[i], msgs[i].msg_len, &src[i],
 			     &grp->addr, 0);
-		dev->net.rx->recv(dev, mc_buf[i], msgs[i].msg_len, &src[i],
-				  &grp->addr, 0);
+		dev->net.rx->recv_train(dev, &seg, 1, &src[i], &grp->addr);
 	}
 	return n;
 }
 
-bool uroce_mcast_poll(struct uroce_dev *dev, int fd)
+/* a group's socket is readable: receive and dispatch what waits there
+ * (the group may have been closed since epoll said so: slot->grp) */
+static int grp_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
-	struct uroce_mcast_grp *grp;
-	bool found = false;
+	struct uroce_mcast_watch *slot = (struct uroce_mcast_watch *)w;
 
 	pthread_mutex_lock(&dev->prog.rx_lock);
-	for (grp = dev->obj.mcast; grp; grp = grp->next) {
-		if (grp->fd != fd)
-			continue;
-		found = true;
-		while (poll_grp(dev, grp) == MC_BATCH)
+	if (slot->grp)
+		while (poll_grp(dev, slot->grp) == MC_BATCH)
 			;
-		break;
-	}
 	pthread_mutex_unlock(&dev->prog.rx_lock);
-	return found;
+	return 0;
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/watch.h"
 
 /* ---- packet IO interface (net/udp.c; tests may plug in their own) ---- */
 struct uroce_dev;
@@ -69,10 +70,10 @@ struct uroce_rx_seg {
  * The engine's receive entry, the one way packets go up from packet IO:
  * the engine registers it (uroce_net_set_rx) before the device opens.
  * A receive is a burst: begin (the engine holds plain ACKs and the
- * completion channels' doorbells), recv for each datagram (recv_train
- * for the datagrams of one UDP_GRO train, at most UROCE_RX_TRAIN_MAX,
- * checked outside dev->lock and dispatched under one hold of it;
- * recv_ring for a packet of a
+ * completion channels' doorbells), recv_train for the datagrams of one
+ * UDP_GRO train (at most UROCE_RX_TRAIN_MAX, checked outside dev->lock
+ * and dispatched under one hold of it; a datagram alone is a train of
+ * one), recv_ring for a packet of a
  * same-host ring: every check but the ICRC's; payload_at, if not NULL,
  * is the packet in the ring, its payload copied from there), end (the
  * held ACKs leave or wait for the receiving thread's reply, as the
@@ -83,9 +84,6 @@ struct uroce_rx_seg {
  */
 struct uroce_rx_entry {
 	void (*begin)(struct uroce_dev *dev);
-	void (*recv)(struct uroce_dev *dev, uint8_t *buf, size_t len,
-		     const struct sockaddr_storage *src,
-		     const struct sockaddr_storage *dst, uint16_t ip_id_hint);
 	void (*recv_train)(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
 			   int n, const struct sockaddr_storage *src,
 			   const struct sockaddr_storage *dst);
@@ -101,6 +99,7 @@ struct uroce_rx_entry {
 struct uroce_share;
 
 /* ---- dev->net: owned by net/udp.c ---- */
+struct uroce_mcast_grp;
 struct uroce_net {
 	int sock;
 	int family;		       /* AF_INET or AF_INET6 */
@@ -120,6 +119,16 @@ struct uroce_net {
 	 * set by uroce_net_poll around uroce_recv; zero for ring packets
 	 * and anything else without an IP header) */
 	struct uroce_ipopt rx_ip;
+
+	/* the progress thread's watchers (core/watch.h) of the socket, the
+	 * shared address's forwarding socket and members' pidfds (one for
+	 * all: a member went), and the multicast groups' sockets (a slot
+	 * per group, its grp NULL once closed; rx_lock) */
+	struct uroce_watcher sock_w, share_fwd_w, share_member_w;
+	struct uroce_mcast_watch {
+		struct uroce_watcher w;
+		struct uroce_mcast_grp *grp;
+	} mcast_w[UROCE_MAX_MCAST_GRP];
 
 	/* fault injection (UROCE_FAULT), off unless set */
 	struct uroce_fault {
@@ -195,15 +204,16 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 		    const struct sockaddr_storage *dst, uint16_t udp_len,
 		    struct uroce_ipopt ipo);
 
+/* the progress thread's epoll sets exist: watch the socket, the shared
+ * address's descriptors and the rings' (core/watch.h); 0 or -errno */
+int uroce_net_watch(struct uroce_dev *dev);
+
 /* net/mcast.c: the sockets that receive multicast groups */
 struct uroce_mcast_grp;
 /* a socket bound to grp->addr that joined the group on the interface of
  * the device's address, watched by the progress thread; sets grp->fd */
 int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
 void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp);
-/* the progress thread saw fd readable: if it is a group's, receive and
- * dispatch what waits there (takes rx_lock); returns false if it is not */
-bool uroce_mcast_poll(struct uroce_dev *dev, int fd);
 /* the device's socket sends multicast out of the interface that holds
  * its address and loops it back to this host (from open_bound) */
 void uroce_mcast_tx_setup(int fd, const struct sockaddr_storage *addr);
@@ -216,15 +226,14 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		     struct uroce_share **out);
 /* leave the group; closes sock */
 void uroce_share_release(struct uroce_share *sh, int sock);
-/* the progress thread's epoll exists: watch the group's descriptors */
+/* the progress thread's epoll exists: watch the group's descriptors
+ * (from uroce_net_watch and a rebind) */
 void uroce_share_watch(struct uroce_dev *dev);
 /* a received datagram: true if it was another member's (forwarded or
  * counted as dropped) or the group's own; rx_lock held */
 bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		       const struct sockaddr_storage *src,
 		       const struct sockaddr_storage *dst, uint16_t ip_id);
-/* the progress thread saw fd readable: true if it was the group's */
-bool uroce_share_poll(struct uroce_dev *dev, int fd);
 uint32_t uroce_share_slot(const struct uroce_dev *dev); /* 0: alone */
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
 void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r); /* dev->lock */
@@ -237,7 +246,7 @@ struct uroce_local;
 int uroce_local_open(struct uroce_dev *dev); /* after the bind */
 void uroce_local_close(struct uroce_dev *dev);
 void uroce_local_rebind(struct uroce_dev *dev); /* rx_pause held */
-void uroce_local_watch(struct uroce_dev *dev);	/* the epoll exists */
+void uroce_local_watch(struct uroce_dev *dev);	/* uroce_net_watch's */
 /* packet IO's hooks, tx_lock held: 1 sent through a ring, 0 not a local
  * peer (send it by UDP), -errno lost */
 int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
@@ -252,11 +261,9 @@ int uroce_run_pkt_iovs(const struct iovec *iov, int n, uint32_t seg);
 /* receive from the rings (rx_lock held); returns the packets */
 int uroce_local_poll(struct uroce_dev *dev);
 /* the progress thread: before epoll_wait (false: packets wait, do not
- * sleep), after it, and for a descriptor it saw ready: 0 not ours,
- * 1 handled, 2 packets may wait (receive as for the socket) */
+ * sleep), and after it */
 bool uroce_local_sleep(struct uroce_dev *dev);
 void uroce_local_awake(struct uroce_dev *dev);
-int uroce_local_event(struct uroce_dev *dev, int fd);
 /* our doorbell (an eventfd senders write while we sleep), or -1; and
  * reading it from another thread than the progress thread (rx_lock) */
 int uroce_local_bell(const struct uroce_dev *dev);

@@ -250,8 +250,10 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return -1;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			return -EIO;
 		p += n;
 		len -= (size_t)n;
 	}

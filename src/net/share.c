@@ -264,7 +264,6 @@ void share_send_probes(struct uroce_share *sh, int sock,
 /* Watch every other live member's pidfd, forget the gone. */
 void share_rescan(struct uroce_share *sh)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	uint32_t s;
 
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
@@ -275,11 +274,9 @@ void share_rescan(struct uroce_share *sh)
 
 		if (live && sh->pidfd[s] < 0) {
 			sh->pidfd[s] = pidfd_of(sh->seg->slot[s].pid);
-			if (sh->pidfd[s] >= 0 && sh->epfd >= 0) {
-				ev.data.fd = sh->pidfd[s];
-				epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->pidfd[s],
-					  &ev);
-			}
+			if (sh->pidfd[s] >= 0 && sh->epfd >= 0)
+				uroce_watcher_add_shared(sh->epfd, sh->member_w,
+							 sh->pidfd[s], EPOLLIN);
 		} else if (!live && sh->pidfd[s] >= 0) {
 			if (sh->epfd >= 0)
 				epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s],
@@ -396,6 +393,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		return -ENOMEM;
 	pthread_mutex_init(&sh->mu, NULL);
 	sh->epfd = dev->prog.epfd;
+	sh->member_w = &dev->net.share_member_w;
 	sh->fwd_fd = -1;
 	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
 		sh->pidfd[s] = -1;
@@ -575,19 +573,18 @@ void uroce_share_release(struct uroce_share *sh, int sock)
 void uroce_share_watch(struct uroce_dev *dev)
 {
 	struct uroce_share *sh = dev->net.share;
-	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (!sh)
 		return;
+	dev->net.share_fwd_w.fn = uroce_share_fwd_ready;
+	dev->net.share_member_w.fn = uroce_share_member_ready;
 	pthread_mutex_lock(&sh->mu);
 	sh->epfd = dev->prog.epfd;
-	ev.data.fd = sh->fwd_fd;
-	epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->fwd_fd, &ev);
+	uroce_watcher_add(sh->epfd, &dev->net.share_fwd_w, sh->fwd_fd, EPOLLIN);
 	for (uint32_t s = 0; s < UROCE_SHARE_SLOTS; s++)
-		if (sh->pidfd[s] >= 0) {
-			ev.data.fd = sh->pidfd[s];
-			epoll_ctl(sh->epfd, EPOLL_CTL_ADD, sh->pidfd[s], &ev);
-		}
+		if (sh->pidfd[s] >= 0)
+			uroce_watcher_add_shared(sh->epfd, sh->member_w,
+						 sh->pidfd[s], EPOLLIN);
 	pthread_mutex_unlock(&sh->mu);
 }
 

@@ -39,6 +39,7 @@ struct uroce_share {
 	uint32_t slot;
 	int fwd_fd; /* abstract AF_UNIX datagram socket */
 	int epfd;   /* where fwd_fd and pidfds are watched */
+	struct uroce_watcher *member_w; /* the pidfds' (dev->net's) */
 	char addr[48];
 	char path[128];		       /* of the registry file */
 	int sock;		       /* our member of the group */
@@ -61,5 +62,9 @@ void share_send_probes(struct uroce_share *sh, int sock,
 void share_rescan(struct uroce_share *sh);
 /* share_rx.c: leaving, what our socket holds goes on to its owners */
 void share_forward_queued(struct uroce_share *sh, int sock);
+/* ... the watchers' callbacks (dev->net.share_fwd_w, share_member_w):
+ * another member forwarded packets; a member went */
+int uroce_share_fwd_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+int uroce_share_member_ready(struct uroce_dev *dev, struct uroce_watcher *w);
 
 #endif /* UROCE_NET_SHARE_H */

@@ -293,6 +293,7 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 		n = recvmmsg(sh->fwd_fd, msgs, FWD_BATCH, MSG_DONTWAIT, NULL);
 		for (i = 0; i < n; i++) {
 			struct fwd_hdr h;
+			struct uroce_rx_seg seg;
 			size_t len = msgs[i].msg_len;
 
 			if (len < sizeof(h))
@@ -313,8 +314,10 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 			len -= sizeof(h);
 			uroce_tap_rx(dev, fwd_buf[i] + sizeof(h), len, &h.src,
 				     &h.dst, (uint16_t)h.ip_id);
-			dev->net.rx->recv(dev, fwd_buf[i] + sizeof(h), len,
-					  &h.src, &h.dst, (uint16_t)h.ip_id);
+			seg.buf = fwd_buf[i] + sizeof(h);
+			seg.len = (uint32_t)len;
+			seg.ip_id = (uint16_t)h.ip_id;
+			dev->net.rx->recv_train(dev, &seg, 1, &h.src, &h.dst);
 		}
 	} while (n == FWD_BATCH);
 	if (hello) {
@@ -343,23 +346,27 @@ static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 	share_unlock_seg(sh);
 }
 
-bool uroce_share_poll(struct uroce_dev *dev, int fd)
+/* (a watcher outlives a group left by a rebind: its events then name
+ * the address's new group, which finds nothing to do) */
+int uroce_share_fwd_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	struct uroce_share *sh;
+
+	(void)w;
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	sh = dev->net.share;
+	if (sh)
+		fwd_rx(dev, sh);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+	return 0;
+}
+
+int uroce_share_member_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 {
 	struct uroce_share *sh = dev->net.share;
-	uint32_t s;
 
-	if (!sh)
-		return false;
-	if (fd == sh->fwd_fd) {
-		pthread_mutex_lock(&dev->prog.rx_lock);
-		fwd_rx(dev, sh);
-		pthread_mutex_unlock(&dev->prog.rx_lock);
-		return true;
-	}
-	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
-		if (sh->pidfd[s] == fd) {
-			member_gone(dev, sh);
-			return true;
-		}
-	return false;
+	(void)w;
+	if (sh)
+		member_gone(dev, sh);
+	return 0;
 }

@@ -589,11 +589,33 @@ int uroce_net_open(struct uroce_dev *dev)
 	return uroce_local_open(dev);
 }
 
+/* the progress thread saw the socket readable: it receives */
+static int sock_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	(void)w;
+	uroce_local_sock_ready(dev);
+	return 1;
+}
+
+int uroce_net_watch(struct uroce_dev *dev)
+{
+	int err;
+
+	dev->net.sock_w.fn = sock_ready;
+	dev->net.sock_w.packets = true;
+	err = uroce_watcher_add(dev->prog.sock_epfd, &dev->net.sock_w,
+				uroce_net_sock(dev), EPOLLIN);
+	if (err)
+		return err;
+	uroce_share_watch(dev);
+	uroce_local_watch(dev);
+	return 0;
+}
+
 /* Move a running device to another address (rdma_bind_addr). */
 int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 {
 	struct sockaddr_storage ss;
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct uroce_share *sh, *old_sh;
 	int fd, old;
 
@@ -610,9 +632,8 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	dev->net.rx->pause(dev);
 	old = dev->net.sock;
 	old_sh = dev->net.share;
-	ev.data.fd = fd;
-	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_DEL, old, NULL);
-	epoll_ctl(dev->prog.sock_epfd, EPOLL_CTL_ADD, fd, &ev);
+	uroce_watcher_del(dev->prog.sock_epfd, &dev->net.sock_w);
+	uroce_watcher_add(dev->prog.sock_epfd, &dev->net.sock_w, fd, EPOLLIN);
 	/* senders hold only tx_lock (engine/xmit.c) and read the socket,
 	 * GSO and the address; the progress thread's dispatch reads the
 	 * socket with no lock (uroce_net_sock) */

@@ -26,9 +26,9 @@ static int set_fd_nonblock(int fd, bool on)
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl < 0)
-		return -1;
+		return -errno;
 	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
-	return fcntl(fd, F_SETFL, fl);
+	return fcntl(fd, F_SETFL, fl) ? -errno : 0;
 }
 
 struct rsocket *rs_alloc(int domain)
@@ -162,6 +162,7 @@ static void *ring_alloc(size_t len)
 int rs_make_cq(struct rsocket *rs)
 {
 	struct ibv_context *ctx = rs->id->verbs;
+	int err;
 
 	rs->pd = ibv_alloc_pd(ctx);
 	if (!rs->pd)
@@ -169,8 +170,9 @@ int rs_make_cq(struct rsocket *rs)
 	rs->cc = ibv_create_comp_channel(ctx);
 	if (!rs->cc)
 		return -errno;
-	if (set_fd_nonblock(rs->cc->fd, true))
-		return -errno;
+	err = set_fd_nonblock(rs->cc->fd, true);
+	if (err)
+		return err;
 	rs->cq = ibv_create_cq(ctx, rs->sq_size + rs->rq_size, rs, rs->cc, 0);
 	if (!rs->cq)
 		return -(errno ? errno : ENOMEM);

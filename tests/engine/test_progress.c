@@ -6,6 +6,10 @@
  * thread): each scenario sets the watch, makes one move and checks the
  * state and the marks the thread reads.
  */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "dev.h"
 #include "harness.h"
 
@@ -119,12 +123,235 @@ static void t_poll_done_clears_polling(void)
 		  "a thread outside any poll counted as the receiver");
 }
 
+/* ---- the thread's wait: uroce_progress_plan on the fake clock ----
+ * (docs/progress.md's constants: WAITER_NS and APP_WAIT_NS 200 us,
+ * APP_POLL_NS 100 us, HANDBACK_NS 1 ms) */
+
+#define US	    1000ull
+#define WAITER_NS   (200 * US)
+#define APP_WAIT_NS (200 * US)
+#define APP_POLL_NS (100 * US)
+
+static struct uroce_wait_marks marks(bool sleep)
+{
+	struct uroce_wait_marks m;
+
+	memset(&m, 0, sizeof(m));
+	m.now = E->now;
+	m.sleep = sleep;
+	return m;
+}
+
+static void tick(uint64_t ns)
+{
+	E->now += ns;
+	uroce_clock_set(E->now);
+}
+
+/* a scenario starts on a device 5 ms old, the thread having seen nothing */
+static struct uroce_wait_marks plan_setup(struct uroce_wait_look *look)
+{
+	eng_setup(NULL);
+	memset(look, 0, sizeof(*look));
+	tick(5 * MS);
+	return marks(true);
+}
+
+#define PLAN_CHECK(p, w, t) \
+	ENG_CHECK((p).watch == (w) && (p).timeout_ns == (t), \
+		  "plan %d for %llu ns, not %d for %llu", (int)(p).watch, \
+		  (unsigned long long)(p).timeout_ns, (int)(w), \
+		  (unsigned long long)(t))
+
+/* nobody else receives: the socket, until woken; only a look if a ring
+ * has packets */
+static void t_plan_sock(void)
+{
+	struct uroce_wait_look look;
+	struct uroce_wait_marks m = plan_setup(&look);
+	struct uroce_wait_plan p;
+
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER);
+	m = marks(false);
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, 0);
+}
+
+/* an application polls: the thread looks every APP_WAIT_NS, until the
+ * poll is APP_POLL_NS old; a hand-back gives the thread the socket */
+static void t_plan_app(void)
+{
+	struct uroce_wait_look look;
+	struct uroce_wait_marks m = plan_setup(&look);
+	struct uroce_wait_plan p;
+
+	m.app_rx_ns = E->now;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_APP, APP_WAIT_NS);
+	tick(APP_POLL_NS);
+	m.now = E->now;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_APP, APP_WAIT_NS);
+	tick(1);
+	m.now = E->now;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER);
+	/* polling again, but it handed the socket back within 1 ms */
+	m.app_rx_ns = E->now;
+	m.handback_ns = E->now - 10 * US;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER);
+	m.handback_ns = E->now - 2 * MS;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_APP, APP_WAIT_NS);
+}
+
+/* a waiter sleeps: the thread leaves it the packets, and takes them
+ * back WAITER_NS after it last saw one; a waiter outranks a poller */
+static void t_plan_waiter(void)
+{
+	struct uroce_wait_look look;
+	struct uroce_wait_marks m = plan_setup(&look);
+	struct uroce_wait_plan p;
+
+	m.waiters = 1;
+	m.wait_gen = 1;
+	m.app_rx_ns = E->now;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_WAITER, WAITER_NS);
+	ENG_CHECK(look.seen_ns == E->now && look.gen == 1,
+		  "the waiter not seen now");
+	/* it went back to its application: the rest of WAITER_NS */
+	tick(150 * US);
+	m = marks(true);
+	m.wait_gen = 1;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_WAITER, 50 * US);
+	tick(50 * US);
+	m.now = E->now;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER);
+	/* a waiter that spun (wait_gen moved, none asleep) is seen too */
+	tick(MS);
+	m = marks(true);
+	m.wait_gen = 2;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_WAITER, WAITER_NS);
+}
+
+/* a waiter asleep through a whole WAITER_NS: the thread sleeps until
+ * woken (IDLE), never when a ring has packets; a wake-up ends it */
+static void t_plan_idle(void)
+{
+	struct uroce_wait_look look;
+	struct uroce_wait_marks m = plan_setup(&look);
+	struct uroce_wait_plan p;
+
+	m.waiters = 1;
+	m.wait_gen = 7;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_WAITER, WAITER_NS);
+	/* the wait brought an event: not idle */
+	tick(WAITER_NS);
+	m.now = E->now;
+	uroce_progress_waited(&look, 1, &m);
+	ENG_CHECK(!look.idle, "idle after a wait that brought an event");
+	/* a short wait (woken early): not idle */
+	uroce_progress_plan(&look, &m);
+	tick(WAITER_NS - 1);
+	m.now = E->now;
+	uroce_progress_waited(&look, 0, &m);
+	ENG_CHECK(!look.idle, "idle before WAITER_NS");
+	/* another waiter came meanwhile: not idle */
+	tick(1);
+	m.now = E->now;
+	m.wait_gen = 8;
+	uroce_progress_waited(&look, 0, &m);
+	ENG_CHECK(!look.idle, "idle though another waiter came");
+	/* the same waiter, asleep all along */
+	m.wait_gen = 7;
+	uroce_progress_waited(&look, 0, &m);
+	ENG_CHECK(look.idle, "not idle after a whole WAITER_NS");
+	m = marks(false);
+	m.waiters = 1;
+	m.wait_gen = 7;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_WAITER, 0);
+	m.sleep = true;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_IDLE, UROCE_WAIT_FOREVER);
+	/* the last waiter gave the packets back: the thread takes them */
+	m.waiters = 0;
+	m.take_back = true;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_SOCK, UROCE_WAIT_FOREVER);
+	ENG_CHECK(!look.idle, "still idle after a take-back");
+}
+
+/* ---- the descriptors: a watcher is found from its event, and a
+ * removed one brings none ---- */
+
+static int w_calls;
+
+static int w_count(struct uroce_dev *d, struct uroce_watcher *w)
+{
+	uint64_t v;
+
+	(void)d;
+	w_calls++;
+	return read(w->fd, &v, sizeof(v)) == sizeof(v);
+}
+
+static void t_watcher_dispatch(void)
+{
+	struct uroce_watcher w[2] = { { w_count, -1, false },
+				      { w_count, -1, true } };
+	struct epoll_event ev[4];
+	uint64_t one = 1;
+	int ep, fd[2], n, i;
+
+	eng_setup(NULL);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	for (i = 0; i < 2; i++) {
+		fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ENG_CHECK(!uroce_watcher_add(ep, &w[i], fd[i], EPOLLIN),
+			  "watcher %d not added", i);
+	}
+	ENG_CHECK(uroce_watcher_add(-1, &w[0], fd[0], EPOLLIN) == -EBADF,
+		  "no epoll set: not -EBADF");
+	/* the second is ready: its event names it, and its callback runs */
+	ENG_CHECK(write(fd[1], &one, sizeof(one)) == sizeof(one), "write");
+	n = epoll_wait(ep, ev, 4, 0);
+	ENG_CHECK(n == 1 && ev[0].data.ptr == &w[1], "%d events, not w[1]'s", n);
+	w_calls = 0;
+	for (i = 0; i < n; i++) {
+		struct uroce_watcher *x = ev[i].data.ptr;
+
+		ENG_CHECK(x->fn(dev(), x) == 1, "the callback read nothing");
+	}
+	ENG_CHECK(w_calls == 1, "%d callbacks, not 1", w_calls);
+	/* removed: ready, but no event */
+	uroce_watcher_del(ep, &w[0]);
+	ENG_CHECK(write(fd[0], &one, sizeof(one)) == sizeof(one), "write");
+	n = epoll_wait(ep, ev, 4, 0);
+	ENG_CHECK(n == 0, "%d events from a removed watcher", n);
+	close(fd[0]);
+	close(fd[1]);
+	close(ep);
+}
+
 static const struct eng_test tests[] = {
 	{ "watch_table", t_watch_table },
 	{ "handback_app_to_sock", t_handback_app_to_sock },
 	{ "handback_leaves_waiter", t_handback_leaves_waiter },
 	{ "arm_hands_back", t_arm_hands_back },
 	{ "poll_done_clears_polling", t_poll_done_clears_polling },
+	{ "plan_sock", t_plan_sock },
+	{ "plan_app", t_plan_app },
+	{ "plan_waiter", t_plan_waiter },
+	{ "plan_idle", t_plan_idle },
+	{ "watcher_dispatch", t_watcher_dispatch },
 };
 
 int main(int argc, char **argv)

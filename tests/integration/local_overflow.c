@@ -216,6 +216,9 @@ static void receiver(int peer, int nmsg)
 	xsend(peer, &s.me, sizeof(s.me));
 	xrecv(peer, &them, sizeof(them));
 	side_connect(&s, &them);
+	/* (UC: a message that reaches a QP not yet RTR is dropped for
+	 * good, so S sends only once we are) */
+	xsend(peer, "r", 1);
 	wait_wcs(&s, 0, 1, IBV_WC_RECV);
 	/* (ready: the parent lets S send once it sees us stopped) */
 	raise(SIGSTOP);
@@ -250,6 +253,7 @@ static void sender(int peer, int go, int nmsg)
 	xrecv(peer, &them, sizeof(them));
 	xsend(peer, &s.me, sizeof(s.me));
 	side_connect(&s, &them);
+	xrecv(peer, buf, 1); /* R is RTR */
 	for (i = 0; i < nmsg; i++) {
 		if (i == 1) {
 			wait_wcs(&s, 0, 1, IBV_WC_SEND);
