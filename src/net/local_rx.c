@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -351,7 +352,26 @@ void uroce_local_awake(struct uroce_dev *dev)
 	pthread_mutex_unlock(&L->acc_lock);
 }
 
-/* the outbound peer whose connection is fd: it is gone */
+/*
+ * Whether the ring connection fd has ended: its peer closed it, or sent
+ * something, which neither end does after the handshake.  An epoll event
+ * names a descriptor number, not a file: when an earlier event of the same
+ * wake-up closed a descriptor (a member's death closes the pidfds of every
+ * member gone, net/share.c) and a connection accepted in between took its
+ * number, a later event for the closed one names the new connection.
+ * Taken as its close, that dropped the ring of a live sender, with the
+ * packets it had just put there (docs/local.md, "Peer death and a closing
+ * sender").  So the event only makes us look; the caller holds the lock
+ * under which fd stays open.
+ */
+static bool conn_ended(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && p.revents;
+}
+
+/* the outbound peer whose connection is fd: it is gone (if it is) */
 static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 {
 	bool found = false;
@@ -373,12 +393,14 @@ static bool out_closed(struct uroce_dev *dev, struct uroce_local *L, int fd)
 	for (i = 0; i < LR_MAX_OUT; i++) {
 		if (atomic_load(&L->out[i].fd) != fd)
 			continue;
+		found = true;
+		if (!conn_ended(fd))
+			break; /* (an event for an earlier file) */
 		atomic_store(&L->out[i].dead, true);
 		epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
 		/* (its queue is freed now, not at the next packet: the
 		 * peer may never be sent to again) */
 		lr_q_free(L, &L->out[i]);
-		found = true;
 		break;
 	}
 	pthread_mutex_unlock(&dev->tx.tx_lock);
@@ -452,7 +474,12 @@ int uroce_local_event(struct uroce_dev *dev, int fd)
 		struct lin *in = atomic_load(&L->in[i]);
 
 		if (L->in_fd[i] == fd && in) {
-			/* anything from a sender is its end closing */
+			/* anything from a sender is its end closing; (fd
+			 * stays open while it is in in_fd: lr_reap) */
+			if (!conn_ended(fd)) {
+				pthread_mutex_unlock(&L->acc_lock);
+				return 1;
+			}
 			atomic_store(&in->dead, true);
 			epoll_ctl(dev->prog.epfd, EPOLL_CTL_DEL, fd, NULL);
 			pthread_mutex_unlock(&L->acc_lock);
