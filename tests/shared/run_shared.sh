@@ -36,6 +36,15 @@
 #                SIGKILLed is removed by the next process that starts a
 #                group (on another address) and by `uroce devices`, and
 #                one with a live member is not
+#   ring-after-kill  a UC ping-pong server on A, stopped (SIGSTOP) while
+#                two other members of A are SIGKILLed and a same-host
+#                sender (ring_peer) connects to its ring name between the
+#                two kills; resumed, it wakes to the first death, the
+#                connection and the second death at once.  It must keep
+#                the sender's ring and read what the sender publishes
+#                (docs/local.md, "Peer death and a closing sender"); then
+#                a real UC pair (ibv_uc_pingpong, one host, the ring path)
+#                to that server must complete
 #   rdmacm       rping servers on three ports and ucmatose servers on two
 #                ports of A's address, their clients on B's, at once (the
 #                rping servers reach the address by rdma_bind_addr); a
@@ -51,7 +60,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/netns.sh
 source "$here/../lib/netns.sh"
 
-scenario= libdir= tool= traffic= mpi= tmo=120
+scenario= libdir= tool= traffic= mpi= peer= tmo=120
 
 die() {
 	echo "run_shared: $*" >&2
@@ -65,6 +74,7 @@ while [ $# -gt 0 ]; do
 	--tool) tool=$2; shift 2 ;;
 	--traffic) traffic=$2; shift 2 ;;
 	--mpi) mpi=$2; shift 2 ;;
+	--ring-peer) peer=$2; shift 2 ;;
 	--timeout) tmo=$2; shift 2 ;;
 	*) die "unknown option $1" ;;
 	esac
@@ -79,6 +89,7 @@ case $scenario in
 mpi-ucx-2ns) net=10.79.14 ;;
 mpi-ucx-2ns-lossy) net=10.79.17 ;;
 registry-gc) net=10.79.18 ;;
+ring-after-kill) net=10.79.19 ;;
 mpi-ofi-2ns) net=10.79.15 ;;
 fi-pingpong-2ns) net=10.79.16 ;;
 *) net=10.79.0 ;;
@@ -484,8 +495,68 @@ registry_gc() {
 	kill_member $live
 }
 
+# ring_after_kill: a shared address's member must never drop the ring of a
+# live same-host sender.  Members watch each other through pidfds; when a
+# death closes pidfds, an event of the same wake-up for one of them may
+# name, by then, the connection of a ring accepted in between (the lowest
+# free descriptor).  Taken as that ring's close, it dropped a live ring,
+# and the UC SEND its sender had just put there was lost: a ping-pong
+# that never ended (docs/scale.md, the soak's table).  The server is
+# stopped so that the three events reach it in one wake-up, in that order.
+ring_after_kill() {
+	local i t z y port=18701 slot peer_out rc line me=$net.3
+	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
+	[ -x "$peer" ] || die "--ring-peer: '$peer' is not executable"
+	ip -n "$nsA" addr add "$me/24" dev vA || fail "cannot add $me"
+	# Y then Z, then the server: its pidfd for Y is the lower descriptor
+	for i in y z; do
+		on_A "$traffic" -p 0 --port-file "$work/port.$i" \
+			>"$work/member.$i.out" 2>&1 &
+		pids+=($!)
+		eval "$i=\$!"
+		wait_until 30 $! test -s "$work/port.$i" || fail "member $i did not start"
+	done
+	on_A timeout -k 5 "$tmo" ibv_uc_pingpong -g 0 -e -s 4096 -n 20 -p $port \
+		>"$work/server.out" 2>&1 &
+	t=$!
+	pids+=($t)
+	wait_until 30 $t tcp_listening $port || fail "UC server did not start"
+	t=$(pgrep -P "$t" -x ibv_uc_pingpong || echo "$t")
+	slot=$("$tool" devices | awk -v p="$t" '$1 == p' |
+	       sed -n 's/.*shared(slot \([0-9]*\),.*/\1/p')
+	[ -n "$slot" ] || fail "no slot for the UC server (pid $t)"
+	kill -STOP "$t"
+	kill -KILL "$z"
+	wait "$z" 2>/dev/null
+	exec {peer_out}< <(ip netns exec "$nsA" "$peer" \
+		"uroce/local/$(id -u)/$addrA/$slot" "$me" "$t" \
+		$((slot << 16 | 0xffff)) 2>&1; echo "exit $?")
+	read -r -t 30 line <&"$peer_out" && [ "$line" = hello ] ||
+		{ kill -CONT "$t"; fail "ring_peer: $line"; }
+	kill -KILL "$y"
+	wait "$y" 2>/dev/null
+	kill -CONT "$t"
+	rc=
+	while read -r -t 60 line <&"$peer_out"; do
+		echo "ring_peer: $line"
+		case $line in "exit "*) rc=${line#exit } ;; esac
+	done
+	exec {peer_out}<&-
+	[ "$rc" = 0 ] || errs+=("the UC server did not read the ring of a live sender (ring_peer exit ${rc:-none})")
+	# a new UC pair to the server, over the ring
+	ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR=$me timeout -k 5 30 \
+		ibv_uc_pingpong -g 0 -e -s 4096 -n 20 -p $port $addrA \
+		>"$work/client.out" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || errs+=("UC client exit status $rc")
+	grep -Eq 'iters in' "$work/client.out" || errs+=("the UC client printed no result")
+	grep -Eq ' tx_local_pkts=[1-9]' "$work/client.out" ||
+		errs+=("the UC client sent nothing through a ring")
+}
+
 case $scenario in
 perftest) perftest ;;
+ring-after-kill) ring_after_kill ;;
 registry-gc) registry_gc ;;
 mpi-ucx-2ns) mpi_2ns ucx ;;
 mpi-ucx-2ns-lossy) mpi_2ns ucx drop=0.01,seed=14 ;;
