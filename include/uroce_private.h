@@ -63,4 +63,11 @@ void uroce_dev_rx_drain(struct ibv_context *ctx);
  */
 void uroce_dev_send_acks(struct ibv_context *ctx);
 
+/*
+ * Whether a completion of QP qpn (of this process's device) waits in its
+ * send or receive CQ for the application's poll: the CM holds a peer's
+ * disconnect back while one does (docs/rdmacm.md, "Disconnecting").
+ */
+int uroce_dev_qp_unpolled(struct ibv_context *ctx, uint32_t qpn);
+
 #endif /* UROCE_PRIVATE_H */

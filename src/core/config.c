@@ -53,6 +53,7 @@ static void config_read(void)
 	v = env("UROCE_STATS");
 	c->stats = v && *v == '1';
 	c->cm_hold_ms = env("UROCE_CM_HOLD_MS");
+	c->cm_disc_hold_ms = env("UROCE_CM_DISC_HOLD_MS");
 	c->cm_listen_file = env("UROCE_CM_LISTEN_FILE");
 }
 

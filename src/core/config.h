@@ -41,8 +41,9 @@ struct uroce_config {
 	const char *pcap_max;	  /* UROCE_PCAP_MAX: its size limit */
 	bool stats;		  /* UROCE_STATS=1: summaries at exit */
 	/* librdmacm */
-	const char *cm_hold_ms;	    /* UROCE_CM_HOLD_MS (rdmacm/gsi.c) */
-	const char *cm_listen_file; /* UROCE_CM_LISTEN_FILE (tests) */
+	const char *cm_hold_ms;	     /* UROCE_CM_HOLD_MS (rdmacm/gsi.c) */
+	const char *cm_disc_hold_ms; /* UROCE_CM_DISC_HOLD_MS (rdmacm/gsi.c) */
+	const char *cm_listen_file;  /* UROCE_CM_LISTEN_FILE (tests) */
 };
 
 const struct uroce_config *uroce_config(void);

@@ -91,6 +91,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* verbs/cq.c: remove every completion of QP qpn (its QP went to RESET);
  * dev->lock held, takes cq->lock */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
+bool uroce_cq_holds(struct uroce_cq *cq, uint32_t qpn);
 /* verbs/cq.c, a receive burst's completion-channel doorbells (the
  * caller holds dev->prog.rx_lock throughout).  defer (dev->lock held):
  * from now on they wait; take (dev->lock held): they stop waiting, and

@@ -210,6 +210,7 @@ struct cm_hnode *cm_hash_next(const struct cm_hnode *n);
 enum cm_timer_kind {
 	CM_TIMER_MAD,	   /* retransmit id->mad (cm_id.mad_timer) */
 	CM_TIMER_TIMEWAIT, /* TIMEWAIT_EXIT due (cm_id.tw_timer) */
+	CM_TIMER_DISC,	   /* a held DISCONNECTED's look (cm_id.disc_timer) */
 };
 
 struct cm_timer {
@@ -327,6 +328,11 @@ struct cm_id {
 	bool connect_error;
 
 	struct cm_timer tw_timer; /* TIMEWAIT_EXIT due */
+	/* a peer's DREQ came while a completion of our QP waited for the
+	 * application's poll: DISCONNECTED waits (proto.c, disc_look) */
+	struct cm_timer disc_timer; /* next look */
+	uint64_t disc_due_ns;	    /* it goes by then all the same */
+	uint32_t disc_qpn;
 
 	/* the MAD we retransmit until its answer comes: mad[] below */
 	bool mad_pending;	  /* cleared by cm_mad_done */
@@ -353,6 +359,7 @@ struct cm_counters {
 		timeouts, tx_fail;
 	uint64_t held;		/* REQs held for a listen to come */
 	uint64_t held_rejected; /* ... and rejected: none came */
+	uint64_t disc_held;	/* DISCONNECTEDs held for a poll (proto.c) */
 };
 
 /*
@@ -360,9 +367,10 @@ struct cm_counters {
  * nobody listens on yet, kept for a while in case rdma_listen follows
  * (proto.c, docs/rdmacm.md "Early requests").
  */
-#define CM_HOLD_MAX	   16
-#define CM_HOLD_MS_DEFAULT 1000
-#define CM_HOLD_MS_MAX	   60000
+#define CM_HOLD_MAX		16
+#define CM_HOLD_MS_DEFAULT	1000
+#define CM_HOLD_MS_MAX		60000
+#define CM_DISC_HOLD_MS_DEFAULT 50
 
 struct cm_held {
 	bool used;
@@ -413,10 +421,11 @@ struct cm_global {
 	uint64_t tid_hi;
 	struct cm_counters cnt;
 	struct cm_held held[CM_HOLD_MAX];
-	uint64_t hold_ns; /* UROCE_CM_HOLD_MS; 0: no holding */
-	pid_t pid;	  /* the process that opened it (a
+	uint64_t hold_ns;      /* UROCE_CM_HOLD_MS; 0: no holding */
+	uint64_t disc_hold_ns; /* UROCE_CM_DISC_HOLD_MS (proto.c) */
+	pid_t pid;	       /* the process that opened it (a
 					 * forked child's exit ends nothing) */
-	pid_t exit_tid;	  /* the thread running the exit's end of the
+	pid_t exit_tid;	       /* the thread running the exit's end of the
 			   * connections (end_connections_at_exit), or 0 */
 };
 
@@ -519,6 +528,7 @@ int cm_send_rtu(struct cm_id *id);
 int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
 		uint8_t len);
 int cm_send_dreq(struct cm_id *id);
+void cm_disc_release(struct cm_id *id);
 int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len);
 int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 		     const void *pdata, uint8_t len);

@@ -1031,6 +1031,7 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 		wait = true;
 		break;
 	case CM_DISCONNECTED:
+		cm_disc_release(ci);
 		cm_qp_to_err(ci);
 		for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e;
 		     e = e->next)

@@ -303,17 +303,17 @@ static void *cm_thread(void *arg)
 	return NULL;
 }
 
-/* UROCE_CM_HOLD_MS: how long a REQ may wait for its listener (proto.c). */
-static uint64_t hold_ns(void)
+/* UROCE_CM_HOLD_MS: how long a REQ may wait for its listener;
+ * UROCE_CM_DISC_HOLD_MS: a DISCONNECTED for a poll (proto.c). */
+static uint64_t hold_ns(const char *e, unsigned long def)
 {
-	const char *e = uroce_config()->cm_hold_ms;
-	unsigned long ms = CM_HOLD_MS_DEFAULT;
+	unsigned long ms = def;
 	char *end;
 
 	if (e && *e) {
 		ms = strtoul(e, &end, 10);
 		if (*end)
-			ms = CM_HOLD_MS_DEFAULT;
+			ms = def;
 	}
 	if (ms > CM_HOLD_MS_MAX)
 		ms = CM_HOLD_MS_MAX;
@@ -385,7 +385,9 @@ int cm_dev_up(void)
 	if (cm.timerfd < 0)
 		goto err;
 	cm.tid_hi = (uint64_t)(uint32_t)random() << 32;
-	cm.hold_ns = hold_ns();
+	cm.hold_ns = hold_ns(uroce_config()->cm_hold_ms, CM_HOLD_MS_DEFAULT);
+	cm.disc_hold_ns = hold_ns(uroce_config()->cm_disc_hold_ms,
+				  CM_DISC_HOLD_MS_DEFAULT);
 	cm.pid = getpid();
 	read_addr();
 	err = uroce_thread_create(&cm.thread, 0, cm_thread, NULL);
@@ -410,7 +412,8 @@ static void __attribute__((destructor)) print_stats(void)
 	fprintf(stderr,
 		"uroce-cm-stats: rx=%llu tx=%llu drop_malformed=%llu "
 		"drop_state=%llu drop_nolistener=%llu retrans=%llu "
-		"timeouts=%llu tx_fail=%llu held=%llu held_rejected=%llu\n",
+		"timeouts=%llu tx_fail=%llu held=%llu held_rejected=%llu "
+		"disc_held=%llu\n",
 		(unsigned long long)cm.cnt.rx, (unsigned long long)cm.cnt.tx,
 		(unsigned long long)cm.cnt.drop_malformed,
 		(unsigned long long)cm.cnt.drop_state,
@@ -419,7 +422,8 @@ static void __attribute__((destructor)) print_stats(void)
 		(unsigned long long)cm.cnt.timeouts,
 		(unsigned long long)cm.cnt.tx_fail,
 		(unsigned long long)cm.cnt.held,
-		(unsigned long long)cm.cnt.held_rejected);
+		(unsigned long long)cm.cnt.held_rejected,
+		(unsigned long long)cm.cnt.disc_held);
 }
 
 /* Creates QP1 and fills its receive queue.  cm.lock held. */

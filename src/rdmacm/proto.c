@@ -448,6 +448,61 @@ static void disconnected(struct cm_id *id, const struct cm_msg *m)
 	cm_timer_arm();
 }
 
+/*
+ * The peer's DREQ follows the last packets it sent on the connection
+ * (its ACKs among them; the drain in handle_dreq completes their work
+ * first).  On a NIC those completions reach the CQ when the packets
+ * arrive, a wire's time before the DREQ and the peer's own teardown
+ * apart; here one receive burst can take both at once, after the
+ * application was descheduled.  A program that reads its CQ and its
+ * event channel from two threads (libfabric's rxm) then closes the
+ * connection, and so drops the completions (a QP's destroy takes them
+ * out of the CQ, as mlx5 does), before its polling thread saw the
+ * completion it waits for.  So DISCONNECTED waits while a completion of
+ * the QP is still in its CQs, looking every CM_DISC_CHECK_NS, for at
+ * most cm.disc_hold_ns (UROCE_CM_DISC_HOLD_MS; 0: no holding).
+ */
+#define CM_DISC_CHECK_NS 200000ull
+
+static void disconnected_after_polls(struct cm_id *id, const struct cm_msg *m)
+{
+	uint64_t now;
+
+	if (!cm.disc_hold_ns || !m->qpn ||
+	    !uroce_dev_qp_unpolled(cm.ctx, m->qpn)) {
+		disconnected(id, m);
+		return;
+	}
+	now = cm_now_ns();
+	cm.cnt.disc_held++;
+	id->disc_qpn = m->qpn;
+	id->disc_due_ns = now + cm.disc_hold_ns;
+	cm_timer_set(&cm.timers, &id->disc_timer, now, CM_DISC_CHECK_NS);
+	cm_timer_arm();
+}
+
+/* the timer's look at a held DISCONNECTED; cm.lock held */
+static void disc_look(struct cm_id *id, uint64_t now)
+{
+	if (now < id->disc_due_ns &&
+	    uroce_dev_qp_unpolled(cm.ctx, id->disc_qpn)) {
+		cm_timer_set(&cm.timers, &id->disc_timer, now, CM_DISC_CHECK_NS);
+		cm_timer_arm();
+		return;
+	}
+	disconnected(id, NULL);
+}
+
+/* the application disconnects itself: a held DISCONNECTED goes now */
+void cm_disc_release(struct cm_id *id)
+{
+	uroce_assert_held(&cm.lock);
+	if (!id->disc_timer.deadline_ns)
+		return;
+	cm_timer_cancel(&id->disc_timer);
+	disconnected(id, NULL);
+}
+
 /* ---- receiving ---- */
 
 static struct cm_id *find_local(uint32_t local_id)
@@ -1056,7 +1111,7 @@ static void handle_dreq(const struct cm_msg *m, const union ibv_gid *peer)
 		cm_mad_done(id);
 		id->state = CM_DISCONNECTED;
 		if (!cm_orphan_done(id))
-			disconnected(id, m);
+			disconnected_after_polls(id, m);
 		break;
 	case CM_DISCONNECTED:
 		send_once(&id->peer_gid, &r);
@@ -1220,6 +1275,9 @@ void cm_handle_timeouts(uint64_t now)
 		cm_timer_cancel(t);
 		if (t->kind == CM_TIMER_TIMEWAIT)
 			timewait_exit(container_of(t, struct cm_id, tw_timer));
+		else if (t->kind == CM_TIMER_DISC)
+			disc_look(container_of(t, struct cm_id, disc_timer),
+				  now);
 		else
 			mad_timeout(container_of(t, struct cm_id, mad_timer),
 				    now);

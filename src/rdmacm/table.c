@@ -341,8 +341,10 @@ void cm_id_link(struct cm_id *id)
 	cm_link_init(&id->win_node);
 	cm_link_init(&id->mad_timer.link);
 	cm_link_init(&id->tw_timer.link);
+	cm_link_init(&id->disc_timer.link);
 	id->mad_timer.kind = CM_TIMER_MAD;
 	id->tw_timer.kind = CM_TIMER_TIMEWAIT;
+	id->disc_timer.kind = CM_TIMER_DISC;
 	cm_link_add_tail(&cm.ids, &id->node);
 }
 
@@ -352,6 +354,7 @@ void cm_id_unlink(struct cm_id *id)
 	cm_window_leave(id);
 	cm_timer_cancel(&id->mad_timer);
 	cm_timer_cancel(&id->tw_timer);
+	cm_timer_cancel(&id->disc_timer);
 	cm_link_del(&id->node);
 	cm_link_del(&id->child_node);
 	cm_link_del(&id->deferred_node);

@@ -651,6 +651,20 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 	pthread_mutex_unlock(&cq->lock);
 }
 
+/* Whether a completion of QP qpn waits in cq for the application's
+ * poll.  Takes cq->lock. */
+bool uroce_cq_holds(struct uroce_cq *cq, uint32_t qpn)
+{
+	uint32_t mask = cq->size - 1, i;
+	bool found = false;
+
+	pthread_mutex_lock(&cq->lock);
+	for (i = cq->head; i != cq->tail && !found; i++)
+		found = cq->ring[i & mask].wc.qp_num == qpn;
+	pthread_mutex_unlock(&cq->lock);
+	return found;
+}
+
 /*
  * A poll found completions.  If they were RDMA WRITEs alone, the
  * application may now wait for the peer in a way we cannot see: a WRITE

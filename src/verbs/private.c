@@ -120,6 +120,22 @@ UROCE_EXPORT void uroce_dev_rx_drain(struct ibv_context *ctx)
 	uroce_progress_drain(ctx_dev(ctx));
 }
 
+UROCE_EXPORT int uroce_dev_qp_unpolled(struct ibv_context *ctx, uint32_t qpn)
+{
+	struct uroce_dev *dev = ctx_dev(ctx);
+	struct uroce_qp *qp;
+	bool found = false;
+
+	pthread_mutex_lock(&dev->lock);
+	qp = uroce_qp_lookup(dev, qpn);
+	if (qp && qp->scq)
+		found = uroce_cq_holds(qp->scq, qpn);
+	if (qp && !found && qp->rcq && qp->rcq != qp->scq)
+		found = uroce_cq_holds(qp->rcq, qpn);
+	uroce_dev_unlock(dev);
+	return found;
+}
+
 UROCE_EXPORT void uroce_dev_send_acks(struct ibv_context *ctx)
 {
 	uroce_ack_release_unlocked(ctx_dev(ctx));

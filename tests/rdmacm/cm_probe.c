@@ -18,6 +18,7 @@
  *   cm_probe server ADDR PORT afonly          (0.0.0.0 and [::] AFONLY)
  *   cm_probe server ADDR PORT v6-any          ([::] not AFONLY)
  *   cm_probe server ADDR PORT v6-only         ([::] AFONLY)
+ *   cm_probe server ADDR PORT unpolled        (see below)
  *   cm_probe client ADDR PORT connect N [client-disconnects] [timewait]
  *   cm_probe client ADDR PORT exit-connected N  (exit() once connected)
  *   cm_probe client ADDR PORT reconnect
@@ -26,7 +27,16 @@
  *   cm_probe client ADDR PORT expect-refused-late
  *   cm_probe client ADDR PORT expect-unreachable
  *   cm_probe client ADDR PORT die-after-connect
+ *   cm_probe client ADDR PORT unpolled
  *   cm_probe api
+ *
+ * unpolled: the client sends one message, sees it complete (the
+ * server's receive has completed: its ACK came), disconnects, waits for
+ * DISCONNECTED (the server's CM has taken the DREQ: its DREP came) and
+ * writes "drep PORT" to $UROCE_CM_LISTEN_FILE.  The server, which has
+ * not polled its CQ, must have no event then (the CM holds DISCONNECTED
+ * for that poll: run it with UROCE_CM_DISC_HOLD_MS long), and must get
+ * DISCONNECTED once it has polled the receive.
  *
  * Early requests (a REQ for a port bound here before rdma_listen): the
  * hold-* servers listen once on another port (QP1 comes up, as with
@@ -720,6 +730,132 @@ static int api(void)
 	return 0;
 }
 
+static struct ibv_mr *msg_mr(void)
+{
+	static char buf[64];
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf),
+				       IBV_ACCESS_LOCAL_WRITE);
+
+	if (!mr)
+		fail("ibv_reg_mr: %s", strerror(errno));
+	return mr;
+}
+
+static struct rdma_cm_event *expect_event(enum rdma_cm_event_type want,
+					  int timeout_s)
+{
+	struct rdma_cm_event *e = next_event(timeout_s);
+
+	if (e->event != want)
+		fail("%s (status %d), wanted %s", rdma_event_str(e->event),
+		     e->status, rdma_event_str(want));
+	return e;
+}
+
+static struct ibv_wc poll_one(void)
+{
+	double end = now() + 10;
+	struct ibv_wc wc;
+	int n;
+
+	while (!(n = ibv_poll_cq(cq, 1, &wc)) && now() < end)
+		;
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		fail("poll: %d, status %s", n,
+		     n == 1 ? ibv_wc_status_str(wc.status) : "-");
+	return wc;
+}
+
+static int unpolled_server(const char *addr, const char *port)
+{
+	struct rdma_conn_param cp = { .responder_resources = 1,
+				      .initiator_depth = 1,
+				      .rnr_retry_count = 7 };
+	struct rdma_cm_id *lid, *id;
+	struct rdma_cm_event *e;
+	struct sockaddr_in sin;
+	struct ibv_recv_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+	struct pollfd p;
+
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) || rdma_listen(lid, 1))
+		fail("listen: %s", strerror(errno));
+	e = expect_event(RDMA_CM_EVENT_CONNECT_REQUEST, 60);
+	id = e->id;
+	rdma_ack_cm_event(e);
+	make_qp(id);
+	mr = msg_mr();
+	sge = (struct ibv_sge){ .addr = (uintptr_t)mr->addr,
+				.length = (uint32_t)mr->length,
+				.lkey = mr->lkey };
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	if (ibv_post_recv(id->qp, &wr, &bad) || rdma_accept(id, &cp))
+		fail("post_recv/accept: %s", strerror(errno));
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_ESTABLISHED, 60));
+	wait_line("drep", port, 60);
+	p = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+	if (poll(&p, 1, 0) != 0)
+		fail("an event before the receive's completion was polled");
+	if (poll_one().opcode != IBV_WC_RECV)
+		fail("not the receive's completion");
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_DISCONNECTED, 10));
+	printf("PASS: DISCONNECTED once the receive was polled\n");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(lid);
+	return 0;
+}
+
+static int unpolled_client(const char *addr, const char *port)
+{
+	struct rdma_conn_param cp = { .responder_resources = 1,
+				      .initiator_depth = 1,
+				      .retry_count = 7,
+				      .rnr_retry_count = 7 };
+	struct rdma_cm_id *id;
+	struct sockaddr_in sin;
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+
+	make_addr(addr, port, &sin);
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000))
+		fail("resolve: %s", strerror(errno));
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_ADDR_RESOLVED, 60));
+	if (rdma_resolve_route(id, 2000))
+		fail("rdma_resolve_route: %s", strerror(errno));
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 60));
+	make_qp(id);
+	if (rdma_connect(id, &cp))
+		fail("rdma_connect: %s", strerror(errno));
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_ESTABLISHED, 60));
+	mr = msg_mr();
+	sge = (struct ibv_sge){ .addr = (uintptr_t)mr->addr,
+				.length = 8,
+				.lkey = mr->lkey };
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(id->qp, &wr, &bad))
+		fail("post_send: %s", strerror(errno));
+	if (poll_one().opcode != IBV_WC_SEND)
+		fail("not the send's completion");
+	if (rdma_disconnect(id))
+		fail("rdma_disconnect: %s", strerror(errno));
+	rdma_ack_cm_event(expect_event(RDMA_CM_EVENT_DISCONNECTED, 30));
+	append_line("drep", port);
+	printf("PASS: sent, disconnected\n");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -730,6 +866,10 @@ int main(int argc, char **argv)
 		return api();
 	if (argc < 5)
 		fail("usage: see the top of %s", __FILE__);
+	if (!strcmp(argv[4], "unpolled"))
+		return !strcmp(argv[1], "server") ?
+			       unpolled_server(argv[2], argv[3]) :
+			       unpolled_client(argv[2], argv[3]);
 	if (!strcmp(argv[1], "server"))
 		return server(argv[2], argv[3], argc - 4, argv + 4);
 	if (!strcmp(argv[1], "client"))
