@@ -333,6 +333,7 @@ struct cm_id {
 	struct cm_timer disc_timer; /* next look */
 	uint64_t disc_due_ns;	    /* it goes by then all the same */
 	uint32_t disc_qpn;
+	struct cm_link disc_node; /* cm.disc_held, while it waits */
 
 	/* the MAD we retransmit until its answer comes: mad[] below */
 	bool mad_pending;	  /* cleared by cm_mad_done */
@@ -406,6 +407,7 @@ struct cm_global {
 	struct cm_hash ports;	    /* bound ids by (ps, port) */
 	struct cm_hash child_ports; /* passive ids by (ps, port) */
 	struct cm_timers timers;    /* retransmissions, time waits */
+	struct cm_link disc_held;   /* ids whose DISCONNECTED waits */
 	struct cm_hash peers;	    /* window.c, by peer GID */
 	uint64_t armed_ns;	    /* what the timerfd is set to */
 	uint16_t next_port;	    /* ephemeral port cursor */
@@ -529,6 +531,7 @@ int cm_send_rej(struct cm_id *id, uint16_t reason, const void *pdata,
 		uint8_t len);
 int cm_send_dreq(struct cm_id *id);
 void cm_disc_release(struct cm_id *id);
+void cm_disc_before(struct cm_chan *ch);
 int cm_send_sidr_req(struct cm_id *id, const void *pdata, uint8_t len);
 int cm_send_sidr_rep(struct cm_id *id, uint16_t status, uint32_t qpn,
 		     const void *pdata, uint8_t len);

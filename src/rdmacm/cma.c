@@ -157,6 +157,8 @@ void cm_event_queue(struct cm_event *e)
 {
 	struct cm_chan *ch = e->chan ? e->chan : to_chan(e->owner->id.channel);
 
+	if (!cm_link_empty(&cm.disc_held))
+		cm_disc_before(ch);
 	e->next = NULL;
 	e->owner->nqueued++;
 	if (ch->tail)

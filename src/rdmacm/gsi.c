@@ -34,6 +34,7 @@ struct cm_global cm = {
 	.tomb_fifo = { &cm.tomb_fifo, &cm.tomb_fifo },
 	.timers.odd = { &cm.timers.odd, &cm.timers.odd },
 	.listeners = { &cm.listeners, &cm.listeners },
+	.disc_held = { &cm.disc_held, &cm.disc_held },
 };
 
 static struct ibv_cq *send_cq;

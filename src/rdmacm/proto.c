@@ -460,7 +460,11 @@ static void disconnected(struct cm_id *id, const struct cm_msg *m)
  * out of the CQ, as mlx5 does), before its polling thread saw the
  * completion it waits for.  So DISCONNECTED waits while a completion of
  * the QP is still in its CQs, looking every CM_DISC_CHECK_NS, for at
- * most cm.disc_hold_ns (UROCE_CM_DISC_HOLD_MS; 0: no holding).
+ * most cm.disc_hold_ns (UROCE_CM_DISC_HOLD_MS; 0: no holding), and no
+ * longer than until another event is queued on its channel: events keep
+ * the order their causes came in (a peer that disconnects, then connects
+ * again, gives DISCONNECTED before the new CONNECT_REQUEST;
+ * cm_disc_before).
  */
 #define CM_DISC_CHECK_NS 200000ull
 
@@ -477,6 +481,7 @@ static void disconnected_after_polls(struct cm_id *id, const struct cm_msg *m)
 	cm.cnt.disc_held++;
 	id->disc_qpn = m->qpn;
 	id->disc_due_ns = now + cm.disc_hold_ns;
+	cm_link_add_tail(&cm.disc_held, &id->disc_node);
 	cm_timer_set(&cm.timers, &id->disc_timer, now, CM_DISC_CHECK_NS);
 	cm_timer_arm();
 }
@@ -490,6 +495,7 @@ static void disc_look(struct cm_id *id, uint64_t now)
 		cm_timer_arm();
 		return;
 	}
+	cm_link_del(&id->disc_node);
 	disconnected(id, NULL);
 }
 
@@ -500,7 +506,28 @@ void cm_disc_release(struct cm_id *id)
 	if (!id->disc_timer.deadline_ns)
 		return;
 	cm_timer_cancel(&id->disc_timer);
+	cm_link_del(&id->disc_node);
 	disconnected(id, NULL);
+}
+
+/* an event is about to be queued on ch: the DISCONNECTEDs held for it
+ * go first (cm_event_queue); cm.lock held */
+void cm_disc_before(struct cm_chan *ch)
+{
+	struct cm_link *n;
+
+	uroce_assert_held(&cm.lock);
+again:
+	/* (a release queues an event, which releases the channel's others:
+	 * the walk starts over after each) */
+	for (n = cm.disc_held.next; n != &cm.disc_held; n = n->next) {
+		struct cm_id *id = cm_link_entry(n, struct cm_id, disc_node);
+
+		if (to_chan(id->id.channel) == ch) {
+			cm_disc_release(id);
+			goto again;
+		}
+	}
 }
 
 /* ---- receiving ---- */

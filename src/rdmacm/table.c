@@ -342,6 +342,7 @@ void cm_id_link(struct cm_id *id)
 	cm_link_init(&id->mad_timer.link);
 	cm_link_init(&id->tw_timer.link);
 	cm_link_init(&id->disc_timer.link);
+	cm_link_init(&id->disc_node);
 	id->mad_timer.kind = CM_TIMER_MAD;
 	id->tw_timer.kind = CM_TIMER_TIMEWAIT;
 	id->disc_timer.kind = CM_TIMER_DISC;
@@ -355,6 +356,7 @@ void cm_id_unlink(struct cm_id *id)
 	cm_timer_cancel(&id->mad_timer);
 	cm_timer_cancel(&id->tw_timer);
 	cm_timer_cancel(&id->disc_timer);
+	cm_link_del(&id->disc_node);
 	cm_link_del(&id->node);
 	cm_link_del(&id->child_node);
 	cm_link_del(&id->deferred_node);

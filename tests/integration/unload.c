@@ -54,8 +54,8 @@ static void *load(const char *dir, const char *name, int flags)
 /* the device open: the progress thread starts */
 static int start_verbs(void *lib)
 {
-	struct ibv_device **(*get_list)(int *) =
-		(struct ibv_device **(*)(int *))dlsym(lib, "ibv_get_device_list");
+	struct ibv_device **(*get_list)(int *) = (struct ibv_device * *(*)(int *))
+		dlsym(lib, "ibv_get_device_list");
 	struct ibv_context *(*open_dev)(struct ibv_device *) =
 		(struct ibv_context * (*)(struct ibv_device *))
 			dlsym(lib, "ibv_open_device");
@@ -72,17 +72,17 @@ static int start_verbs(void *lib)
 /* an id bound to an address: the CM thread starts */
 static int start_cm(void *lib)
 {
-	struct rdma_event_channel *(*mk_chan)(void) =
-		(struct rdma_event_channel * (*)(void))
-			dlsym(lib, "rdma_create_event_channel");
+	struct rdma_event_channel *(*mk_chan)(
+		void) = (struct rdma_event_channel * (*)(void))
+		dlsym(lib, "rdma_create_event_channel");
 	int (*mk_id)(struct rdma_event_channel *, struct rdma_cm_id **, void *,
 		     enum rdma_port_space) =
 		(int (*)(struct rdma_event_channel *, struct rdma_cm_id **,
 			 void *, enum rdma_port_space))dlsym(lib,
 							     "rdma_create_id");
 	int (*bind)(struct rdma_cm_id *, struct sockaddr *) =
-		(int (*)(struct rdma_cm_id *, struct sockaddr *))dlsym(
-			lib, "rdma_bind_addr");
+		(int (*)(struct rdma_cm_id *,
+			 struct sockaddr *))dlsym(lib, "rdma_bind_addr");
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct rdma_event_channel *ch;
