@@ -11,6 +11,7 @@
  *
  *   unload <dir of our libraries>
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -51,22 +52,31 @@ static void *load(const char *dir, const char *name, int flags)
 	return dlopen(path, flags);
 }
 
+static struct ibv_context *left_open;
+
 /* the device open: the progress thread starts */
 static int start_verbs(void *lib)
 {
 	struct ibv_device **(*get_list)(int *) = (struct ibv_device * *(*)(int *))
 		dlsym(lib, "ibv_get_device_list");
+	void (*free_list)(struct ibv_device **) = (void (*)(
+		struct ibv_device **))dlsym(lib, "ibv_free_device_list");
 	struct ibv_context *(*open_dev)(struct ibv_device *) =
 		(struct ibv_context * (*)(struct ibv_device *))
 			dlsym(lib, "ibv_open_device");
 	struct ibv_device **list;
+	int err = -1;
 
-	if (!get_list || !open_dev)
+	if (!get_list || !free_list || !open_dev)
 		return -1;
 	list = get_list(NULL);
-	if (!list || !list[0] || !open_dev(list[0]))
-		return -1;
-	return 0; /* (left open, as a program that unloads us may) */
+	/* (left open, as a program that unloads us may; kept here so that
+	 * the leak checker sees it held) */
+	if (list && list[0] && (left_open = open_dev(list[0])))
+		err = 0;
+	if (list)
+		free_list(list);
+	return err;
 }
 
 /* an id bound to an address: the CM thread starts */
@@ -83,12 +93,15 @@ static int start_cm(void *lib)
 	int (*bind)(struct rdma_cm_id *, struct sockaddr *) =
 		(int (*)(struct rdma_cm_id *,
 			 struct sockaddr *))dlsym(lib, "rdma_bind_addr");
+	/* (the device's own address: binding another would move it) */
+	const char *addr = getenv("UROCE_ADDR");
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 
-	if (!mk_chan || !mk_id || !bind)
+	if (!mk_chan || !mk_id || !bind ||
+	    (addr && inet_pton(AF_INET, addr, &sin.sin_addr) != 1))
 		return -1;
 	ch = mk_chan();
 	if (!ch || mk_id(ch, &id, NULL, RDMA_PS_TCP) ||
