@@ -21,10 +21,11 @@
 #	apps-bench: gloo RANKS BYTES TRANSPORT rc=N iters=N s=T aborts=N
 #     N ranks of tests/apps/gloo_coll -b B in one namespace, over gloo's
 #     TCP transport and then its ibverbs transport (under uroce run); s is
-#     the slowest rank's time for I ring allreduces (printed before the
-#     algorithm is destroyed), rc the worst exit status, aborts the ranks
-#     that died in gloo's "Destructing buffer expecting completions"
-#     (docs/apps.md, "gloo").
+#     the slowest rank's time for I ring allreduces, rc the worst exit
+#     status, aborts the ranks that died in gloo's "Destructing buffer
+#     expecting completions" (gloo_coll drains before it destroys an
+#     algorithm, so any is a failure: docs/apps.md, "gloo: why the
+#     program drains").
 #
 #   --transports LIST (both commands): the default ("tcp iser", "tcp
 #   ibverbs") or one of them alone, to profile one side.

@@ -95,8 +95,7 @@ class Apps:
                 key = gloo_key(n, r["transport"])
                 s = r.get("s")
                 self.note(key, r.get("rc") == 0 and s, r.get("said"), r.get("aborts"))
-                # a time printed before a rank died in gloo's destructor
-                # still counts; the note keeps the abort
+                # the note keeps any rank that died in gloo's destructor
                 self.put(key, {"ms_per_iter": s / r["iters"] * 1e3,
                                "gbps": APPS_GLOO_BYTES * 8 / (s / r["iters"]) / 1e9}
                          if s else None)
@@ -155,11 +154,12 @@ def apps_section(R):
                  f"{'≥ 1.2' if place == 'host' else '≥ 1.0'} | {notes} |")
     L += ["",
           "gloo: tests/apps/gloo_coll -b, ring allreduce of 4 MB (float) on one algorithm, "
-          "one warm-up then the timed iterations, every result checked; all processes in "
+          "one warm-up then the timed iterations (run() alone timed), every result checked; all processes in "
           "one namespace, over gloo's TCP transport and over its ibverbs transport "
           "(uroce, each process under `uroce run`). ms per allreduce of the slowest "
-          "rank, printed before the algorithm is destroyed (gloo's ibverbs transport "
-          "in Debian 12 can abort in the destructor: docs/apps.md).\n",
+          "rank; the program drains before it destroys the algorithm (gloo's ibverbs "
+          "transport in Debian 12 aborts in the destructor of a buffer whose send has "
+          "not completed: docs/apps.md).\n",
           "| processes | TCP ms | ibverbs ms | TCP ÷ ibverbs (speed-up) | target | notes |",
           "|---|---|---|---|---|---|"]
     for n in APPS_GLOO_RANKS:

@@ -17,7 +17,12 @@
  * "gloo_coll: rank R FAIL ..." (exit 1).  The second form times ITERS
  * ring allreduces of BYTES on one algorithm (after one to warm up,
  * results checked) and prints "gloo_coll: rank R bench BYTES bytes ITERS
- * iters T s" before it destroys the algorithm.
+ * iters T s", T the time spent in the allreduces alone.
+ *
+ * An algorithm is destroyed only after a drain (class Drain): this gloo's
+ * ibverbs buffers abort in their destructor while a send of theirs has
+ * not completed, and its algorithms return from run() without waiting
+ * for their last sends (docs/apps.md, "gloo: why the program drains").
  */
 #include <chrono>
 #include <cstdarg>
@@ -58,6 +63,68 @@ int rank_, size_;
 }
 
 /*
+ * Brings every send this rank has posted to completion, in a way that
+ * holds on any RC device, with loss and retransmission: one broadcast of
+ * one int from each rank in turn.  The root of gloo's BroadcastOneToAll
+ * waits for the completion of its send to every peer (waitSend), and an
+ * RC send queue completes in order, into the one CQ gloo gives each pair,
+ * which gloo's device thread handles in order: so when this rank's turn
+ * as root returns, every send it posted before, on every pair, has
+ * completed, and an algorithm that posted them may be destroyed.
+ *
+ * It also leaves every rank free to exit when run() returns: each message
+ * the rank sent has then been received (before its turn: acknowledged;
+ * after it, the clear-to-send of each later root, which that root waited
+ * for before it sent its value here).  Its own last sends (those
+ * clear-to-sends) may still be waiting for their completion, so a Drain
+ * is never destroyed: it goes with the process.
+ */
+class Drain {
+public:
+	explicit Drain(const std::shared_ptr<gloo::Context> &ctx)
+		: val_(size_)
+	{
+		for (int r = 0; r < size_; r++)
+			bcast_.push_back(
+				std::make_unique<gloo::BroadcastOneToAll<int>>(
+					ctx, std::vector<int *>{&val_[r]}, 1, r));
+	}
+
+	void run()
+	{
+		epoch_++;
+		for (int r = 0; r < size_; r++) {
+			val_[r] = r == rank_ ? stamp(r) : -1;
+			bcast_[r]->run();
+			if (val_[r] != stamp(r))
+				fail("drain %d, root %d: got %d, want %d",
+				     epoch_, r, val_[r], stamp(r));
+		}
+	}
+
+private:
+	int stamp(int root) const { return epoch_ * size_ + root; }
+
+	std::vector<int> val_;
+	std::vector<std::unique_ptr<gloo::BroadcastOneToAll<int>>> bcast_;
+	int epoch_ = 0;
+};
+
+Drain *drain_;
+
+/*
+ * The only way an algorithm goes: after a drain.  They are created with
+ * new and held in plain pointers, so that a failure (an exception: a
+ * timeout, an error completion) is reported as one, not turned into an
+ * abort by a destructor on the way out.
+ */
+template <typename Algo> void retire(Algo *algo)
+{
+	drain_->run();
+	delete algo;
+}
+
+/*
  * What rank r holds at element i in iteration it: small integers, so that
  * float sums are exact; the sum over ranks is known in closed form.
  */
@@ -77,32 +144,38 @@ void allreduce(const char *name, std::shared_ptr<gloo::Context> ctx,
 {
 	std::vector<float> buf(count);
 	std::vector<float *> ptrs{buf.data()};
-	Algo algo(ctx, ptrs, (int)count);
+	auto *algo = new Algo(ctx, ptrs, (int)count);
 
 	for (int it = 0; it < iters; it++) {
 		for (size_t i = 0; i < count; i++)
 			buf[i] = value(rank_, i, it);
-		algo.run();
+		algo->run();
 		for (size_t i = 0; i < count; i++)
 			if (buf[i] != sum_of(i, it))
 				fail("%s of %zu floats, iteration %d: element "
 				     "%zu is %g, want %g", name, count, it, i,
 				     (double)buf[i], (double)sum_of(i, it));
 	}
+	retire(algo);
 }
 
+/* ITERS broadcasts, the root going round the ranks: one algorithm per
+ * root, each run in its turn */
 void broadcast(std::shared_ptr<gloo::Context> ctx, size_t count, int iters)
 {
 	std::vector<float> buf(count);
 	std::vector<float *> ptrs{buf.data()};
+	std::vector<gloo::BroadcastOneToAll<float> *> algo;
 
+	for (int r = 0; r < size_; r++)
+		algo.push_back(new gloo::BroadcastOneToAll<float>(ctx, ptrs,
+								  count, r));
 	for (int it = 0; it < iters; it++) {
 		int root = it % size_;
-		gloo::BroadcastOneToAll<float> algo(ctx, ptrs, count, root);
 
 		for (size_t i = 0; i < count; i++)
 			buf[i] = rank_ == root ? value(root, i, it) : -1.0f;
-		algo.run();
+		algo[root]->run();
 		for (size_t i = 0; i < count; i++)
 			if (buf[i] != value(root, i, it))
 				fail("broadcast of %zu floats from rank %d: "
@@ -110,35 +183,38 @@ void broadcast(std::shared_ptr<gloo::Context> ctx, size_t count, int iters)
 				     i, (double)buf[i],
 				     (double)value(root, i, it));
 	}
+	drain_->run();
+	for (auto *a : algo)
+		delete a;
 }
 
 /*
  * ITERS ring allreduces of BYTES on one algorithm, after one to warm up,
- * each result checked.  The time is printed before the algorithm is
- * destroyed: gloo's ibverbs transport can abort in its destructor
- * (docs/apps.md, "gloo"), and the figure should survive that.
+ * each result checked.  Only run() is timed: filling and checking 4 MB
+ * of floats costs as much as a fast allreduce, and would hide it.
  */
 void bench(std::shared_ptr<gloo::Context> ctx, size_t bytes, int iters)
 {
 	size_t count = bytes / sizeof(float);
 	std::vector<float> buf(count);
 	std::vector<float *> ptrs{buf.data()};
-	gloo::AllreduceRing<float> algo(ctx, ptrs, (int)count);
-	auto t0 = std::chrono::steady_clock::now();
+	auto *algo = new gloo::AllreduceRing<float>(ctx, ptrs, (int)count);
+	std::chrono::duration<double> dt{0};
 
 	for (int it = -1; it < iters; it++) {
-		if (it == 0)
-			t0 = std::chrono::steady_clock::now();
 		for (size_t i = 0; i < count; i++)
 			buf[i] = value(rank_, i, it + 1);
-		algo.run();
+		auto t0 = std::chrono::steady_clock::now();
+		algo->run();
+		if (it >= 0)
+			dt += std::chrono::steady_clock::now() - t0;
 		for (size_t i = 0; i < count; i++)
 			if (buf[i] != sum_of(i, it + 1))
 				fail("bench allreduce, iteration %d: element "
 				     "%zu is %g, want %g", it, i,
 				     (double)buf[i], (double)sum_of(i, it + 1));
 	}
-	std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+	retire(algo);
 	std::printf("gloo_coll: rank %d bench %zu bytes %d iters %.6f s\n",
 		    rank_, bytes, iters, dt.count());
 	std::fflush(stdout);
@@ -149,7 +225,7 @@ void bench(std::shared_ptr<gloo::Context> ctx, size_t bytes, int iters)
 void barrier(std::shared_ptr<gloo::Context> ctx, const std::string &dir,
 	     int iters)
 {
-	gloo::BarrierAllToAll algo(ctx);
+	auto *algo = new gloo::BarrierAllToAll(ctx);
 
 	for (int k = 1; k <= iters; k++) {
 		std::string mine = dir + "/uroce-barrier." + std::to_string(rank_);
@@ -159,7 +235,7 @@ void barrier(std::shared_ptr<gloo::Context> ctx, const std::string &dir,
 		}
 		if (std::rename((mine + ".tmp").c_str(), mine.c_str()))
 			fail("rename %s: %s", mine.c_str(), std::strerror(errno));
-		algo.run();
+		algo->run();
 		for (int r = 0; r < size_; r++) {
 			std::ifstream f(dir + "/uroce-barrier." + std::to_string(r));
 			int got = 0;
@@ -170,6 +246,7 @@ void barrier(std::shared_ptr<gloo::Context> ctx, const std::string &dir,
 				     "only %d", k, r, got);
 		}
 	}
+	retire(algo);
 }
 
 std::shared_ptr<gloo::transport::Device> make_device(const std::string &kind,
@@ -228,6 +305,8 @@ int main(int argc, char **argv)
 								       size_);
 		ctx->setTimeout(std::chrono::seconds(60));
 		ctx->connectFullMesh(store, dev);
+		/* it holds the context and the device to the end */
+		drain_ = new Drain(ctx);
 
 		if (bench_bytes) {
 			bench(ctx, bench_bytes, iters ? iters : 20);
@@ -247,8 +326,6 @@ int main(int argc, char **argv)
 			broadcast(ctx, count, iters > size_ ? iters : size_);
 		}
 		barrier(ctx, dir, 4 * iters);
-		/* everyone is done with every buffer before anyone leaves */
-		gloo::BarrierAllToAll(ctx).run();
 	} catch (const std::exception &e) {
 		fail("%s", e.what());
 	}
