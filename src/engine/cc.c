@@ -210,9 +210,10 @@ void uroce_cc_cnp(struct uroce_qp *qp)
  * drain it too; if the RTT is still above target then, the queue is not
  * ours (a TCP flow's): the QP is left to its loss-based window until the
  * RTT is back below target (the cap on its back-off).  A sample above
- * target also stops the congestion window's growth (cc->hold), which
- * under this control starts from the least (engine/req.c cur_window):
- * a slow start that ends before the filter lets a cut see the queue.
+ * target also stops an unpaced QP's congestion window from growing
+ * (cc->hold), which under this control starts from the least
+ * (engine/req.c cur_window): a slow start that ends before the filter
+ * lets a cut see the queue.
  */
 #define CC_DELAY_AI	     (10ull * 1000000 / 8) /* + 10 Mbit/s a sample */
 #define CC_DELAY_BETA	     820u		   /* 0.8, of 1024 */

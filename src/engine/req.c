@@ -177,10 +177,11 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 	uint32_t c = cur_window(qp);
 
 	qp->req.backoff = 0;
-	/* the delay control holds it while the last RTT sample was above
-	 * its target (engine/cc.c): a slow start ends before the filter
-	 * lets the control see the queue it builds */
-	if (!qp->dev->cc.delay || !qp->cc.hold)
+	/* the delay control holds it while the QP is unpaced and the last
+	 * RTT sample was above its target (engine/cc.c): a slow start ends
+	 * before the filter lets the control see the queue it builds; a
+	 * paced QP's window grows, the rate is its limit */
+	if (!qp->dev->cc.delay || !qp->cc.hold || qp->cc.rate)
 		qp->req.cwnd = c + acked > w ? w : c + acked;
 	/* the timed PSN is covered: an RTT sample */
 	if (qp->req.rtt_sent_ns &&

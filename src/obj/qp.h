@@ -224,8 +224,8 @@ struct uroce_cc_state {
 	uint64_t recent[4];   /* the last samples (CC_DELAY_FILTER) */
 	uint32_t nrecent;
 	uint64_t rtt_ns, prev_ns; /* the RTT acted on, the one before */
-	/* the last sample was above target: the congestion window does
-	 * not grow (engine/req.c) */
+	/* the last sample was above target: the congestion window of an
+	 * unpaced QP does not grow (engine/req.c) */
 	bool hold;
 	/* cuts did not drain the queue: unpaced until the RTT is below
 	 * target */
