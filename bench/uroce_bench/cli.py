@@ -2,7 +2,7 @@
 """uroce benchmark driver (issues 6, 14, 15).
 
     bench/run [--quick] [--build DIR] [--out DIR] [--paths PATHS] [--cases CASES]
-              [--repeats N] [--no-profile] [--no-setup]
+              [--incast-rows ROWS] [--repeats N] [--no-profile] [--no-setup]
 
 Runs, in one invocation, unmodified perftest (and qperf, when our
 librdmacm is built) over uroce next to the baselines on the same path:
@@ -38,7 +38,7 @@ one tgtd, gloo's ibverbs transport against its TCP one;
 bench/uroce_bench/apps.py), incast (a 2 Gbit/s htb bottleneck between
 two namespaces of its own: 8 ib_write_bw flows with each UROCE_CC, 8
 iperf3 TCP flows, one of each at once, a ping through the queue;
-bench/uroce_bench/incast.py).
+bench/uroce_bench/incast.py; --incast-rows picks some of its rows).
 
 A benchmark is not a test: nothing here asserts a timing; the report
 compares the measured ratios with the targets of issues 15, 6, 14, 22 and
@@ -54,6 +54,7 @@ import subprocess
 import sys
 
 from .common import ROOT, fmt, log
+from .incast import INCAST_MODES
 from .report import plots, report
 from .runners import Bench
 from .targets import targets
@@ -133,6 +134,10 @@ def main():
                     help=f"what to run, of {','.join(CASES)} (default all)")
     ap.add_argument("--repeats", type=int, default=None,
                     help="runs of each measurement a target reads (default 3, --quick 2)")
+    ap.add_argument("--incast-rows", default="tcp," + ",".join(INCAST_MODES),
+                    help="the incast case's rows: tcp (8 iperf3 flows) and each "
+                    f"UROCE_CC of {','.join(INCAST_MODES)} (its incast and its pair with "
+                    "TCP); default all")
     ap.add_argument("--no-profile", action="store_true", help="skip the callgrind profile")
     ap.add_argument("--no-setup", action="store_true",
                     help="do not install missing packages or build")
@@ -142,6 +147,10 @@ def main():
     args.path_names = path_names(ap, args.paths)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 3
+    bad = set(args.incast_rows.split(",")) - {"tcp", *INCAST_MODES}
+    if bad:
+        ap.error(f"unknown incast row(s) {','.join(sorted(bad))}; rows: tcp,"
+                 f"{','.join(INCAST_MODES)}")
     bad = set(args.cases.split(",")) - set(CASES)
     if bad:
         ap.error(f"unknown case(s) {','.join(sorted(bad))}; cases: {','.join(CASES)}")

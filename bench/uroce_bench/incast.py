@@ -238,9 +238,11 @@ class Incast:
             self.put(incast_key("idle", "ping"),
                      {"ping_ms": statistics.median(t) if t else None})
         n = INCAST_FLOWS
-        log(f"incast: {n} iperf3 TCP flows through {INCAST_MBIT} Mbit/s")
-        self.put(incast_key("tcp", "incast"), self.incast_run(p, "incast-tcp", 0, n, "off"))
-        for mode in INCAST_MODES:
+        rows = self.args.incast_rows.split(",")
+        if "tcp" in rows:
+            log(f"incast: {n} iperf3 TCP flows through {INCAST_MBIT} Mbit/s")
+            self.put(incast_key("tcp", "incast"), self.incast_run(p, "incast-tcp", 0, n, "off"))
+        for mode in [m for m in INCAST_MODES if m in rows]:
             log(f"incast: {n} ib_write_bw flows, UROCE_CC={mode}")
             self.put(incast_key(f"uroce-{mode}", "incast"),
                      self.incast_run(p, f"incast-{mode}", n, 0, mode))

@@ -30,7 +30,7 @@
 #define CC_MIN_RATE    (10ull * 1000000 / 8)  /* 10 Mbit/s floor */
 #define CC_RATE_WIN_NS 100000ull    /* the send rate is measured over */
 #define CC_BURST_NS    50000ull	    /* a paced QP may burst this long */
-#define CC_BURST_MIN   (64u * 1024) /* ... but at least one GSO send */
+#define CC_BURST_MIN   (32u * 1024) /* ... but at least a short GSO train */
 #define CC_WAKE_BYTES  (16u * 1024) /* a paced QP wakes to send this */
 
 void uroce_cc_init(struct uroce_dev *dev)
@@ -197,24 +197,30 @@ void uroce_cc_cnp(struct uroce_qp *qp)
  * with a rate instead of a window, as TIMELY): one RTT sample per round
  * trip, from the send of a packet that asks for an ACK to that ACK; the
  * RTT it acts on is the least of the last CC_DELAY_FILTER of them.  The
- * target is the base RTT (the least sample) plus dev->cc.target_ns:
- * below it (and the last sample too) the rate grows by CC_DELAY_AI per
+ * target is the base RTT (the least sample) plus dev->cc.target_ns.
+ * Below it (and the last sample too) the rate grows by CC_DELAY_AI per
  * sample (by one more of it every 32 samples in a row below, so that a
- * long RTT does not make the way back too long), above it the rate
- * is cut in proportion to the excess, CC_DELAY_BETA of it, at most by
- * half and at most once per RTT, unless the RTT is already falling (the
- * last cut works, the queue drains).  Cuts the delay does not answer (the rate a quarter of what it
- * was when the RTT rose above target, CC_DELAY_MAX_BACKOFF, and the RTT
- * still above it) say the queue is not ours, a TCP flow's standing
- * queue: the base is raised to the least RTT seen since the delay went
- * above target, and the QP stops yielding to that queue (the cap on its
- * back-off).  A lower sample lowers the base again.
+ * long RTT does not make the way back too long).  Above it the rate is
+ * cut in proportion to the excess, CC_DELAY_BETA of it, at most by half,
+ * at most once per RTT of the packets sent after the last cut, and not
+ * while the RTT is falling (the last cut works, the queue drains).  An
+ * unpaced QP starts from what it delivered.  At a quarter of the rate
+ * it had when the RTT rose above target (CC_DELAY_MAX_BACKOFF) it holds
+ * for CC_DELAY_HOLD_RTTS, so that other flows through the queue can
+ * drain it too; if the RTT is still above target then, the queue is not
+ * ours (a TCP flow's): the QP is left to its loss-based window until the
+ * RTT is back below target (the cap on its back-off).  A sample above
+ * target also stops an unpaced QP's congestion window from growing
+ * (cc->hold), which under this control starts from the least
+ * (engine/req.c cur_window): a slow start that ends before the filter
+ * lets a cut see the queue.
  */
 #define CC_DELAY_AI	     (10ull * 1000000 / 8) /* + 10 Mbit/s a sample */
 #define CC_DELAY_BETA	     820u		   /* 0.8, of 1024 */
 #define CC_DELAY_MAX_CUT     512u		   /* at most half, of 1024 */
 #define CC_DELAY_FILTER	     4u /* samples: the RTT is their least */
 #define CC_DELAY_MAX_BACKOFF 4u /* of the rate above target */
+#define CC_DELAY_HOLD_RTTS   8u /* ... held there this long */
 
 void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 {
@@ -243,8 +249,10 @@ void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 	falling = cc->prev_ns && r + r / 64 < cc->prev_ns;
 	cc->prev_ns = cc->rtt_ns = r;
 	target = cc->base_ns + qp->dev->cc.target_ns;
+	cc->hold = raw > target && !cc->loss_mode;
 	if (r <= target) {
 		cc->streak_rate = 0;
+		cc->held_ns = 0;
 		cc->loss_mode = false; /* the queue drained: ours again */
 		/* grow only a rate that held the QP back, and only while
 		 * the last sample is below target too (the filter's lag
@@ -263,8 +271,11 @@ void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 	}
 	cc->stage = 0;
 	/* the queue is someone else's; the last cut works, or has not had
-	 * an RTT to show (Swift: at most one decrease per RTT) */
-	if (cc->loss_mode || falling || (cc->cut_ns && now - cc->cut_ns < r))
+	 * an RTT to show (Swift: at most one decrease per RTT): the RTT of
+	 * the packets sent after it, which queue behind what the last
+	 * sample saw, however much the filter holds the RTT down */
+	if (cc->loss_mode || falling ||
+	    (cc->cut_ns && now - cc->cut_ns < cc->cut_wait_ns))
 		return;
 	if (!cc->rate) {
 		/* start from what it delivered, not from the bursts it sent:
@@ -282,11 +293,22 @@ void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 		cut = CC_DELAY_MAX_CUT;
 	cut = cc->rate * cut / 1024;
 	if (cc->rate - cut < cc->streak_rate / CC_DELAY_MAX_BACKOFF) {
-		/* cut this deep and the RTT still up: not our queue.  Leave
-		 * the QP to its loss-based window until the RTT is back
-		 * below target */
+		/* cut this deep: the QP holds there for a while, so that
+		 * the others sharing the queue, which may have begun to cut
+		 * later, can drain it too */
+		cc->rate = cc->streak_rate / CC_DELAY_MAX_BACKOFF;
+		if (cc->rate < CC_MIN_RATE)
+			cc->rate = CC_MIN_RATE;
+		if (!cc->held_ns)
+			cc->held_ns = now;
+		if (now - cc->held_ns < CC_DELAY_HOLD_RTTS * r)
+			return;
+		/* and the RTT still up: not our queue.  Leave the QP to its
+		 * loss-based window until the RTT is back below target */
+		cc->held_ns = 0;
 		cc->rate = 0;
 		cc->loss_mode = true;
+		cc->hold = false;
 		cc->streak_rate = 0;
 		cc->fallbacks++;
 		uroce_count(qp->dev, UROCE_CNT_CC_DELAY_FALLBACKS, 1);
@@ -294,6 +316,7 @@ void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 	}
 	cc->rate -= cut;
 	cc->cut_ns = now;
+	cc->cut_wait_ns = raw > r ? raw : r;
 	if (cc->rate < CC_MIN_RATE)
 		cc->rate = CC_MIN_RATE;
 	cc->limited = false;

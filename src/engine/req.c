@@ -63,6 +63,12 @@ static uint32_t cur_window(struct uroce_qp *qp)
 {
 	uint32_t w = flow_window(qp);
 
+	/* never set: the whole window; under the delay control a slow
+	 * start from the least, so that the first RTT samples, which set
+	 * the base, do not wait behind a whole window of each QP that
+	 * started at the same time (docs/congestion.md, "Delay") */
+	if (!qp->req.cwnd && qp->dev->cc.delay && uroce_qp_reliable(qp))
+		qp->req.cwnd = UROCE_TX_WINDOW_MIN;
 	if (!qp->req.cwnd || qp->req.cwnd > w)
 		qp->req.cwnd = w;
 	return qp->req.cwnd;
@@ -171,7 +177,12 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 	uint32_t c = cur_window(qp);
 
 	qp->req.backoff = 0;
-	qp->req.cwnd = c + acked > w ? w : c + acked;
+	/* the delay control holds it while the QP is unpaced and the last
+	 * RTT sample was above its target (engine/cc.c): a slow start ends
+	 * before the filter lets the control see the queue it builds; a
+	 * paced QP's window grows, the rate is its limit */
+	if (!qp->dev->cc.delay || !qp->cc.hold || qp->cc.rate)
+		qp->req.cwnd = c + acked > w ? w : c + acked;
 	/* the timed PSN is covered: an RTT sample */
 	if (qp->req.rtt_sent_ns &&
 	    uroce_psn_cmp(qp->comp.psn, qp->req.rtt_psn) > 0) {
@@ -647,6 +658,10 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	    uroce_psn_cmp(qp->req.psn, qp->req.psn_max) >= 0) {
 		qp->cc.ts_psn = qp->req.psn;
 		qp->cc.ts_ns = uroce_now_ns();
+		/* what is delivered is counted from the first timed send,
+		 * so that the first sample has its rate */
+		if (!qp->cc.dlv_ns)
+			qp->cc.dlv_ns = qp->cc.ts_ns;
 	}
 	if (info->mask & UROCE_M_RETH)
 		reth_init(hdr + info->offset[UROCE_HDR_RETH], wqe->remote_addr,

@@ -224,12 +224,19 @@ struct uroce_cc_state {
 	uint64_t recent[4];   /* the last samples (CC_DELAY_FILTER) */
 	uint32_t nrecent;
 	uint64_t rtt_ns, prev_ns; /* the RTT acted on, the one before */
-	bool loss_mode;		  /* cuts did not drain the queue: unpaced
-				   * until the RTT is below target */
-	uint64_t dlv_ns, dlv_bytes, dlv_rate; /* delivered since the last
-					       * sample, and its rate */
-	uint64_t cut_ns;		      /* the last cut */
-	uint64_t fallbacks;		      /* for uroce qps */
+	/* the last sample was above target: the congestion window of an
+	 * unpaced QP does not grow (engine/req.c) */
+	bool hold;
+	/* cuts did not drain the queue: unpaced until the RTT is below
+	 * target */
+	bool loss_mode;
+	/* delivered since the last sample, and its rate */
+	uint64_t dlv_ns, dlv_bytes, dlv_rate;
+	/* the last cut; no other before this long after it */
+	uint64_t cut_ns, cut_wait_ns;
+	/* since when at the most back-off, 0: not there */
+	uint64_t held_ns;
+	uint64_t fallbacks; /* for uroce qps */
 };
 
 struct uroce_comp_state {

@@ -376,6 +376,16 @@ void eng_setup(const struct eng_opts *o)
 	connect_qp(E->b, E->a->qp_num);
 }
 
+void eng_pair(struct ibv_qp **a, struct ibv_qp **b)
+{
+	*a = make_qp(E->cq_a);
+	*b = make_qp(E->cq_b);
+	if (!*a || !*b)
+		die("ibv_create_qp");
+	connect_qp(*a, (*b)->qp_num);
+	connect_qp(*b, (*a)->qp_num);
+}
+
 /* ---- the event loop ---- */
 
 static void set_now(uint64_t t)

@@ -123,6 +123,9 @@ static inline uint64_t rva(uint32_t off)
 
 /* build the device, both QPs (RTS) and their MRs; o may be NULL */
 void eng_setup(const struct eng_opts *o);
+/* one more pair of RC QPs connected to each other, as E->a and E->b
+ * (a's completions on E->cq_a, b's on E->cq_b) */
+void eng_pair(struct ibv_qp **a, struct ibv_qp **b);
 /* run events until done(e) holds or the clock passes limit_ns after the
  * start of this call; returns whether done held */
 bool eng_run(bool (*done)(struct eng *e), uint64_t limit_ns);

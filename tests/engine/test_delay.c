@@ -189,7 +189,7 @@ static void t_delay_cap(void)
 	E->dev->cc.delay = false;
 	stream(1, 100, &q, &g_off);
 	E->dev->cc.delay = true;
-	stream(2, 200, &q, &g_on);
+	stream(4, 200, &q, &g_on);
 	fprintf(stderr,
 		"standing 2 ms: off %.3f Gbit/s, delay %.3f Gbit/s; %llu "
 		"cuts, %llu fallbacks, rate %.0f..%.0f Mbit/s, now %.0f\n",
@@ -212,6 +212,197 @@ static void t_delay_cap(void)
 	ENG_CHECK(!a->cc.loss_mode, "still in loss mode");
 }
 
+/*
+ * At its most back-off (a quarter of the rate it had when the RTT rose)
+ * the QP holds for a few RTTs before it takes the queue for someone
+ * else's: other flows through it may have begun to cut later.  A 2 ms
+ * delay that lasts 3 RTTs beyond the QP's last cut is drained in time:
+ * no fallback, and the control goes on.
+ */
+static void t_delay_hold(void)
+{
+	struct eng_opts o = { .gso = true, .cc_delay_us = 50 };
+	uint64_t held_at = 0;
+	struct uroce_qp *a;
+	unsigned int i;
+
+	eng_setup(&o);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	stream(1, 0, &(double){ 0 }, &(double){ 0 });
+	E->extra_ns = 2 * MS;
+	for (i = 0; i < NWR; i++)
+		eng_post_send(E->a, IBV_WR_RDMA_WRITE, 100 + i,
+			      (i % NAREA) * WR_LEN, WR_LEN,
+			      rva((i % NAREA) * WR_LEN), E->mr_b->rkey);
+	eng_wait(NWR, 0);
+	while (!eng_all_done(E)) {
+		tick_at = E->now + TICK_NS;
+		if (!eng_run(done_or_tick, 60000 * MS))
+			ENG_CHECK(0, "not completed");
+		if (!held_at && a->cc.held_ns)
+			held_at = E->now;
+		if (held_at && E->now - held_at > 3 * (2 * MS))
+			E->extra_ns = 0;
+	}
+	fprintf(stderr, "held at %.1f ms; %llu cuts, %llu fallbacks\n",
+		held_at ? (held_at - E->start) / 1e6 : 0,
+		(unsigned long long)a->cc.cuts,
+		(unsigned long long)a->cc.fallbacks);
+	ENG_CHECK(held_at, "never at the most back-off");
+	ENG_CHECK(a->cc.fallbacks == 0 && !a->cc.loss_mode,
+		  "fell back while the queue drained");
+	ENG_CHECK(a->cc.rate && !a->cc.held_ns, "rate %llu, held %llu",
+		  (unsigned long long)a->cc.rate,
+		  (unsigned long long)a->cc.held_ns);
+}
+
+#define NFLOW	  4
+#define FLOW_WR	  64	    /* WRITEs of 64 KiB per flow: 4 MiB */
+#define SETTLE_NS (50 * MS) /* the first windows drain, rates settle */
+
+/*
+ * Flows through one queue (an incast): NFLOW QPs start at once, each
+ * with its whole window in the queue before the first RTT sample
+ * (NFLOW MiB: 33 ms at 1 Gbit/s).  Their cuts together drain it, so none
+ * takes the queue for someone else's and falls back to its loss-based
+ * window; from then on, while all of them send, the queue stays near the
+ * target, the link busy and the shares equal.
+ */
+static void t_delay_share(void)
+{
+	struct eng_opts o = { .gso = true,
+			      .cc_delay_us = 200,
+			      .link_bps = 125000000 };
+	uint64_t acked[NFLOW], acked0[NFLOW], q_sum = 0, q_n = 0, t0 = 0;
+	uint64_t start, need, mtu, train = 0, train_max = 0;
+	unsigned int n0 = 0, n1;
+	struct ibv_qp *qa[NFLOW], *qb;
+	double sum = 0, sq = 0, jain, util, q_us;
+	bool all_busy = true;
+	unsigned int i, j;
+
+	eng_setup(&o);
+	eng_pattern();
+	qa[0] = E->a;
+	for (i = 1; i < NFLOW; i++)
+		eng_pair(&qa[i], &qb);
+	mtu = eng_uqp(E->a)->mtu;
+	need = FLOW_WR * (WR_LEN / mtu);
+	for (i = 0; i < NFLOW; i++)
+		for (j = 0; j < FLOW_WR; j++)
+			eng_post_send(qa[i], IBV_WR_RDMA_WRITE, i * FLOW_WR + j,
+				      (j % NAREA) * WR_LEN, WR_LEN,
+				      rva((j % NAREA) * WR_LEN), E->mr_b->rkey);
+	eng_wait(NFLOW * FLOW_WR, 0);
+	start = E->now;
+	/* until the first flow is done: what each had acknowledged */
+	while (all_busy) {
+		tick_at = E->now + TICK_NS;
+		if (!eng_run(done_or_tick, 60000 * MS))
+			ENG_CHECK(0, "not completed");
+		for (i = 0; i < NFLOW; i++) {
+			struct uroce_qp *u = eng_uqp(qa[i]);
+
+			acked[i] = (u->comp.psn - PSN0) & UROCE_PSN_MASK;
+			if (acked[i] >= need)
+				all_busy = false;
+		}
+		if (E->now - start < SETTLE_NS)
+			continue;
+		if (!t0) {
+			t0 = E->now;
+			n0 = E->ntrace;
+			memcpy(acked0, acked, sizeof(acked));
+		}
+		q_sum += E->qdelay_ns;
+		q_n++;
+	}
+	ENG_CHECK(t0 && E->now > t0 + 10 * MS, "a flow done in %.1f ms",
+		  (E->now - start) / 1e6);
+	for (i = 0; i < NFLOW; i++) {
+		double x = (double)(acked[i] - acked0[i]);
+
+		sum += x;
+		sq += x * x;
+	}
+	/* the longest train of a QP's requests in one send, all paced: a
+	 * queue that marks ECN above 64 KiB would mark a 64 KiB train by
+	 * itself (the CE marker of the incast benchmark) */
+	n1 = E->ntrace;
+	for (i = n0; i < n1; i++) {
+		const struct eng_pkt *p = &E->trace[i], *q = &E->trace[i - 1];
+
+		if (!p->is_req)
+			continue;
+		if (q->is_req && q->io_call == p->io_call && q->dqpn == p->dqpn)
+			train += p->paylen;
+		else
+			train = p->paylen;
+		if (train > train_max)
+			train_max = train;
+	}
+	jain = sum * sum / (NFLOW * sq);
+	util = sum * (double)mtu * 1e9 / (double)(E->now - t0) /
+	       (double)o.link_bps;
+	q_us = q_sum / (double)q_n / 1e3;
+	fprintf(stderr,
+		"%u flows: queue %.0f us, utilisation %.3f, Jain %.3f; %llu "
+		"cuts, %llu fallbacks; trains of up to %llu bytes\n",
+		NFLOW, q_us, util, jain,
+		(unsigned long long)eng_cnt(UROCE_CNT_CC_DELAY_CUTS),
+		(unsigned long long)eng_cnt(UROCE_CNT_CC_DELAY_FALLBACKS),
+		(unsigned long long)train_max);
+	ENG_CHECK(eng_cnt(UROCE_CNT_CC_DELAY_FALLBACKS) == 0,
+		  "fell back in a queue of its own flows");
+	ENG_CHECK(q_us < 400, "queue %.0f us, target 200", q_us);
+	ENG_CHECK(util > 0.85, "utilisation %.3f", util);
+	ENG_CHECK(jain > 0.95, "Jain's index %.3f", jain);
+	ENG_CHECK(train_max <= 32 * 1024 + mtu, "a paced train of %llu bytes",
+		  (unsigned long long)train_max);
+	if (!eng_run(eng_all_done, 60000 * MS))
+		ENG_CHECK(0, "not completed");
+	for (i = 0; i < NFLOW * FLOW_WR; i++)
+		ENG_CHECK(E->wc_a[i].status == IBV_WC_SUCCESS, "%s",
+			  ibv_wc_status_str(E->wc_a[i].status));
+}
+
+/*
+ * The pacer (DCQCN's and the delay control's): a paced QP that wakes
+ * late, as a descheduled progress thread does, sends a short train, not
+ * all the tokens of the time it slept: a 64 KiB train would reach the
+ * bottleneck at once, and a queue that marks ECN above 64 KiB (the CE
+ * marker of the incast benchmark) would mark it by itself.
+ */
+static void t_pace_burst(void)
+{
+	struct eng_opts o = { .gso = true, .cc_delay_us = 200 };
+	const uint32_t pkt = 4096 + UROCE_MAX_HDR_LEN;
+	struct uroce_qp *a;
+	uint64_t sent = 0;
+	bool ok;
+
+	eng_setup(&o);
+	a = eng_uqp(E->a);
+	pthread_mutex_lock(&E->dev->lock);
+	a->cc.rate = 250 * 1000000 / 8; /* 250 Mbit/s */
+	a->cc.tokens = 0;
+	a->cc.tok_ns = E->now;
+	/* 10 ms late: 312 KB of tokens at the rate */
+	E->now += 10 * MS;
+	uroce_clock_set(E->now);
+	while ((ok = uroce_cc_pace_ok(a, pkt)) && sent < (1u << 20))
+		sent += pkt;
+	pthread_mutex_unlock(&E->dev->lock);
+	fprintf(stderr, "10 ms late at 250 Mbit/s: a train of %llu bytes\n",
+		(unsigned long long)sent);
+	ENG_CHECK(!ok && a->req.pace_deadline_ns > E->now, "never held back");
+	ENG_CHECK(sent >= 16 * 1024, "a train of %llu bytes",
+		  (unsigned long long)sent);
+	ENG_CHECK(sent <= 32 * 1024 + pkt, "a train of %llu bytes",
+		  (unsigned long long)sent);
+}
+
 /* Off (the default): no sample taken, never paced, whatever the RTT. */
 static void t_delay_off(void)
 {
@@ -227,9 +418,9 @@ static void t_delay_off(void)
 }
 
 static const struct eng_test tests[] = {
-	{ "delay_queue", t_delay_queue },
-	{ "delay_step", t_delay_step },
-	{ "delay_cap", t_delay_cap },
+	{ "delay_queue", t_delay_queue }, { "delay_step", t_delay_step },
+	{ "delay_cap", t_delay_cap },	  { "delay_hold", t_delay_hold },
+	{ "delay_share", t_delay_share }, { "pace_burst", t_pace_burst },
 	{ "delay_off", t_delay_off },
 };
 
