@@ -124,6 +124,9 @@ struct uroce_ack_hold {
 	bool ack_defer;
 	_Atomic bool held; /* some wait for the next post (a hint:
 				 * read without the lock) */
+	/* this burst brought more of a QP after a whole message of it: a
+	 * stream's, nothing is held (engine/resp.c) */
+	bool stream;
 	uint32_t nack_pending;
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
 };

@@ -135,7 +135,12 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 		if (!qp->resp.ack_pending)
 			dev->ack.ack_pending[dev->ack.nack_pending++] =
 				uqp_ibqp(qp)->qp_num;
+		/* (more after a whole message of this QP in the burst: a
+		 * stream) */
+		else if (qp->resp.ack_end)
+			dev->ack.stream = true;
 		qp->resp.ack_pending = true;
+		qp->resp.ack_end = false;
 		qp->resp.ack_psn = psn;
 		qp->resp.ack_msn = qp->resp.msn;
 		return;
@@ -176,6 +181,7 @@ void uroce_ack_burst_begin(struct uroce_dev *dev)
 {
 	uroce_assert_held(&dev->lock);
 	dev->ack.ack_defer = true;
+	dev->ack.stream = false;
 }
 
 static void flush_held_acks(struct uroce_dev *dev)
@@ -219,6 +225,14 @@ void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 {
 	uint64_t now;
 
+	/* a peer that waits for a reply sends one message and waits: two
+	 * of one QP in a burst are a stream's, whose sender waits for this
+	 * ACK to open its window, and no reply takes it (docs/datapath.md,
+	 * "ACKs") */
+	if (dev->ack.stream) {
+		uroce_ack_burst_end(dev);
+		return;
+	}
 	dev->ack.ack_defer = false;
 	if (!dev->ack.nack_pending ||
 	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
@@ -936,8 +950,10 @@ static void acknowledge(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	qp->resp.epsn = uroce_psn_add(qp->resp.epsn, 1);
 	if (bth_ackreq(pkt->bth) &&
-	    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC | UROCE_M_FLUSH)))
+	    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC | UROCE_M_FLUSH))) {
 		uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
+		qp->resp.ack_end = (pkt->mask & UROCE_M_LAST) != 0;
+	}
 }
 
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -60,9 +60,10 @@
 
 #define LR_MAX_IN   64
 #define LR_MAX_OUT  64
-#define LR_BATCH    32		  /* packets per ring per poll */
-#define LR_HELLO_MS 100		  /* the answer to a connect */
-#define LR_RETRY_NS 1000000000ull /* not local: ask again after 1 s */
+#define LR_BATCH    32		   /* packets per ring per poll */
+#define LR_SPARE    (LR_SLOTS / 8) /* slots an RC window leaves free */
+#define LR_HELLO_MS 100		   /* the answer to a connect */
+#define LR_RETRY_NS 1000000000ull  /* not local: ask again after 1 s */
 #define LR_QUEUE_BYTES \
 	(4u << 20) /* a full ring's overflow queue: a
 					 * socket send buffer's worth */

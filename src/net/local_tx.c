@@ -580,10 +580,13 @@ bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	return up;
 }
 
-/* the slots of the ring packets to dst (QPN qpn) go through now, or 0
- * when they go by UDP: the receive buffer a same-host peer has for us */
+/* the slots of the ring an RC window may fill with packets to dst (QPN
+ * qpn), or 0 when they go by UDP: the receive buffer a same-host peer
+ * has for us, less LR_SPARE for what is not windowed (the ACKs of the
+ * other direction, UD, UC), which otherwise found a full ring and went
+ * through the queue and a room bell (docs/local.md) */
 uint32_t uroce_local_window(struct uroce_dev *dev,
 			    const struct sockaddr_storage *dst, uint32_t qpn)
 {
-	return uroce_local_peer(dev, dst, qpn) ? LR_SLOTS : 0;
+	return uroce_local_peer(dev, dst, qpn) ? LR_SLOTS - LR_SPARE : 0;
 }

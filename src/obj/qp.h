@@ -258,6 +258,7 @@ struct uroce_resp_state {
 	/* an ACK held until the end of the receive burst (engine/resp.c),
 	 * so that several AckReq packets of one burst get one ACK */
 	bool ack_pending;
+	bool ack_end; /* its last mark was for a message's last packet */
 	uint32_t ack_psn, ack_msn;
 	/* the message being received */
 	bool in_send;

@@ -356,6 +356,68 @@ static void t_ack_hold_covered(void)
 		  "a look that is over (the thread runs)");
 }
 
+/* ---- a stream's ACKs are not held: no reply takes them ---- */
+
+static bool a_ackreq(const struct eng_pkt *p)
+{
+	return a_req(p) && p->ackreq;
+}
+
+static bool b_has_two(struct eng *e)
+{
+	while (e->got_b < 2 && eng_poll(e->cq_b, &e->wc_b[e->got_b]))
+		e->got_b++;
+	return e->got_b == 2;
+}
+
+/* two messages of one QP in the burst that B's application takes: a
+ * peer that waits for a reply sends one, so this is a stream, whose
+ * sender waits for the ACK to open its window; it leaves at the burst's
+ * end, without a post, a poll or a timer */
+static void t_ack_not_held_in_stream(void)
+{
+	struct eng_opts o = hold_opts();
+	unsigned int ack;
+
+	eng_setup(&o);
+	eng_pattern();
+	eng_post_recv(E->b, 10, 0, 64);
+	eng_post_recv(E->b, 11, 64, 64);
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+	eng_post_send(E->a, IBV_WR_SEND, 2, 64, 2, 0, 0);
+	ENG_CHECK(eng_run(b_has_two, 10 * MS), "B never received both");
+	eng_expect_ok(&E->wc_b[0], 10);
+	eng_expect_ok(&E->wc_b[1], 11);
+	ack = next_of_b(0, b_ack);
+	ENG_CHECK(ack < E->ntrace, "B held the ACK of a stream");
+	ENG_CHECK(eng_count_sent(b_ack) == 1, "%u ACKs for one burst",
+		  eng_count_sent(b_ack));
+	ENG_CHECK(E->trace[ack].psn == PSN0 + 1, "ACK of PSN 0x%x",
+		  E->trace[ack].psn);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMER_PASSES) == 0, "a timer sent it");
+}
+
+/* one long message whose packets ask for ACKs on the way (every
+ * UROCE_ACK_EVERY) is one message: its ACK still waits for the reply */
+static void t_ack_held_for_one_long_message(void)
+{
+	struct eng_opts o = hold_opts();
+	const uint32_t len = 128 * 1024;
+
+	eng_setup(&o);
+	eng_pattern();
+	eng_post_recv(E->b, 10, 0, len);
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, len, 0, 0);
+	ENG_CHECK(eng_run(b_has_recv, 10 * MS), "B never received the SEND");
+	eng_expect_ok(&E->wc_b[0], 10);
+	ENG_CHECK(eng_count_sent(a_ackreq) >= 2,
+		  "only %u packets asked for an ACK: not the case",
+		  eng_count_sent(a_ackreq));
+	ENG_CHECK(eng_count_sent(b_ack) == 0,
+		  "B acknowledged one message at once (%u ACKs)",
+		  eng_count_sent(b_ack));
+}
+
 static const struct eng_test tests[] = {
 	{ "ack_before_reply", t_ack_before_reply },
 	{ "ack_before_reply_mid_burst", t_ack_before_reply_mid_burst },
@@ -366,6 +428,8 @@ static const struct eng_test tests[] = {
 	{ "ack_hold_covered", t_ack_hold_covered },
 	{ "ack_before_response", t_ack_before_response },
 	{ "ack_released_by_poll", t_ack_released_by_poll },
+	{ "ack_not_held_in_stream", t_ack_not_held_in_stream },
+	{ "ack_held_for_one_long_message", t_ack_held_for_one_long_message },
 };
 
 int main(int argc, char **argv)

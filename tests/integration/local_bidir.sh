@@ -1,0 +1,73 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# local_bidir.sh --bin IB_WRITE_BW --libdir DIR --port P
+#
+# Two RC streams in opposite directions over the same-host path
+# (net/local.c): perftest's ib_write_bw -b at IB MTU 1024, the packet
+# size of gloo's ibverbs transport.  Each ring carries one side's
+# WRITEs and the ACKs of the other side's; an RC window leaves room for
+# those ACKs (LR_SPARE, docs/local.md), so almost nothing goes through
+# the overflow queue.  With a window of the whole ring, 4 000 to 6 000
+# packets of the two sides were queued here, each a copy, and room bells
+# woke the senders; now under 100 on a quiet machine, a few hundred on
+# a loaded one.
+set -u
+bin='' libdir='' port=19897
+while [ $# -gt 0 ]; do
+	case $1 in
+	--bin) bin=$2; shift 2 ;;
+	--libdir) libdir=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	*) echo "local_bidir: unknown option $1"; exit 2 ;;
+	esac
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce_local_bidir.XXXXXX") || exit 1
+# shellcheck source=tests/lib/uroce_test.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/uroce_test.sh"
+export UROCE_LIBDIR=$libdir UROCE_STATS=1
+unset UROCE_LOCAL
+mapfile -t envv < <(uroce_prog_env)
+spid=
+trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
+fail() {
+	local f
+	for f in "$work"/*.out "$work"/*.err; do
+		[ -e "$f" ] && { echo "---- $f ----"; tail -n 20 "$f"; }
+	done
+	uroce_die "local_bidir: $*"
+}
+stat() {	# stat FILE NAME: a counter of the uroce-stats line at exit
+	grep -h '^uroce-stats:' "$1" | tail -n 1 | tr ' ' '\n' |
+		sed -n "s/^$2=//p"
+}
+
+args=(-F -b -m 1024 -s 65536 -n 2000 -p "$port")
+env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" >"$work/server.out" \
+	2>"$work/server.err" &
+spid=$!
+# the server listens on its TCP port: bounded poll (20 s)
+for ((i = 0; i < 400; i++)); do
+	ss -ltn 2>/dev/null | grep -q ":$port " && break
+	kill -0 "$spid" 2>/dev/null || fail "server exited"
+	sleep 0.05
+done
+env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" 127.0.0.1 \
+	>"$work/client.out" 2>"$work/client.err" || fail "client failed"
+wait "$spid" || fail "server failed"
+spid=
+total=0
+for side in server client; do
+	pkts=$(stat "$work/$side.err" tx_local_pkts)
+	queued=$(stat "$work/$side.err" local_queued)
+	if [ -z "$pkts" ] || [ -z "$queued" ]; then fail "$side: no counters"; fi
+	echo "local_bidir: $side: tx_local_pkts=$pkts local_queued=$queued" \
+		"local_room_bells=$(stat "$work/$side.err" local_room_bells)"
+	# 2 000 WRITEs of 64 packets each way, through the ring
+	[ "$pkts" -gt 128000 ] || fail "$side: $pkts packets through the ring"
+	total=$((total + queued))
+done
+[ "$total" -lt 1500 ] ||
+	fail "$total packets went through the overflow queue (< 1500)"
+echo "local_bidir: PASS"
+rm -rf "$work"
