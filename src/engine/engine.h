@@ -515,6 +515,9 @@ void uroce_shm_set_addr(struct uroce_dev *dev);
 /* the GID of the live device on this host whose port has that LID, from
  * the other processes' segments: 0, -ENOENT, or -ENOTUNIQ if two claim it */
 int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid);
+/* the LIDs below nlids that the other live processes' segments name, as
+ * a bitmap of (nlids + 7) / 8 bytes: one pass over /dev/shm */
+void uroce_shm_lids(uint8_t *named, size_t nlids);
 
 /* engine/lid.c: port LIDs, unique among the uroce devices of a host, so
  * that GRH-less addresses (ah_attr.is_global 0) work between them.

@@ -79,26 +79,33 @@ static int hold_lid(uint16_t lid)
 	return fd;
 }
 
+/*
+ * The segments are read once, before the search: many processes sharing
+ * an address start their searches at one LID, and a pass over /dev/shm
+ * for every LID tried cost each of 128 members of a shared address in
+ * one namespace 128 passes over 256 segments when 128 more in another
+ * namespace held the LIDs after it.  A segment published after the pass
+ * is the race a pass per LID has too (a lookup finds two holders).
+ */
 int uroce_lid_claim(struct uroce_dev *dev)
 {
 	uint16_t want = preferred_lid(&dev->net.local), lid;
-	union ibv_gid gid;
+	uint8_t named[(LID_UNICAST_MAX + 1 + 7) / 8];
 	unsigned int i;
 	int fd;
 
+	uroce_shm_lids(named, LID_UNICAST_MAX + 1);
 	for (i = 0; i < LID_UNICAST_MAX; i++) {
 		lid = (uint16_t)(1 + (want - 1 + i) % LID_UNICAST_MAX);
 		if (lid == dev->port.lid)
 			return 0; /* the one we hold is as good */
+		if (named[lid / 8] & (1u << (lid % 8)))
+			continue;
 		fd = hold_lid(lid);
 		if (fd == -EADDRINUSE)
 			continue;
 		if (fd < 0)
 			return fd;
-		if (uroce_shm_find_lid(lid, &gid) != -ENOENT) {
-			close(fd);
-			continue;
-		}
 		pthread_mutex_lock(&dev->lock);
 		if (dev->port.lid_fd >= 0)
 			close(dev->port.lid_fd);

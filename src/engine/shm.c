@@ -145,6 +145,27 @@ int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
 	return found > 1 ? -ENOTUNIQ : 0;
 }
 
+void uroce_shm_lids(uint8_t *named, size_t nlids)
+{
+	DIR *d = opendir(UROCE_SHM_DIR);
+	struct uroce_shm_hdr h;
+	struct dirent *e;
+
+	memset(named, 0, (nlids + 7) / 8);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		long pid = uroce_shm_name_pid(e->d_name);
+
+		if (pid < 0 || pid == getpid())
+			continue;
+		if (read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) &&
+		    h.lid < nlids)
+			named[h.lid / 8] |= (uint8_t)(1u << (h.lid % 8));
+	}
+	closedir(d);
+}
+
 static long futex(uint32_t *uaddr, int op, uint32_t val)
 {
 	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
