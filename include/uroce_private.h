@@ -8,6 +8,7 @@
 #define UROCE_PRIVATE_H
 
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #define UROCE_GSI_QPN  1
@@ -69,5 +70,19 @@ void uroce_dev_send_acks(struct ibv_context *ctx);
  * disconnect back while one does (docs/rdmacm.md, "Disconnecting").
  */
 int uroce_dev_qp_unpolled(struct ibv_context *ctx, uint32_t qpn);
+
+/*
+ * poll(2) over fds that also watches the device's packets: a packet that
+ * wakes the caller is received by the caller itself, so the completion
+ * it brings, and the completion channel in fds that it makes readable,
+ * cost one wake-up (the caller's), not the progress thread's and then
+ * the caller's (docs/events.md, "Who does the receive work while the
+ * application sleeps").  After a short wait the caller spins first, as
+ * in ibv_get_cq_event.  Returns as poll: the count of fds with revents,
+ * 0 after timeout_ms (-1: none), -1 with errno (EINTR after any signal
+ * handler).
+ */
+int uroce_dev_poll(struct ibv_context *ctx, struct pollfd *fds, nfds_t nfds,
+		   int timeout_ms);
 
 #endif /* UROCE_PRIVATE_H */

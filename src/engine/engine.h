@@ -23,6 +23,8 @@
 #ifndef UROCE_ENGINE_H
 #define UROCE_ENGINE_H
 
+#include <poll.h>
+
 #include "net/net.h"
 #include "obj/qp.h"
 
@@ -353,10 +355,15 @@ bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 void uroce_progress_sock_handback(struct uroce_dev *dev);
 void uroce_progress_arm(struct uroce_dev *dev);
 /* an application thread waits until fd (its completion channel) is
- * readable, receiving for the device meanwhile (and, after a short wait,
- * spinning a little first, until ready(arg)); 0, or -1 with errno */
-int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
+ * readable or ready(arg) > 0, receiving for the device meanwhile (and,
+ * after a short wait, spinning a little first); 0, or -1 with errno */
+int uroce_progress_wait(struct uroce_dev *dev, int fd, int (*ready)(void *),
 			void *arg);
+/* the same wait as poll(2) over the caller's descriptors: until one is
+ * ready or timeout_ms (-1: none) passed; their count, 0, or -1 with errno
+ * (EINTR after any signal handler, as poll) */
+int uroce_progress_poll_fds(struct uroce_dev *dev, struct pollfd *fds,
+			    nfds_t nfds, int timeout_ms);
 /* stop every receiver and the engine while net/ changes the device's
  * socket and address (takes rx_lock, then dev->lock), and start again
  * (sends what was queued meanwhile) */

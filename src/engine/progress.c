@@ -824,20 +824,56 @@ static bool restart_after_signal(void)
 static __thread uint64_t wait_took_ns = UINT64_MAX;
 static __thread struct uroce_spin_gov wait_gov;
 
-static int spin_loop(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+/*
+ * One wait: the caller's descriptors (fds[0 .. nfds), with two more
+ * slots behind them for the socket and the rings' bell), until one of
+ * them is ready, ready(arg) says what it waits for came (its count) or
+ * timeout_ms (-1: none) passed.  as_poll: a signal handler ends the wait
+ * with EINTR, as poll(2) (else as a read: restart_after_signal).
+ */
+struct wait_req {
+	struct pollfd *fds;
+	nfds_t nfds;
+	int timeout_ms;
+	int (*ready)(void *arg);
+	void *arg;
+	bool as_poll;
+};
+
+/* what is left of the wait: -1 none, else ms (rounded up) */
+static int wait_left_ms(const struct wait_req *w, uint64_t start)
+{
+	uint64_t now, end;
+
+	if (w->timeout_ms < 0)
+		return -1;
+	now = uroce_now_ns();
+	end = start + (uint64_t)w->timeout_ms * 1000000;
+	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+}
+
+/* after EINTR: a caller of poll(2) hears of every handler */
+static bool wait_restarts(const struct wait_req *w)
+{
+	return !w->as_poll && restart_after_signal();
+}
+
+static int spin_loop(struct uroce_dev *dev, const struct wait_req *w,
 		     uint64_t start, uint64_t len)
 {
 	uint64_t now = start;
+	int r;
 
 	atomic_fetch_add(&dev->prog.wait_gen, 1);
 	uroce_spin_begin(&wait_gov, now);
 	for (;;) {
 		int n = wait_rx(dev, false, false);
 
-		if (ready(arg)) {
+		r = w->ready(w->arg);
+		if (r > 0) {
 			uroce_spin_caught(&wait_gov);
 			uroce_count(dev, UROCE_CNT_WAIT_SPIN_RX, 1);
-			return 1;
+			return r;
 		}
 		now = uroce_now_ns();
 		if (now - start > len) {
@@ -871,9 +907,9 @@ static bool caught(int sig)
  * that ran during the spin would leave the sleep after it waiting for
  * a peer that stopped too).  So the spin runs with signals blocked, and
  * one that came meanwhile is delivered when the spin ends and counts as
- * an interrupted wait.  1: ready; 0: sleep now; -1: EINTR.
+ * an interrupted wait.  > 0: ready; 0: sleep now; -1: EINTR.
  */
-static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
+static int wait_spin(struct uroce_dev *dev, const struct wait_req *w,
 		     uint64_t start)
 {
 	/* (the configuration, not spin_ns: the progress thread sets that) */
@@ -892,88 +928,168 @@ static int wait_spin(struct uroce_dev *dev, bool (*ready)(void *), void *arg,
 		uroce_count(dev, UROCE_CNT_WAIT_SPIN_SKIP_GOV, 1);
 		return 0;
 	}
+	/* (a timeout shorter than the spin bounds it) */
+	if (w->timeout_ms >= 0 && len > (uint64_t)w->timeout_ms * 1000000)
+		len = (uint64_t)w->timeout_ms * 1000000;
 	sigfillset(&all);
 	if (pthread_sigmask(SIG_BLOCK, &all, &old))
 		return 0;
-	r = spin_loop(dev, ready, arg, start, len);
+	r = spin_loop(dev, w, start, len);
 	/* (a spin that caught its event returns it, signal or not) */
-	if (r != 1 && !sigpending(&pend))
+	if (r <= 0 && !sigpending(&pend))
 		for (sig = 1; sig < NSIG && !intr; sig++)
 			intr = sigismember(&pend, sig) == 1 &&
 			       sigismember(&old, sig) == 0 && caught(sig);
 	pthread_sigmask(SIG_SETMASK, &old, NULL); /* (delivered here) */
-	if (r == 1 || !intr || restart_after_signal())
+	if (r > 0 || !intr || wait_restarts(w))
 		return r;
 	errno = EINTR;
 	return -1;
 }
 
-static int wait_sleep(struct uroce_dev *dev, int fd);
-
-int uroce_progress_wait(struct uroce_dev *dev, int fd, bool (*ready)(void *),
-			void *arg)
+/* the caller's descriptors that poll reported */
+static int caller_ready(const struct wait_req *w)
 {
-	uint64_t start = uroce_now_ns();
-	int err = 0;
+	int n = 0;
 
-	/* what the last wait's receive held for a reply that did not come */
-	uroce_ack_release_unlocked(dev);
-	if (dev->net_up && uroce_net_sock(dev) >= 0 && dev->prog.running)
-		err = wait_spin(dev, ready, arg, start);
-	if (!err)
-		err = wait_sleep(dev, fd);
-	else if (err == 1)
-		err = 0;
-	wait_took_ns = err ? UINT64_MAX : uroce_now_ns() - start;
-	return err;
+	for (nfds_t i = 0; i < w->nfds; i++)
+		n += w->fds[i].revents != 0;
+	return n;
 }
 
-static int wait_sleep(struct uroce_dev *dev, int fd)
+/*
+ * Sleep on the caller's descriptors, the socket and the rings' bell; a
+ * packet that wakes us is received here (wait_rx), and the wait ends
+ * when that brought what ready(arg) looks for.  > 0: ready; 0: the
+ * timeout passed; -1: errno.
+ */
+static int wait_sleep(struct uroce_dev *dev, const struct wait_req *w,
+		      uint64_t start)
 {
-	struct pollfd p[3] = {
-		{ .fd = fd, .events = POLLIN },
-		{ .fd = uroce_net_sock(dev), .events = POLLIN },
-		{ .fd = uroce_local_bell(dev), .events = POLLIN },
-	};
-	nfds_t np = 3;
-	int empty = 0;
+	struct pollfd *p = w->fds, *sock = p + w->nfds, *bell = sock + 1;
+	nfds_t np = w->nfds + 2;
+	int empty = 0, pass = 0;
 
+	for (nfds_t i = 0; i < w->nfds; i++)
+		p[i].revents = 0;
+
+	*sock = (struct pollfd){ .fd = uroce_net_sock(dev), .events = POLLIN };
+	*bell = (struct pollfd){ .fd = uroce_local_bell(dev), .events = POLLIN };
 	if (!dev->net_up || uroce_net_sock(dev) < 0 || !dev->prog.running)
-		np = 1;
+		np = w->nfds;
 	for (;;) {
-		int n, got;
+		int ms = wait_left_ms(w, start), n = 0, got;
+		bool rings = false;
 
-		p[1].revents = p[2].revents = 0;
-		if (np == 1) {
-			n = poll(p, 1, -1);
+		if (!ms && pass++)
+			break;
+		sock->revents = bell->revents = 0;
+		if (np == w->nfds) {
+			n = poll(p, np, ms);
 		} else if (!uroce_local_sleep(dev)) {
-			n = 0; /* a ring has packets: no bell comes */
+			rings = true; /* a ring has packets: no bell comes */
 		} else {
 			waiter_in(dev);
-			n = poll(p, np, -1);
+			n = poll(p, np, ms);
 			waiter_out(dev);
 		}
-		if (n < 0 && errno == EINTR && restart_after_signal())
+		if (!rings && n < 0 && errno == EINTR && wait_restarts(w))
 			continue;
-		if (n < 0)
+		if (!rings && n < 0)
 			return -1;
-		if (p[0].revents)
-			return 0;
-		if (np == 1)
+		n = caller_ready(w);
+		if (n)
+			return n;
+		if (!rings && !sock->revents && !bell->revents) {
+			if (ms >= 0)
+				break; /* (np == nfds sleeps until it is ready) */
 			continue;
-		got = wait_rx(dev, p[1].revents, p[2].revents);
+		}
+		got = wait_rx(dev, sock->revents, bell->revents);
 		if (got > 0) {
 			uroce_count(dev, UROCE_CNT_WAIT_RX, 1);
-			return 0;
+			n = w->ready(w->arg);
+			if (n > 0)
+				return n;
+			empty = 0; /* (what came was not ours) */
+			if (got < SPIN_MIN_PKTS)
+				continue;
 		}
-		if (got < 0 || ++empty >= WAIT_EMPTY_MAX) {
-			/* the progress thread (or whoever has rx_lock)
-			 * delivers, and rings the channel */
-			np = 1;
+		/*
+		 * The progress thread (or whoever has rx_lock) delivers,
+		 * and rings the channel; after a stream too (SPIN_MIN_PKTS
+		 * in one wake-up, not yet our event): the thread's own spin
+		 * receives the rest while the application copies out what
+		 * came, where we would sleep and wake per packet or two.
+		 */
+		if (got < 0 || got >= SPIN_MIN_PKTS ||
+		    ++empty >= WAIT_EMPTY_MAX) {
+			np = w->nfds;
 			atomic_store(&dev->prog.take_back, true);
 			wake_thread(dev);
 		}
 	}
+	for (nfds_t i = 0; i < w->nfds; i++)
+		p[i].revents = 0;
+	return 0;
+}
+
+static int progress_wait(struct uroce_dev *dev, const struct wait_req *w)
+{
+	uint64_t start = uroce_now_ns();
+	int r = 0;
+
+	/* what the last wait's receive held for a reply that did not come */
+	uroce_ack_release_unlocked(dev);
+	if (w->timeout_ms && dev->net_up && uroce_net_sock(dev) >= 0 &&
+	    dev->prog.running)
+		r = wait_spin(dev, w, start);
+	if (!r)
+		r = wait_sleep(dev, w, start);
+	wait_took_ns = r < 0 ? UINT64_MAX : uroce_now_ns() - start;
+	return r;
+}
+
+int uroce_progress_wait(struct uroce_dev *dev, int fd, int (*ready)(void *),
+			void *arg)
+{
+	struct pollfd p[3] = { { .fd = fd, .events = POLLIN } };
+	struct wait_req w = { p, 1, -1, ready, arg, false };
+
+	return progress_wait(dev, &w) < 0 ? -1 : 0;
+}
+
+/* (the spin's and a receive's look: the caller's descriptors, at once) */
+static int fds_ready(void *arg)
+{
+	const struct wait_req *w = arg;
+	int n = poll(w->fds, w->nfds, 0);
+
+	return n > 0 ? n : 0;
+}
+
+int uroce_progress_poll_fds(struct uroce_dev *dev, struct pollfd *fds,
+			    nfds_t nfds, int timeout_ms)
+{
+	struct pollfd own[16], *p = own;
+	struct wait_req w = { NULL, nfds, timeout_ms, fds_ready, &w, true };
+	int n;
+
+	if (nfds + 2 > UROCE_ARRAY_SIZE(own)) {
+		p = calloc(nfds + 2, sizeof(*p));
+		if (!p) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	memcpy(p, fds, nfds * sizeof(*p));
+	w.fds = p;
+	n = progress_wait(dev, &w);
+	for (nfds_t i = 0; n >= 0 && i < nfds; i++)
+		fds[i].revents = p[i].revents;
+	if (p != own)
+		free(p);
+	return n;
 }
 
 static int timer_ready(struct uroce_dev *dev, struct uroce_watcher *w)

@@ -21,7 +21,7 @@
  * Locking: rs_table_lock serialises changes to the table (lookups take no
  * lock: rsocket.c says why that holds).  Each rsocket has one mutex
  * (rs->lock) over its state, rings and QP; a call that must wait lets one
- * thread sleep in poll() on the rsocket's descriptors without the lock
+ * thread sleep (rs_sleep) on the rsocket's descriptors without the lock
  * (rs->sleeper) and the others on rs->cond, woken when it comes back.
  * Order: rs->lock, then cm.lock (inside the rdma_* calls); the whole
  * table is core/lock.h.
@@ -143,7 +143,7 @@ struct rsocket {
 	struct rs_dgram *ds; /* SOCK_DGRAM: rs_dgram.c */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool sleeper; /* a thread waits in poll() */
+	bool sleeper; /* a thread waits in rs_sleep */
 	int state;
 	int err;	  /* SO_ERROR */
 	bool nonblock;	  /* O_NONBLOCK */
@@ -228,6 +228,7 @@ int rs_process_cq(struct rsocket *rs);
 void rs_update_credits(struct rsocket *rs);
 bool rs_can_send(struct rsocket *rs);
 bool rs_have_rdata(struct rsocket *rs);
+int rs_sleep(struct ibv_context *ctx, struct pollfd *fds, nfds_t n, int ms);
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	    bool nonblock);
 int rs_wait_connected(struct rsocket *rs, bool nonblock);

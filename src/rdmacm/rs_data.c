@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "rs.h"
+#include "uroce_private.h"
 
 #define RS_WR_RECV (1ULL << 63)
 
@@ -341,14 +342,27 @@ static bool not_opening(struct rsocket *rs)
 }
 
 /*
+ * A wait's sleep, on the device's packets too where the set's rsockets
+ * are on one device (ctx): a packet that wakes the thread is received by
+ * the thread itself (uroce_dev_poll), so the completion it brings costs
+ * one wake-up, not the progress thread's and then ours.  A set with no
+ * CQ yet (ctx NULL), or with rsockets of several contexts, is poll()'s.
+ */
+int rs_sleep(struct ibv_context *ctx, struct pollfd *fds, nfds_t n, int ms)
+{
+	return ctx ? uroce_dev_poll(ctx, fds, n, ms) : poll(fds, n, ms);
+}
+
+/*
  * Waits until ready(rs) holds, driving completions and CM events.  One
- * thread sleeps in poll() on the CQ channel and the CM channel, without
+ * thread sleeps (rs_sleep) on the CQ channel and the CM channel, without
  * the lock; others wait for it on rs->cond.  A sleep that finds nothing
  * for RS_IDLE_PROBE_MS sends a keepalive, so that a peer that died
  * without a word turns into an error (its retries run out), not a hang.
  */
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock)
 {
+	struct ibv_context *ctx;
 	struct pollfd pfd[2];
 	int n;
 
@@ -372,9 +386,10 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock
 		pfd[0] = (struct pollfd){ .fd = rs->fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = rs->cc ? rs->cc->fd : -1,
 					  .events = POLLIN };
+		ctx = rs->cc ? rs->cc->context : NULL;
 		rs->sleeper = true;
 		pthread_mutex_unlock(&rs->lock);
-		n = poll(pfd, 2, RS_IDLE_PROBE_MS);
+		n = rs_sleep(ctx, pfd, 2, RS_IDLE_PROBE_MS);
 		pthread_mutex_lock(&rs->lock);
 		rs->sleeper = false;
 		pthread_cond_broadcast(&rs->cond);

@@ -7,8 +7,9 @@
  * With rsockets in the set: each rsocket's state is computed from its
  * completions and CM events without blocking, the ordinary descriptors
  * are polled with a zero timeout; if nothing is ready, every rsocket's CQ
- * is armed (and looked at once more), and one poll() sleeps on the
- * ordinary descriptors, the rsockets' CQ channels and CM channels.
+ * is armed (and looked at once more), and one sleep (rs_sleep: with the
+ * device's packets) watches the ordinary descriptors, the rsockets' CQ
+ * channels and CM channels.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -125,11 +126,18 @@ static int check_all(struct pollfd *fds, nfds_t nfds, struct pollfd *kfds)
 	return cnt;
 }
 
-/* the descriptors one sleep watches: ordinary ones, then two per rsocket */
-static nfds_t sleep_set(struct pollfd *fds, nfds_t nfds, struct pollfd *s)
+/*
+ * The descriptors one sleep watches: ordinary ones, then two per
+ * rsocket; *ctx: the device of every rsocket with a CQ, NULL if none
+ * has one or they are on several (rs_sleep is then poll()).
+ */
+static nfds_t sleep_set(struct pollfd *fds, nfds_t nfds, struct pollfd *s,
+			struct ibv_context **ctx)
 {
+	bool several = false;
 	nfds_t n = 0;
 
+	*ctx = NULL;
 	for (nfds_t i = 0; i < nfds; i++) {
 		struct rsocket *rs = rs_lookup(fds[i].fd);
 
@@ -137,10 +145,16 @@ static nfds_t sleep_set(struct pollfd *fds, nfds_t nfds, struct pollfd *s)
 			s[n++] = fds[i];
 			continue;
 		}
+		if (rs->cc && *ctx && rs->cc->context != *ctx)
+			several = true;
+		else if (rs->cc)
+			*ctx = rs->cc->context;
 		s[n++] = (struct pollfd){ .fd = rs->fd, .events = POLLIN };
 		s[n++] = (struct pollfd){ .fd = rs->cc ? rs->cc->fd : -1,
 					  .events = POLLIN };
 	}
+	if (several)
+		*ctx = NULL;
 	return n;
 }
 
@@ -196,13 +210,14 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 				break;
 			left = (int)d;
 		}
-		nfds_t n = sleep_set(fds, nfds, kfds);
+		struct ibv_context *ctx;
+		nfds_t n = sleep_set(fds, nfds, kfds, &ctx);
 		int woke;
 
 		/* sleeps of at most RS_IDLE_PROBE_MS, then a keepalive */
 		if (left < 0 || left > RS_IDLE_PROBE_MS)
 			left = RS_IDLE_PROBE_MS;
-		woke = poll(kfds, n, left);
+		woke = rs_sleep(ctx, kfds, n, left);
 		if (woke < 0 && errno != EINTR) {
 			ret = -1;
 			break;

@@ -308,10 +308,10 @@ static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 }
 
 /* (uroce_progress_wait's spin looks) */
-static bool chan_ready(void *arg)
+static int chan_ready(void *arg)
 {
 	struct uroce_comp_channel *chan = arg;
-	bool ready;
+	int ready;
 
 	pthread_mutex_lock(&chan->lock);
 	ready = chan->head != NULL;

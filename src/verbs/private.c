@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The private interface our librdmacm uses (include/uroce_private.h):
- * the GSI QP that carries IB CM MADs, and moving the device's address.
+ * the GSI QP that carries IB CM MADs, moving the device's address, and
+ * rsockets' wait on their descriptors and the device's packets at once.
  */
 #include <errno.h>
 #include <string.h>
@@ -144,4 +145,10 @@ UROCE_EXPORT void uroce_dev_send_acks(struct ibv_context *ctx)
 UROCE_EXPORT int uroce_dev_listen(struct ibv_context *ctx, uint64_t sid, int on)
 {
 	return -uroce_share_listen(ctx_dev(ctx), sid, on != 0);
+}
+
+UROCE_EXPORT int uroce_dev_poll(struct ibv_context *ctx, struct pollfd *fds,
+				nfds_t nfds, int timeout_ms)
+{
+	return uroce_progress_poll_fds(ctx_dev(ctx), fds, nfds, timeout_ms);
 }

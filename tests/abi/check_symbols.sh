@@ -6,7 +6,8 @@
 #   check_symbols.sh symbols OUR_LIB [REF_LIB]
 #	Every dynamic symbol REF_LIB defines, ours defines too, with the same
 #	version, the same default (@@) or hidden (@) binding and the same kind
-#	(function or object), and nothing more.
+#	(function or object), and nothing more but the private functions
+#	of include/uroce_private.h, under UROCE_PRIVATE_1.
 #   check_symbols.sh load OUR_LIB_DIR [PROGRAM]
 #	Debian's ibv_devices (by default) starts with our library under
 #	LD_BIND_NOW without a symbol or version lookup failure.
@@ -21,6 +22,10 @@ set -u
 
 SKIP=77
 MULTIARCH_DIR=/usr/lib/x86_64-linux-gnu
+# our librdmacm's calls into our libibverbs (include/uroce_private.h)
+private_syms=(uroce_gsi_create uroce_dev_set_addr uroce_dev_get_addr
+	uroce_dev_id_prefix uroce_dev_listen uroce_dev_rx_drain
+	uroce_dev_send_acks uroce_dev_qp_unpolled uroce_dev_poll)
 tmp=
 trap '[ -n "$tmp" ] && rm -rf "$tmp"' EXIT
 
@@ -71,6 +76,19 @@ cmd_symbols() {
 		echo "ABI mismatch between $ref (reference) and $ours:"
 		LC_ALL=C comm -23 "$tmp/ref" "$tmp/ours" | sed 's/^/  missing: /'
 		LC_ALL=C comm -13 "$tmp/ref" "$tmp/ours" | sed 's/^/  extra:   /'
+	fi
+	# ... and libibverbs's holds exactly the functions
+	# include/uroce_private.h declares
+	dynsyms "$ours" | awk '$2 ~ /^\(?UROCE_PRIVATE_1\)?$/ &&
+		$3 != "UROCE_PRIVATE_1" { print $1, $3 }' > "$tmp/priv"
+	: > "$tmp/priv_want"
+	[[ $(basename "$ref") == libibverbs.so* ]] &&
+		printf 'F %s\n' "${private_syms[@]}" | LC_ALL=C sort > "$tmp/priv_want"
+	if ! cmp -s "$tmp/priv_want" "$tmp/priv"; then
+		rc=1
+		echo "UROCE_PRIVATE_1 of $ours is not the private interface:"
+		LC_ALL=C comm -23 "$tmp/priv_want" "$tmp/priv" | sed 's/^/  missing: /'
+		LC_ALL=C comm -13 "$tmp/priv_want" "$tmp/priv" | sed 's/^/  extra:   /'
 	fi
 	echo "$(wc -l < "$tmp/ref") reference symbols," \
 	     "$(wc -l < "$tmp/ours") ours"
