@@ -846,7 +846,7 @@ static int wait_left_ms(const struct wait_req *w, uint64_t start)
 	uint64_t now, end;
 
 	if (w->timeout_ms < 0)
-		return -1;
+		return w->timeout_ms; /* (none) */
 	now = uroce_now_ns();
 	end = start + (uint64_t)w->timeout_ms * 1000000;
 	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);

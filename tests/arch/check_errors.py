@@ -24,6 +24,7 @@ EXCEPT = {
     ("engine/progress.c", "uroce_progress_wait"),
     ("engine/progress.c", "wait_spin"),
     ("engine/progress.c", "wait_sleep"),
+    ("engine/progress.c", "uroce_progress_poll_fds"),
     ("engine/recv.c", "parse"),
 }
 BAD = [
