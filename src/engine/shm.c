@@ -118,52 +118,79 @@ static bool read_live_hdr(int dir, const char *name, int pid,
 	return true;
 }
 
-int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
+/*
+ * fn(header, arg) for the segment of every other live uroce process with
+ * a LID, until fn returns non-zero; returns that, 0 after the last, or
+ * -ENOENT without /dev/shm.
+ */
+static int each_live(int (*fn)(const struct uroce_shm_hdr *h, void *arg),
+		     void *arg)
 {
 	DIR *d = opendir(UROCE_SHM_DIR);
 	struct uroce_shm_hdr h;
 	struct dirent *e;
-	int found = 0;
+	int r = 0;
 
 	if (!d)
 		return -ENOENT;
-	while ((e = readdir(d))) {
+	while (!r && (e = readdir(d))) {
 		long pid = uroce_shm_name_pid(e->d_name);
 
-		if (pid < 0 || pid == getpid())
-			continue;
-		if (!read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) ||
-		    h.lid != lid)
-			continue;
-		if (found++)
-			break;
-		memcpy(gid->raw, h.gid, 16);
+		if (pid >= 0 && pid != getpid() &&
+		    read_live_hdr(dirfd(d), e->d_name, (int)pid, &h))
+			r = fn(&h, arg);
 	}
 	closedir(d);
-	if (!found)
+	return r;
+}
+
+struct find_lid {
+	uint16_t lid;
+	int found;
+	union ibv_gid *gid;
+};
+
+static int find_lid_one(const struct uroce_shm_hdr *h, void *arg)
+{
+	struct find_lid *f = arg;
+
+	if (h->lid != f->lid)
+		return 0;
+	if (f->found++)
+		return 1; /* a second holder: no need to look further */
+	memcpy(f->gid->raw, h->gid, 16);
+	return 0;
+}
+
+int uroce_shm_find_lid(uint16_t lid, union ibv_gid *gid)
+{
+	struct find_lid f = { .lid = lid, .gid = gid };
+
+	if (each_live(find_lid_one, &f) < 0 || !f.found)
 		return -ENOENT;
-	return found > 1 ? -ENOTUNIQ : 0;
+	return f.found > 1 ? -ENOTUNIQ : 0;
+}
+
+struct lid_map {
+	uint8_t *named;
+	size_t nlids;
+};
+
+static int lid_map_one(const struct uroce_shm_hdr *h, void *arg)
+{
+	struct lid_map *m = arg;
+
+	if (h->lid < m->nlids)
+		m->named[h->lid / 8] |= (uint8_t)(1u << (h->lid % 8));
+	return 0;
 }
 
 void uroce_shm_lids(uint8_t *named, size_t nlids)
 {
-	DIR *d = opendir(UROCE_SHM_DIR);
-	struct uroce_shm_hdr h;
-	struct dirent *e;
+	struct lid_map m = { named, nlids };
 
 	memset(named, 0, (nlids + 7) / 8);
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		long pid = uroce_shm_name_pid(e->d_name);
-
-		if (pid < 0 || pid == getpid())
-			continue;
-		if (read_live_hdr(dirfd(d), e->d_name, (int)pid, &h) &&
-		    h.lid < nlids)
-			named[h.lid / 8] |= (uint8_t)(1u << (h.lid % 8));
-	}
-	closedir(d);
+	(void)each_live(lid_map_one, &m);
 }
 
 static long futex(uint32_t *uaddr, int op, uint32_t val)
