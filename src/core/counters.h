@@ -65,6 +65,8 @@
 	  "timeout_retries") /* ACK timeouts that consumed a retry */ \
 	X(TX_FAREWELL_ACKS, \
 	  "tx_farewell_acks") /* last ACKs again, from a QP being destroyed */ \
+	X(TX_UNACKED_LEFT, \
+	  "tx_unacked_left") /* sent, never ACKed: the QP left RTS first */ \
 	X(TX_RESENT_BYTES, \
 	  "tx_resent_bytes") /* payload sent again (READ: asked again) */ \
 	X(TX_DELIVERED_BYTES, \

@@ -418,6 +418,8 @@ void uroce_req_release(struct uroce_qp *qp)
 	if (!uroce_qp_reliable(qp))
 		return;
 	held = (qp->req.psn_max - qp->comp.psn) & UROCE_PSN_MASK;
+	/* a peer that left first dropped them: nothing says which */
+	uroce_count(dev, UROCE_CNT_TX_UNACKED_LEFT, held);
 	dev->flow.inflight = dev->flow.inflight > held ?
 				     dev->flow.inflight - held :
 				     0;

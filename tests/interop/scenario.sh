@@ -375,7 +375,10 @@ for f in "$logdir"/host.*.log "$hlog"; do
 	# such loss, and what it resends is the same format rxe accepted.
 	f_late=$(stat tx_farewell_acks) f_probes=$(stat tlp_probes)
 	f_resent=$(stat retransmits)
-	late=$((late + ${f_late:-0} + ${f_probes:-0} + ${f_resent:-0}))
+	# and what a QP had in flight when it left RTS (destroyed, or
+	# moved to ERR by rdma_disconnect): the peer may have gone first
+	f_left=$(stat tx_unacked_left)
+	late=$((late + ${f_late:-0} + ${f_probes:-0} + ${f_resent:-0} + ${f_left:-0}))
 	for c in drop_bad_icrc drop_bad_hdr drop_bad_src; do
 		(($(stat $c) == 0)) || fail "uroce dropped packets from rxe: $c=$(stat $c)"
 	done
@@ -384,7 +387,7 @@ read -r rcvd1 sent1 < <(counters) || fail "cannot read rxe0's counters"
 drop1=$(tap_tx_dropped)
 grcvd=$((rcvd1 - rcvd0)) gsent=$((sent1 - sent0)) tapdrop=$((drop1 - drop0))
 echo "result: $result (${elapsed}s)"
-echo "packets: uroce sent $htx, rxe0 accepted $grcvd (tap dropped $tapdrop; $late farewell ACKs, probes and resends); rxe0 sent $gsent, uroce received $hrx"
+echo "packets: uroce sent $htx, rxe0 accepted $grcvd (tap dropped $tapdrop; $late farewell ACKs, probes, resends and left unacknowledged); rxe0 sent $gsent, uroce received $hrx"
 echo "uroce: retransmits=$(stat retransmits) timeouts=$(stat timeouts) duplicates=$(stat duplicates) drop_bad_icrc=$(stat drop_bad_icrc) drop_bad_hdr=$(stat drop_bad_hdr) drop_bad_src=$(stat drop_bad_src) tx_nak_inv=$(stat tx_nak_inv)"
 printf '%s %s %s %s %s %s %s\n' "$name" "$htx" "$grcvd" "$tapdrop" "$gsent" "$hrx" "$late" >>"$state/accounting"
 ((grcvd + tapdrop + late >= htx)) ||
