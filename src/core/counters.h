@@ -76,6 +76,10 @@
 	  "drop_no_owner") /* for a QPN no member of the address has */ \
 	X(SHARE_FWD_OUT, "share_fwd_out") /* came here, sent on to its owner */ \
 	X(SHARE_FWD_IN, "share_fwd_in")	  /* came from another member */ \
+	X(SHARE_FWD_HELD, \
+	  "share_fwd_held") /* waited for room in the owner's queue */ \
+	X(SHARE_FWD_LOST, \
+	  "share_fwd_lost") /* the owner's queue stayed full: dropped */ \
 	X(SHARE_REORDERS, \
 	  "share_reorders") /* a probe moved us in the registry */ \
 	/* net/local.c: the same-host path */ \

@@ -121,10 +121,10 @@ struct uroce_net {
 	struct uroce_ipopt rx_ip;
 
 	/* the progress thread's watchers (core/watch.h) of the socket, the
-	 * shared address's forwarding socket and members' pidfds (one for
-	 * all: a member went), and the multicast groups' sockets (a slot
-	 * per group, its grp NULL once closed; rx_lock) */
-	struct uroce_watcher sock_w, share_fwd_w, share_member_w;
+	 * shared address's forwarding socket, retry timer and members'
+	 * pidfds (one for all: a member went), and the multicast groups'
+	 * sockets (a slot per group, its grp NULL once closed; rx_lock) */
+	struct uroce_watcher sock_w, share_fwd_w, share_retry_w, share_member_w;
 	struct uroce_mcast_watch {
 		struct uroce_watcher w;
 		struct uroce_mcast_grp *grp;

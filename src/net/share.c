@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -392,6 +393,11 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	if (!sh)
 		return -ENOMEM;
 	pthread_mutex_init(&sh->mu, NULL);
+	pthread_mutex_init(&sh->held_mu, NULL);
+	TAILQ_INIT(&sh->held);
+	/* (none: what waits is tried again with the next forward only) */
+	sh->retry_fd = timerfd_create(CLOCK_MONOTONIC,
+				      TFD_NONBLOCK | TFD_CLOEXEC);
 	sh->epfd = dev->prog.epfd;
 	sh->member_w = &dev->net.share_member_w;
 	sh->fwd_fd = -1;
@@ -479,6 +485,8 @@ unlock:
 	munmap(sh->seg, sizeof(*sh->seg));
 	close(sh->fd);
 free:
+	if (sh->retry_fd >= 0)
+		close(sh->retry_fd);
 	free(sh);
 	return err;
 }
@@ -562,9 +570,15 @@ void uroce_share_release(struct uroce_share *sh, int sock)
 					  NULL);
 			close(sh->pidfd[s]);
 		}
-	if (sh->epfd >= 0)
+	if (sh->epfd >= 0) {
 		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->fwd_fd, NULL);
+		if (sh->retry_fd >= 0)
+			epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->retry_fd, NULL);
+	}
 	close(sh->fwd_fd);
+	if (sh->retry_fd >= 0)
+		close(sh->retry_fd);
+	share_held_free(sh);
 	munmap(sh->seg, sizeof(*sh->seg));
 	close(sh->fd);
 	free(sh);
@@ -577,10 +591,14 @@ void uroce_share_watch(struct uroce_dev *dev)
 	if (!sh)
 		return;
 	dev->net.share_fwd_w.fn = uroce_share_fwd_ready;
+	dev->net.share_retry_w.fn = uroce_share_retry_ready;
 	dev->net.share_member_w.fn = uroce_share_member_ready;
 	pthread_mutex_lock(&sh->mu);
 	sh->epfd = dev->prog.epfd;
 	uroce_watcher_add(sh->epfd, &dev->net.share_fwd_w, sh->fwd_fd, EPOLLIN);
+	if (sh->retry_fd >= 0)
+		uroce_watcher_add(sh->epfd, &dev->net.share_retry_w,
+				  sh->retry_fd, EPOLLIN);
 	for (uint32_t s = 0; s < UROCE_SHARE_SLOTS; s++)
 		if (sh->pidfd[s] >= 0)
 			uroce_watcher_add_shared(sh->epfd, sh->member_w,

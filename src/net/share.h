@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -32,6 +33,16 @@ struct fwd_hdr {
 	struct sockaddr_storage src, dst;
 };
 
+/* a forwarded datagram its owner's queue had no room for (share_rx.c,
+ * "The owner's queue is full") */
+struct share_held {
+	TAILQ_ENTRY(share_held) link;
+	uint64_t since_ns;
+	uint32_t slot;
+	uint32_t len; /* of data: the fwd_hdr, then the packet */
+	uint8_t data[];
+};
+
 struct uroce_share {
 	pthread_mutex_t mu; /* this process's users of the file */
 	int fd;		    /* the registry file */
@@ -46,6 +57,14 @@ struct uroce_share {
 	struct sockaddr_storage local; /* its address */
 	bool left;		       /* out of the registry already */
 	int pidfd[UROCE_SHARE_SLOTS];  /* the other members, watched */
+	/* forwarded datagrams waiting for room in their owners' queues, in
+	 * arrival order; held_mu is a leaf lock (taken under rx_lock or the
+	 * registry's, never the other way) */
+	pthread_mutex_t held_mu;
+	TAILQ_HEAD(, share_held) held;
+	uint32_t nheld;
+	uint16_t held_for[UROCE_SHARE_SLOTS]; /* of them, per owner */
+	int retry_fd;			      /* timerfd: try them again */
 };
 
 /* share.c: the registry's lock and what runs under it (reap,
@@ -60,11 +79,15 @@ void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
 void share_send_probes(struct uroce_share *sh, int sock,
 		       const struct sockaddr_storage *addr);
 void share_rescan(struct uroce_share *sh);
-/* share_rx.c: leaving, what our socket holds goes on to its owners */
+/* share_rx.c: leaving, what our socket holds and what waits for room
+ * goes on to its owners */
 void share_forward_queued(struct uroce_share *sh, int sock);
+void share_held_free(struct uroce_share *sh);
 /* ... the watchers' callbacks (dev->net.share_fwd_w, share_member_w):
  * another member forwarded packets; a member went */
 int uroce_share_fwd_ready(struct uroce_dev *dev, struct uroce_watcher *w);
 int uroce_share_member_ready(struct uroce_dev *dev, struct uroce_watcher *w);
+/* ... and the retry timer of what waits for room (share_retry_w) */
+int uroce_share_retry_ready(struct uroce_dev *dev, struct uroce_watcher *w);
 
 #endif /* UROCE_NET_SHARE_H */

@@ -8,9 +8,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "share.h"
 #include "uroce_shm.h"
@@ -108,6 +113,140 @@ static uint32_t owner_of(const struct uroce_share *sh, const uint8_t *buf,
 }
 
 /*
+ * The owner's queue is full.  An AF_UNIX datagram socket queues at most
+ * net.unix.max_dgram_qlen datagrams (10 unless the namespace's root
+ * raised it), and a burst of CM MADs to a listener, or a moved member's
+ * datagrams after a close, is more than that while the owner's thread
+ * wakes.  Dropped, a UC or UD datagram would be lost for good, so it
+ * waits here behind any other for the same owner (its order kept) and is
+ * sent again every FWD_RETRY_NS, and with each datagram we forward;
+ * given up (share_fwd_lost) after FWD_HOLD_NS, or beyond FWD_HELD_MAX.
+ */
+#define FWD_RETRY_NS 50000ull
+#define FWD_HOLD_NS  200000000ull
+#define FWD_HELD_MAX 1024
+#define FWD_LEAVE_NS 20000000ull /* leaving: waits for room this long */
+
+/* 0 sent, -EAGAIN no room (yet), another -errno: nobody has the name */
+static int fwd_sendv(struct uroce_share *sh, uint32_t s, struct iovec *iov,
+		     int n)
+{
+	struct sockaddr_un un;
+	struct msghdr m = { .msg_name = &un, .msg_iov = iov, .msg_iovlen = n };
+
+	share_fwd_name(sh, s, &un, &m.msg_namelen);
+	if (sendmsg(sh->fwd_fd, &m, MSG_DONTWAIT) >= 0)
+		return 0;
+	return errno == EWOULDBLOCK || errno == ENOBUFS ? -EAGAIN : -errno;
+}
+
+/* ... when it must go now (leaving): no room is waited for, a while */
+static int fwd_send_patient(struct uroce_share *sh, uint32_t s,
+			    struct iovec *iov, int n, uint64_t until_ns)
+{
+	const struct timespec nap = { .tv_nsec = 20000 };
+	int err;
+
+	while ((err = fwd_sendv(sh, s, iov, n)) == -EAGAIN &&
+	       uroce_now_ns() < until_ns)
+		nanosleep(&nap, NULL);
+	return err;
+}
+
+static void fwd_dropped(struct uroce_dev *dev, struct uroce_share *sh, int err)
+{
+	uroce_count(dev,
+		    err == -EAGAIN ? UROCE_CNT_SHARE_FWD_LOST :
+				     UROCE_CNT_DROP_NO_OWNER,
+		    1);
+	__atomic_add_fetch(&sh->seg->fwd_drops, 1, __ATOMIC_RELAXED);
+}
+
+static void unhold(struct uroce_share *sh, struct share_held *e)
+{
+	TAILQ_REMOVE(&sh->held, e, link);
+	sh->nheld--;
+	sh->held_for[e->slot]--;
+	free(e);
+}
+
+static void retry_arm(struct uroce_share *sh)
+{
+	struct itimerspec its = { .it_value.tv_nsec = FWD_RETRY_NS };
+
+	if (sh->retry_fd >= 0)
+		timerfd_settime(sh->retry_fd, 0, &its, NULL);
+}
+
+/* Sends what waits, each owner's in order (held_mu). */
+static void held_flush(struct uroce_dev *dev, struct uroce_share *sh)
+{
+	uint64_t blocked[UROCE_SHARE_SLOTS / 64] = { 0 }, now = uroce_now_ns();
+	struct share_held *e, *next;
+	struct iovec iov;
+	int err;
+
+	for (e = TAILQ_FIRST(&sh->held); e; e = next) {
+		next = TAILQ_NEXT(e, link);
+		if (blocked[e->slot / 64] & 1ull << e->slot % 64)
+			continue;
+		iov = (struct iovec){ e->data, e->len };
+		err = fwd_sendv(sh, e->slot, &iov, 1);
+		if (err == -EAGAIN && now - e->since_ns < FWD_HOLD_NS) {
+			blocked[e->slot / 64] |= 1ull << e->slot % 64;
+			continue;
+		}
+		if (err)
+			fwd_dropped(dev, sh, err);
+		else
+			uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
+		unhold(sh, e);
+	}
+}
+
+/* To member s, now or once its queue has room. */
+static void forward(struct uroce_dev *dev, struct uroce_share *sh, uint32_t s,
+		    const struct fwd_hdr *h, const uint8_t *buf, size_t len)
+{
+	struct iovec iov[2] = { { (void *)h, sizeof(*h) },
+				{ (void *)buf, len } };
+	struct share_held *e;
+	int err;
+
+	pthread_mutex_lock(&sh->held_mu);
+	if (sh->nheld)
+		held_flush(dev, sh);
+	err = sh->held_for[s] ? -EAGAIN : fwd_sendv(sh, s, iov, 2);
+	if (!err) {
+		uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
+	} else if (err == -EAGAIN && sh->nheld < FWD_HELD_MAX &&
+		   (e = malloc(sizeof(*e) + sizeof(*h) + len))) {
+		e->since_ns = uroce_now_ns();
+		e->slot = s;
+		e->len = (uint32_t)(sizeof(*h) + len);
+		memcpy(e->data, h, sizeof(*h));
+		memcpy(e->data + sizeof(*h), buf, len);
+		TAILQ_INSERT_TAIL(&sh->held, e, link);
+		sh->nheld++;
+		sh->held_for[s]++;
+		uroce_count(dev, UROCE_CNT_SHARE_FWD_HELD, 1);
+		if (sh->nheld == 1)
+			retry_arm(sh);
+	} else {
+		fwd_dropped(dev, sh, err);
+	}
+	pthread_mutex_unlock(&sh->held_mu);
+}
+
+void share_held_free(struct uroce_share *sh)
+{
+	struct share_held *e;
+
+	while ((e = TAILQ_FIRST(&sh->held)))
+		unhold(sh, e);
+}
+
+/*
  * Leaving: what the kernel queued on our socket before the program
  * without us took effect goes on to its owners rather than down with
  * the socket: another member's datagrams, and QP1 MADs the kernel picked
@@ -120,9 +259,21 @@ void share_forward_queued(struct uroce_share *sh, int sock)
 	uint8_t ctl[128];
 	struct fwd_hdr h;
 	struct sockaddr_storage src;
-	struct sockaddr_un un;
+	struct share_held *e;
+	uint64_t until = uroce_now_ns() + FWD_LEAVE_NS;
 	int i;
 
+	/* what waited for room first, in its order */
+	pthread_mutex_lock(&sh->held_mu);
+	while ((e = TAILQ_FIRST(&sh->held))) {
+		struct iovec iov = { e->data, e->len };
+
+		if (fwd_send_patient(sh, e->slot, &iov, 1, until))
+			__atomic_add_fetch(&sh->seg->fwd_drops, 1,
+					   __ATOMIC_RELAXED);
+		unhold(sh, e);
+	}
+	pthread_mutex_unlock(&sh->held_mu);
 	for (i = 0; i < 4096; i++) {
 		struct iovec iov = { pkt, sizeof(pkt) }, out[2];
 		struct msghdr m = {
@@ -133,9 +284,6 @@ void share_forward_queued(struct uroce_share *sh, int sock)
 			.msg_control = ctl,
 			.msg_controllen = sizeof(ctl),
 		};
-		struct msghdr fm = { .msg_name = &un,
-				     .msg_iov = out,
-				     .msg_iovlen = 2 };
 		struct sockaddr_storage dst = sh->local;
 		struct cmsghdr *c;
 		ssize_t len = recvmsg(sock, &m, MSG_DONTWAIT);
@@ -184,8 +332,7 @@ void share_forward_queued(struct uroce_share *sh, int sock)
 			out[0].iov_len = sizeof(h);
 			out[1].iov_base = pkt + off;
 			out[1].iov_len = l;
-			share_fwd_name(sh, s, &un, &fm.msg_namelen);
-			if (sendmsg(sh->fwd_fd, &fm, MSG_DONTWAIT) < 0)
+			if (fwd_send_patient(sh, s, out, 2, until))
 				__atomic_add_fetch(&sh->seg->fwd_drops, 1,
 						   __ATOMIC_RELAXED);
 		}
@@ -226,9 +373,6 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 {
 	struct uroce_share *sh = dev->net.share;
 	struct fwd_hdr h;
-	struct iovec iov[2];
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-	struct sockaddr_un un;
 	uint32_t qpn, s;
 
 	uroce_assert_held(&dev->prog.rx_lock);
@@ -256,18 +400,7 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	h.ip_id = ip_id;
 	h.src = *src;
 	h.dst = *dst;
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = (void *)buf;
-	iov[1].iov_len = len;
-	share_fwd_name(sh, s, &un, &msg.msg_namelen);
-	msg.msg_name = &un;
-	if (sendmsg(sh->fwd_fd, &msg, MSG_DONTWAIT) < 0) {
-		uroce_count(dev, UROCE_CNT_DROP_NO_OWNER, 1);
-		__atomic_add_fetch(&sh->seg->fwd_drops, 1, __ATOMIC_RELAXED);
-	} else {
-		uroce_count(dev, UROCE_CNT_SHARE_FWD_OUT, 1);
-	}
+	forward(dev, sh, s, &h, buf, len);
 	return true;
 }
 
@@ -357,6 +490,25 @@ int uroce_share_fwd_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 	sh = dev->net.share;
 	if (sh)
 		fwd_rx(dev, sh);
+	pthread_mutex_unlock(&dev->prog.rx_lock);
+	return 0;
+}
+
+int uroce_share_retry_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	struct uroce_share *sh;
+	uint64_t n;
+
+	(void)w;
+	pthread_mutex_lock(&dev->prog.rx_lock);
+	sh = dev->net.share;
+	if (sh && read(sh->retry_fd, &n, sizeof(n)) == sizeof(n)) {
+		pthread_mutex_lock(&sh->held_mu);
+		held_flush(dev, sh);
+		if (sh->nheld)
+			retry_arm(sh);
+		pthread_mutex_unlock(&sh->held_mu);
+	}
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return 0;
 }
