@@ -67,6 +67,8 @@
 	  "tx_farewell_acks") /* last ACKs again, from a QP being destroyed */ \
 	X(TX_UNACKED_LEFT, \
 	  "tx_unacked_left") /* sent, never ACKed: the QP left RTS first */ \
+	X(TX_UNANSWERED, \
+	  "tx_unanswered") /* a gauge: connected QPs' packets since their peer's last, live QPs' and gone ones' */ \
 	X(TX_RESENT_BYTES, \
 	  "tx_resent_bytes") /* payload sent again (READ: asked again) */ \
 	X(TX_DELIVERED_BYTES, \

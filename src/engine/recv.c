@@ -156,6 +156,13 @@ static void rx_dispatch(struct uroce_dev *dev, struct uroce_pkt *pkt)
 		return;
 	}
 	qp->cnt_rx_pkts++;
+	/* the peer spoke: what we sent before is answered (xmit.c) */
+	if (qp->cnt_tx_pkts != qp->tx_at_rx) {
+		atomic_fetch_sub_explicit(&dev->stats.cnt[UROCE_CNT_TX_UNANSWERED],
+					  qp->cnt_tx_pkts - qp->tx_at_rx,
+					  memory_order_relaxed);
+		qp->tx_at_rx = qp->cnt_tx_pkts;
+	}
 	/* a queue on the way is filling: tell the sender (engine/cc.c) */
 	if ((pkt->ip.tos & UROCE_ECN_MASK) == UROCE_ECN_CE && dev->cc.on)
 		uroce_cc_ce(qp, pkt);

@@ -419,5 +419,9 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	uroce_count(dev, UROCE_CNT_TX_PKTS, 1);
 	uroce_count(dev, UROCE_CNT_TX_BYTES, len);
 	qp->cnt_tx_pkts++;
+	if (qp->type != IBV_QPT_UD)
+		uroce_count(dev, UROCE_CNT_TX_UNANSWERED, 1);
+	else
+		qp->tx_at_rx = qp->cnt_tx_pkts;
 	return run ? 1 : err;
 }

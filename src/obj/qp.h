@@ -328,6 +328,7 @@ struct uroce_qp {
 	struct uroce_cc_state cc;
 
 	uint64_t cnt_tx_pkts, cnt_rx_pkts, cnt_retrans;
+	uint64_t tx_at_rx; /* cnt_tx_pkts when the peer last spoke */
 
 	/* bumped by ibv_get_async_event (under the context's async_lock);
 	 * destroy_qp waits for ibv_qp.events_completed to reach it */
