@@ -562,12 +562,12 @@ counter() {
 }
 
 # Six cmtime servers on A's one address, each connected 100 times at once
-# by a cmtime client on its own address of B.  A CM MAD's 4-tuple picks
-# the member that receives it (the kernel's hash: QP1 is steered by
-# content, docs/shared.md), which forwards every MAD of a connection
-# that is not its own: a burst of 100 REQs, more than the owner's
-# forwarding queue takes (net.unix.max_dgram_qlen, 10).  What does not
-# fit must wait for room, not be dropped (share_fwd_lost, drop_no_owner).
+# by a cmtime client on an address of its own on the same host.  Their
+# CM MADs reach the address's first member through its same-host ring
+# (QP1 goes to slot 0: docs/local.md), which forwards the MADs of the
+# other five: bursts of 100 REQs, more than an owner's forwarding queue
+# takes (net.unix.max_dgram_qlen, 10).  What does not fit must wait for
+# room, not be dropped (share_fwd_lost, drop_no_owner).
 cm_burst() {
 	local k rc fwd=0 lost=0 held=0 v retrans=0
 	spids=() cpids=()
@@ -577,7 +577,7 @@ cm_burst() {
 			>"$work/server.$k.out" 2>&1 &
 		spids+=($!)
 		pids+=($!)
-		ip -n "$nsB" addr add "$net.$((10 + k))/24" dev vB ||
+		ip -n "$nsA" addr add "$net.$((10 + k))/24" dev vA ||
 			fail "cannot add $net.$((10 + k))"
 	done
 	for k in 1 2 3 4 5 6; do
@@ -585,8 +585,9 @@ cm_burst() {
 			fail "cmtime server $k did not listen"
 	done
 	for k in 1 2 3 4 5 6; do
-		on_B cmtime -s $addrA -b $net.$((10 + k)) -p $((7300 + k)) -c 100 \
-			>"$work/client.$k.out" 2>&1 &
+		on_A env UROCE_ADDR=$net.$((10 + k)) timeout -k 5 "$tmo" \
+			cmtime -s $addrA -b $net.$((10 + k)) -p $((7300 + k)) \
+			-c 100 >"$work/client.$k.out" 2>&1 &
 		cpids+=($!)
 		pids+=($!)
 	done
