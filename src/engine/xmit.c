@@ -296,25 +296,46 @@ static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
  * The run a packet of len bytes (npayload payload pieces) to dst goes
  * into, a new one if it cannot join the last; NULL if the batch is full.
  */
+/*
+ * What the peer's address steers a datagram by when several processes
+ * share it (docs/shared.md): the destination QPN's top byte, or for QP1
+ * the MAD inside, which a run's later datagrams do not share.  A GSO run
+ * reaches one socket whole (the kernel picks it by the run's first
+ * datagram), so it keeps to datagrams that one process takes: one run
+ * with pings to 128 processes behind one address went to one of them,
+ * which forwarded 127 over a queue of 10 and dropped most (docs/scale.md
+ * "Many processes").  Between two processes it changes nothing.
+ */
+#define RUN_SOLO 0x100
+
+static uint16_t steer_of(const uint8_t *bth)
+{
+	uint32_t qpn = bth_qpn(bth);
+
+	return qpn == 1 ? RUN_SOLO : (uint16_t)(qpn >> 16);
+}
+
 static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 				       const struct sockaddr_storage *dst,
 				       struct uroce_ipopt ip, uint32_t len,
-				       int npayload)
+				       int npayload, uint16_t steer)
 {
 	struct uroce_txrun *run = b->nruns ? &b->run[b->nruns - 1] : NULL;
 
 	if (b->npkts == UROCE_TXB_MAX_PKTS ||
 	    b->niov + npayload + 3 > UROCE_TXB_MAX_IOV)
 		return NULL;
-	if (run && !run->closed && len <= run->seg && run->npkts < RUN_MAX_PKTS &&
-	    run->bytes + len <= RUN_MAX_BYTES && uroce_ipopt_eq(run->ip, ip) &&
-	    !memcmp(&run->dst, dst, uroce_sa_len(dst)))
+	if (run && !run->closed && len <= run->seg &&
+	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
+	    uroce_ipopt_eq(run->ip, ip) && run->steer == steer &&
+	    steer != RUN_SOLO && !memcmp(&run->dst, dst, uroce_sa_len(dst)))
 		return run;
 	if (b->nruns == UROCE_TXB_MAX_RUNS)
 		return NULL;
 	run = &b->run[b->nruns++];
 	memcpy(&run->dst, dst, uroce_sa_len(dst));
 	run->ip = ip;
+	run->steer = steer;
 	run->seg = (uint16_t)len;
 	run->npkts = 0;
 	run->pkt0 = (uint16_t)b->npkts;
@@ -363,13 +384,15 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 		return -EINVAL;
 	if (dev->tx.tx_depth && !dev->net.fault.on && dev->net.io->send_runs &&
 	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
-		if (b && !(run = txb_run_for(b, dst, ip, len, npayload)))
+		uint16_t steer = steer_of(hdr);
+
+		if (b && !(run = txb_run_for(b, dst, ip, len, npayload, steer)))
 			txb_seal(dev); /* full: queue it, start another */
 		if (!dev->tx.txb && (dev->tx.txb = txb_get(dev)))
 			dev->tx.txb->seq = ++dev->tx.open_seq;
 		b = dev->tx.txb;
 		if (b && !run)
-			run = txb_run_for(b, dst, ip, len, npayload);
+			run = txb_run_for(b, dst, ip, len, npayload, steer);
 	}
 	if (run) {
 		iov = &b->iov[b->niov];

@@ -52,8 +52,9 @@ struct uroce_txrun {
 	struct uroce_ipopt ip; /* every datagram of the run's */
 	uint16_t seg;	       /* the first datagram's size */
 	uint16_t npkts;
-	uint16_t pkt0; /* its first packet in the batch */
-	bool closed;   /* a shorter one ended the run */
+	uint16_t pkt0;	/* its first packet in the batch */
+	bool closed;	/* a shorter one ended the run */
+	uint16_t steer; /* its datagrams' destination QPN bits 23..16 */
 	uint32_t bytes;
 	int iov0, niov;
 };

@@ -158,64 +158,162 @@ int share_reap(struct uroce_share_seg *seg, uint32_t self)
 	return n;
 }
 
+#define PROG_MAX 4096 /* BPF_MAXINSNS */
+
+#define STMT(code, k)	      ((struct sock_filter)BPF_STMT(code, k))
+#define JUMP(code, k, jt, jf) ((struct sock_filter)BPF_JUMP(code, k, jt, jf))
+
+/* A = a slot: the index of its member's socket; falls through if none */
+static unsigned short prog_members(struct sock_filter *f, unsigned short k,
+				   const struct uroce_share_seg *seg,
+				   uint32_t without)
+{
+	uint32_t i;
+
+	for (i = 0; i < seg->nmembers; i++) {
+		if (seg->order[i] == without)
+			continue;
+		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, seg->order[i], 0, 1);
+		f[k++] = STMT(BPF_RET | BPF_K, i);
+	}
+	return k;
+}
+
+/*
+ * QP1 (A = 0, the QPN's top byte): a CM MAD goes to the member whose CM
+ * it is for, as share_rx.c's gsi_slot finds it, so that no member has
+ * to forward it: a REQ or SIDR_REQ by its service ID in the listen
+ * table, any other MAD by the top byte of the comm or request ID our
+ * side chose (its slot).  Every member's MADs share one 4-tuple (the
+ * address's, port 4791), so the kernel's hash would hand all of them to
+ * one member, which then forwards each over a queue of
+ * net.unix.max_dgram_qlen (10) datagrams: a burst of connects lost most
+ * of them there (docs/scale.md, "Many processes").  Jumps to fallback
+ * for anything else.  Returns the next instruction.
+ */
+static unsigned short prog_gsi(struct sock_filter *f, unsigned short k,
+			       const struct uroce_share_seg *seg,
+			       uint32_t without, unsigned short *fb,
+			       unsigned int *nfb)
+{
+	unsigned short by_id[2];
+	uint32_t n, s;
+
+#define FALLBACK() \
+	do { \
+		fb[(*nfb)++] = k; \
+		f[k++] = STMT(BPF_JMP | BPF_JA, 0); \
+	} while (0)
+
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+	FALLBACK();
+	f[k++] = STMT(BPF_LD | BPF_H | BPF_ABS, 6);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 1, 0);
+	FALLBACK();
+	f[k++] = STMT(BPF_LD | BPF_W | BPF_LEN, 0);
+	f[k++] = JUMP(BPF_JMP | BPF_JGE | BPF_K, MAD_OFF + MAD_DATA + 16, 1, 0);
+	FALLBACK();
+	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, MAD_OFF + 1);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, CM_CLASS, 1, 0);
+	FALLBACK();
+	f[k++] = STMT(BPF_LD | BPF_H | BPF_ABS, MAD_OFF + 16);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, CM_REQ, 6, 0);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, CM_SIDR_REQ, 5, 0);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, CM_SIDR_REP, 0, 2);
+	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS,
+		      MAD_OFF + MAD_DATA); /* request ID */
+	by_id[0] = k;
+	f[k++] = STMT(BPF_JMP | BPF_JA, 0);
+	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS,
+		      MAD_OFF + MAD_DATA + 4); /* remote ID */
+	by_id[1] = k;
+	f[k++] = STMT(BPF_JMP | BPF_JA, 0);
+	/* a request: its service ID (an rdma_cm one: the high word 0) */
+	f[k++] = STMT(BPF_LD | BPF_W | BPF_ABS, MAD_OFF + MAD_DATA + 8);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+	FALLBACK();
+	f[k++] = STMT(BPF_LD | BPF_W | BPF_ABS, MAD_OFF + MAD_DATA + 12);
+	for (n = 0; n < UROCE_SHARE_LISTENS; n++) {
+		const struct uroce_share_listen *e = &seg->listen[n];
+		uint64_t sid = __atomic_load_n(&e->sid, __ATOMIC_ACQUIRE);
+
+		s = e->slot;
+		if (!sid || sid >> 32 || s >= UROCE_SHARE_SLOTS ||
+		    s == without || !seg->slot[s].pid || seg->slot[s].owner ||
+		    seg->slot[s].index >= seg->nmembers ||
+		    seg->order[seg->slot[s].index] != s)
+			continue;
+		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)sid, 0, 1);
+		f[k++] = STMT(BPF_RET | BPF_K, seg->slot[s].index);
+	}
+	FALLBACK();
+	/* an ID's top byte: the member of that slot */
+	f[by_id[0]].k = (uint32_t)(k - by_id[0] - 1);
+	f[by_id[1]].k = (uint32_t)(k - by_id[1] - 1);
+	k = prog_members(f, k, seg, without);
+	FALLBACK();
+#undef FALLBACK
+	return k;
+}
+
 /*
  * The group's program, for the order the registry holds, with slot
  * `without` (0: none) left out as if it had no socket. Locked.
  *   probe:  return the index the probe names
  *   else:   A = destination QPN bits 23..16 (the owner slot); the index
  *           of that slot's socket, or of its owner's for a further QPN
- *           range of a member; none (QP1, a free slot): an index out
- *           of range, which makes the kernel pick one by flow hash
- *           (while `without` leaves: the first other member's index)
+ *           range of a member; QP1: the CM's member (prog_gsi); none
+ *           (a free slot, a MAD nobody's): an index out of range, which
+ *           makes the kernel pick one by flow hash (while `without`
+ *           leaves: the first other member's index)
  * For UDP the kernel runs the program on the datagram past the UDP
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
  */
 int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 {
-	struct sock_filter f[6 + 2 * UROCE_SHARE_SLOTS];
+	struct sock_filter *f = malloc(PROG_MAX * sizeof(*f));
 	struct sock_fprog prog = { .filter = f };
-	unsigned short k = 0;
-	uint32_t i, s, o;
+	unsigned short k = 0, fb[8];
+	unsigned int nfb = 0, j;
+	uint32_t s, o, i;
+	int err = 0;
 
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
-	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-					      PROBE_OPCODE, 0, 2);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 8);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5);
-	for (i = 0; i < seg->nmembers; i++) {
-		if (seg->order[i] == without)
-			continue;
-		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-						      seg->order[i], 0, 1);
-		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, i);
-	}
+	if (!f)
+		return -ENOMEM;
+	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, 0);
+	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_OPCODE, 0, 2);
+	f[k++] = STMT(BPF_LD | BPF_W | BPF_ABS, 8);
+	f[k++] = STMT(BPF_RET | BPF_A, 0);
+	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, 5);
+	k = prog_members(f, k, seg, without);
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
 		o = seg->slot[s].owner;
 		if (!o || o == without || !seg->slot[s].pid ||
 		    o >= UROCE_SHARE_SLOTS ||
 		    seg->slot[o].index >= seg->nmembers)
 			continue;
-		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-						      s, 0, 1);
-		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-						      seg->slot[o].index);
+		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, s, 0, 1);
+		f[k++] = STMT(BPF_RET | BPF_K, seg->slot[o].index);
 	}
+	k = prog_gsi(f, k, seg, without, fb, &nfb);
 	/* none: the kernel picks by hash, among every socket it has; a
 	 * leaving member's is still among them until it closes, so while
 	 * one leaves the first other member takes what has no owner */
+	for (j = 0; j < nfb; j++)
+		f[fb[j]].k = (uint32_t)(k - fb[j] - 1);
 	for (i = 0, o = 0xffffffffu; without && i < seg->nmembers; i++)
 		if (seg->order[i] != without) {
 			o = i;
 			break;
 		}
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, o);
+	f[k++] = STMT(BPF_RET | BPF_K, o);
 	prog.len = k;
 	if (setsockopt(sock, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
 		       sizeof(prog)))
-		return -errno;
-	return 0;
+		err = -errno;
+	free(f);
+	return err;
 }
 
 /* The member's forwarding socket.  The registry's nonce is in the name:
@@ -723,8 +821,12 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 		listen_set(free_e, sh->slot, sid);
 	}
 out:
-	if (!err)
+	if (!err) {
 		sh->seg->epoch++;
+		/* the program steers REQs by the table (prog_gsi) */
+		if (!sh->left)
+			share_attach_prog(sh->seg, sh->sock, 0);
+	}
 	share_unlock_seg(sh);
 	return err;
 }

@@ -21,6 +21,16 @@
 #define PROBE_OPCODE 0xfe
 #define PROBE_LEN    20
 
+/* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are
+ * (share_rx.c gsi_slot, and the program's prog_gsi in share.c) */
+#define CM_CLASS    0x07
+#define CM_REQ	    0x0010
+#define CM_SIDR_REQ 0x0017
+#define CM_SIDR_REP 0x0018
+#define MAD_OFF	    (UROCE_BTH_LEN + 8) /* BTH, DETH */
+#define MAD_DATA    24			/* the CM data, in the MAD */
+#define GSI_QPN	    1 /* IBA 3.9.6: QP1, the general services */
+
 #define FWD_PKT	  1
 #define FWD_HELLO 2 /* a member joined: watch it */
 #define FWD_LEFT  3 /* a member closed its socket: new program */

@@ -20,15 +20,6 @@
 #include "share.h"
 #include "uroce_shm.h"
 
-/* IB CM (IBA 12.6): MAD attribute IDs and where the IDs we demux by are */
-#define CM_CLASS    0x07
-#define CM_REQ	    0x0010
-#define CM_SIDR_REQ 0x0017
-#define CM_SIDR_REP 0x0018
-#define MAD_OFF	    (UROCE_BTH_LEN + 8) /* BTH, DETH */
-#define MAD_DATA    24
-#define GSI_QPN	    1 /* IBA 3.9.6: QP1, the general services */
-
 /* ---- the datapath ---- */
 
 static uint32_t get_be32(const uint8_t *p)

@@ -16,14 +16,19 @@
  * an echo later than ECHO_NS counts as a failure (a peer killed after it
  * acked the ping leaves nothing in flight to time out), and
  * run_mesh.sh accepts a failure only on a connection to a process it
- * killed.  An A member whose connection failed reconnects to that port
- * every 200 ms until the replacement listens.
+ * killed.  An A member whose connection failed connects to that port
+ * again after a back-off, as an application would: a random delay in
+ * [b/2, b), b doubling from RETRY_MIN_NS to RETRY_MAX_NS with each
+ * failure in a row and starting over once a connection is up (256
+ * members that retried every 200 ms added a flood of REQs to the load
+ * that made connects fail: docs/scale.md "Many processes").
  *
  * SIGTERM ends a member; it prints "done ID.GEN conns=C verified=BYTES
  * fails=F stale=S mismatches=M" (stale: connections up for more than
  * STALE_S seconds without an echo in the last STALE_S) and exits 1 if
  * anything was wrong with the data or a connection went stale.
- * MESH_DEBUG=1 prints every rdma_cm event.
+ * MESH_DEBUG=1 prints every rdma_cm event; MESH_PING_MS sets how often a
+ * connection is pinged (default 1000), MESH_STALE_S the stale bound (10).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -42,13 +47,14 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#define MSG	 64
-#define MAX_CONN 256
-#define CQ_DEPTH (4 * MAX_CONN)
-#define PING_NS	 1000000000ull
-#define RETRY_NS 200000000ull
-#define ECHO_NS	 5000000000ull /* a ping's echo later than this: lost */
-#define STALE_S	 10
+#define MSG	     64
+#define MAX_CONN     256
+#define CQ_DEPTH     (4 * MAX_CONN)
+#define PING_NS	     1000000000ull /* default; MESH_PING_MS */
+#define RETRY_MIN_NS 200000000ull
+#define RETRY_MAX_NS 6400000000ull
+#define ECHO_NS	     5000000000ull /* a ping's echo later than this: lost */
+#define STALE_S	     10		   /* default; MESH_STALE_S */
 
 enum st {
 	ST_FREE,
@@ -72,6 +78,7 @@ struct conn {
 	uint64_t seq;
 	bool outstanding;
 	uint64_t up_ns, progress_ns, next_ns, sent_ns;
+	uint64_t backoff_ns; /* A: the next reconnect's bound */
 };
 
 static struct {
@@ -87,6 +94,7 @@ static struct {
 	struct rdma_cm_id *listen;
 	struct conn c[MAX_CONN];
 	uint64_t verified, fails, mismatches;
+	uint64_t ping_ns, stale_ns;
 } g;
 
 #define MAGIC 0x6d657368u /* "mesh" */
@@ -250,6 +258,16 @@ static struct conn *conn_of(struct rdma_cm_id *id)
 	return id->context;
 }
 
+/* A: connect again after the back-off, which doubles */
+static void retry_later(struct conn *c)
+{
+	uint64_t b = c->backoff_ns ? c->backoff_ns : RETRY_MIN_NS;
+
+	c->st = ST_WAIT;
+	c->next_ns = now_ns() + b / 2 + mix(now_ns() ^ g.id) % (b / 2);
+	c->backoff_ns = b * 2 < RETRY_MAX_NS ? b * 2 : RETRY_MAX_NS;
+}
+
 /* ---- A: connect to every B member ---- */
 
 static void start_connect(unsigned int j)
@@ -270,16 +288,14 @@ static void start_connect(unsigned int j)
 		       strerror(errno));
 		rdma_destroy_id(c->id);
 		c->id = NULL;
-		c->st = ST_WAIT;
-		c->next_ns = now_ns() + RETRY_NS;
+		retry_later(c);
 	}
 }
 
 static void connect_again(struct conn *c)
 {
 	conn_free(c);
-	c->st = ST_WAIT;
-	c->next_ns = now_ns() + RETRY_NS;
+	retry_later(c);
 }
 
 static void a_event(struct rdma_cm_event *e)
@@ -314,6 +330,7 @@ static void a_event(struct rdma_cm_event *e)
 		c->st = ST_UP;
 		c->up_ns = c->progress_ns = now_ns();
 		c->next_ns = c->up_ns;
+		c->backoff_ns = 0;
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		fail(c, "disconnected");
@@ -420,8 +437,7 @@ static void cm_events(void)
 			if (g.server) {
 				c->st = ST_FREE;
 			} else {
-				c->st = ST_WAIT;
-				c->next_ns = now_ns() + RETRY_NS;
+				retry_later(c);
 			}
 		}
 	}
@@ -526,7 +542,7 @@ static void pings(uint64_t now)
 		fill(c->buf[0], &me_, &c->peer, c->seq);
 		c->outstanding = true;
 		c->sent_ns = now;
-		c->next_ns = now + PING_NS;
+		c->next_ns = now + g.ping_ns;
 		if (post_send(c))
 			fail(c, "post_send");
 	}
@@ -543,8 +559,8 @@ static void report(void)
 		if (c->st != ST_UP)
 			continue;
 		up++;
-		if (!g.server && now - c->up_ns > STALE_S * 1000000000ull &&
-		    now - c->progress_ns > STALE_S * 1000000000ull) {
+		if (!g.server && now - c->up_ns > g.stale_ns &&
+		    now - c->progress_ns > g.stale_ns) {
 			stale++;
 			printf("mesh %s: stale connection to B%u.%u\n", me(),
 			       c->peer.id, c->peer.gen);
@@ -578,6 +594,13 @@ int main(int argc, char **argv)
 	g.n = g.server ? 0 : (uint32_t)atoi(argv[6]);
 	if (g.n > MAX_CONN)
 		return 2;
+	g.ping_ns = getenv("MESH_PING_MS") ?
+			    strtoull(getenv("MESH_PING_MS"), NULL, 10) * 1000000 :
+			    PING_NS;
+	g.stale_ns = (getenv("MESH_STALE_S") ?
+			      strtoull(getenv("MESH_STALE_S"), NULL, 10) :
+			      STALE_S) *
+		     1000000000ull;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
