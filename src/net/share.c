@@ -163,10 +163,27 @@ int share_reap(struct uroce_share_seg *seg, uint32_t self)
 #define STMT(code, k)	      ((struct sock_filter)BPF_STMT(code, k))
 #define JUMP(code, k, jt, jf) ((struct sock_filter)BPF_JUMP(code, k, jt, jf))
 
+/*
+ * While `without` leaves, the index to send the socket at index i's
+ * datagrams to: its own, but for the last socket, which the kernel
+ * moves into the leaver's place at the close.  Its index is out of range
+ * after the close, and its new one is the leaver's before it, so until
+ * the survivors attach the new order's program its datagrams go to a
+ * member whose index the close does not change (stand_in), which
+ * forwards them.  Without that they would be handed out by flow hash,
+ * possibly to another member in the middle of leaving, whose socket
+ * closes with them (a UC or UD datagram lost for good).
+ */
+static uint32_t prog_index(const struct uroce_share_seg *seg, uint32_t i,
+			   uint32_t stand_in)
+{
+	return stand_in != UINT32_MAX && i == seg->nmembers - 1 ? stand_in : i;
+}
+
 /* A = a slot: the index of its member's socket; falls through if none */
 static unsigned short prog_members(struct sock_filter *f, unsigned short k,
 				   const struct uroce_share_seg *seg,
-				   uint32_t without)
+				   uint32_t without, uint32_t stand_in)
 {
 	uint32_t i;
 
@@ -174,7 +191,7 @@ static unsigned short prog_members(struct sock_filter *f, unsigned short k,
 		if (seg->order[i] == without)
 			continue;
 		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, seg->order[i], 0, 1);
-		f[k++] = STMT(BPF_RET | BPF_K, i);
+		f[k++] = STMT(BPF_RET | BPF_K, prog_index(seg, i, stand_in));
 	}
 	return k;
 }
@@ -193,8 +210,8 @@ static unsigned short prog_members(struct sock_filter *f, unsigned short k,
  */
 static unsigned short prog_gsi(struct sock_filter *f, unsigned short k,
 			       const struct uroce_share_seg *seg,
-			       uint32_t without, unsigned short *fb,
-			       unsigned int *nfb)
+			       uint32_t without, uint32_t stand_in,
+			       unsigned short *fb, unsigned int *nfb)
 {
 	unsigned short by_id[2];
 	uint32_t n, s;
@@ -244,13 +261,14 @@ static unsigned short prog_gsi(struct sock_filter *f, unsigned short k,
 		    seg->order[seg->slot[s].index] != s)
 			continue;
 		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)sid, 0, 1);
-		f[k++] = STMT(BPF_RET | BPF_K, seg->slot[s].index);
+		f[k++] = STMT(BPF_RET | BPF_K,
+			      prog_index(seg, seg->slot[s].index, stand_in));
 	}
 	FALLBACK();
 	/* an ID's top byte: the member of that slot */
 	f[by_id[0]].k = (uint32_t)(k - by_id[0] - 1);
 	f[by_id[1]].k = (uint32_t)(k - by_id[1] - 1);
-	k = prog_members(f, k, seg, without);
+	k = prog_members(f, k, seg, without, stand_in);
 	FALLBACK();
 #undef FALLBACK
 	return k;
@@ -266,6 +284,8 @@ static unsigned short prog_gsi(struct sock_filter *f, unsigned short k,
  *           (a free slot, a MAD nobody's): an index out of range, which
  *           makes the kernel pick one by flow hash (while `without`
  *           leaves: the first other member's index)
+ * While `without` leaves, the last socket's datagrams go to a stand-in
+ * (prog_index): the program holds before and after the leaver's close.
  * For UDP the kernel runs the program on the datagram past the UDP
  * header (reuseport_select_sock pulls sizeof(struct udphdr)), so offsets
  * are from the BTH.
@@ -276,17 +296,24 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 	struct sock_fprog prog = { .filter = f };
 	unsigned short k = 0, fb[8];
 	unsigned int nfb = 0, j;
-	uint32_t s, o, i;
+	uint32_t s, o, i, stand_in = UINT32_MAX;
 	int err = 0;
 
 	if (!f)
 		return -ENOMEM;
+	/* leaving, not last: the first member neither leaving nor last */
+	for (i = 0; without && i + 1 < seg->nmembers; i++)
+		if (seg->order[i] != without &&
+		    seg->order[seg->nmembers - 1] != without) {
+			stand_in = i;
+			break;
+		}
 	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, 0);
 	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_OPCODE, 0, 2);
 	f[k++] = STMT(BPF_LD | BPF_W | BPF_ABS, 8);
 	f[k++] = STMT(BPF_RET | BPF_A, 0);
 	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, 5);
-	k = prog_members(f, k, seg, without);
+	k = prog_members(f, k, seg, without, stand_in);
 	for (s = 1; s < UROCE_SHARE_SLOTS; s++) {
 		o = seg->slot[s].owner;
 		if (!o || o == without || !seg->slot[s].pid ||
@@ -294,9 +321,10 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 		    seg->slot[o].index >= seg->nmembers)
 			continue;
 		f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, s, 0, 1);
-		f[k++] = STMT(BPF_RET | BPF_K, seg->slot[o].index);
+		f[k++] = STMT(BPF_RET | BPF_K,
+			      prog_index(seg, seg->slot[o].index, stand_in));
 	}
-	k = prog_gsi(f, k, seg, without, fb, &nfb);
+	k = prog_gsi(f, k, seg, without, stand_in, fb, &nfb);
 	/* none: the kernel picks by hash, among every socket it has; a
 	 * leaving member's is still among them until it closes, so while
 	 * one leaves the first other member takes what has no owner */
@@ -304,7 +332,7 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 		f[fb[j]].k = (uint32_t)(k - fb[j] - 1);
 	for (i = 0, o = 0xffffffffu; without && i < seg->nmembers; i++)
 		if (seg->order[i] != without) {
-			o = i;
+			o = prog_index(seg, i, stand_in);
 			break;
 		}
 	f[k++] = STMT(BPF_RET | BPF_K, o);
@@ -626,7 +654,14 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 * the kernel then moves into our place to us until the close.)
 	 * After it that member is found by hash and forwarded to, until
 	 * the survivors, told FWD_LEFT, attach the new order's program.
+	 * A member killed meanwhile and not yet taken out would make it
+	 * otherwise: the kernel closed its socket and moved the last one
+	 * into its place, and a program from the stale order would send
+	 * that last member's datagrams to an index now out of range, where
+	 * the kernel's hash may pick our socket, about to close with them.
+	 * So the dead go first.
 	 */
+	share_reap(sh->seg, sh->slot);
 	share_attach_prog(sh->seg, sock, sh->slot);
 	share_forward_queued(sh, sock);
 	remove_member(sh->seg, sh->slot);
