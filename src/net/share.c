@@ -302,12 +302,13 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 	if (!f)
 		return -ENOMEM;
 	/* leaving, not last: the first member neither leaving nor last */
-	for (i = 0; without && i + 1 < seg->nmembers; i++)
-		if (seg->order[i] != without &&
-		    seg->order[seg->nmembers - 1] != without) {
-			stand_in = i;
-			break;
-		}
+	if (without && seg->nmembers > 1 &&
+	    seg->order[seg->nmembers - 1] != without)
+		for (i = 0; i + 1 < seg->nmembers; i++)
+			if (seg->order[i] != without) {
+				stand_in = i;
+				break;
+			}
 	f[k++] = STMT(BPF_LD | BPF_B | BPF_ABS, 0);
 	f[k++] = JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_OPCODE, 0, 2);
 	f[k++] = STMT(BPF_LD | BPF_W | BPF_ABS, 8);
