@@ -4,8 +4,10 @@
  * docs/scale.md "Many processes"; driven by run_mesh.sh).
  *
  *   mesh serve ID GEN ADDR PORT        a B member: listens on ADDR:PORT
- *   mesh connect ID GEN ADDR PORT N    an A member: one RC connection to
- *                                      each of the N B members, on ports
+ *   mesh connect ID GEN ADDR PORT N [FIRST]
+ *                                      an A member: one RC connection to
+ *                                      each of the N B members FIRST ..
+ *                                      FIRST+N-1 (FIRST 0), on ports
  *                                      PORT .. PORT+N-1 of ADDR
  *
  * Over rdma_cm.  An A member sends a 64-byte ping on each connection
@@ -83,7 +85,7 @@ struct conn {
 
 static struct {
 	bool server;
-	uint32_t id, gen, n;
+	uint32_t id, gen, n, first; /* first: the B member on port */
 	const char *addr;
 	int port;
 	struct rdma_event_channel *ch;
@@ -322,10 +324,12 @@ static void a_event(struct rdma_cm_event *e)
 		if (e->param.conn.private_data_len >= sizeof(struct ident))
 			memcpy(&c->peer, e->param.conn.private_data,
 			       sizeof(c->peer));
-		if (c->peer.magic != MAGIC || c->peer.id != c - g.c) {
+		if (c->peer.magic != MAGIC ||
+		    c->peer.id != g.first + (uint32_t)(c - g.c)) {
 			g.mismatches++;
 			printf("mesh %s: MISMATCH port %u answered by %u\n",
-			       me(), (unsigned int)(c - g.c), c->peer.id);
+			       me(), g.first + (unsigned int)(c - g.c),
+			       c->peer.id);
 		}
 		c->st = ST_UP;
 		c->up_ns = c->progress_ns = now_ns();
@@ -583,7 +587,8 @@ int main(int argc, char **argv)
 	    (strcmp(argv[1], "serve") && strcmp(argv[1], "connect")) ||
 	    (!strcmp(argv[1], "connect") && argc < 7)) {
 		fprintf(stderr, "usage: mesh serve ID GEN ADDR PORT\n"
-				"       mesh connect ID GEN ADDR PORT N\n");
+				"       mesh connect ID GEN ADDR PORT N "
+				"[FIRST]\n");
 		return 2;
 	}
 	g.server = !strcmp(argv[1], "serve");
@@ -592,6 +597,7 @@ int main(int argc, char **argv)
 	g.addr = argv[4];
 	g.port = atoi(argv[5]);
 	g.n = g.server ? 0 : (uint32_t)atoi(argv[6]);
+	g.first = !g.server && argc > 7 ? (uint32_t)atoi(argv[7]) : 0;
 	if (g.n > MAX_CONN)
 		return 2;
 	g.ping_ns = getenv("MESH_PING_MS") ?
