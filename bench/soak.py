@@ -53,7 +53,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSS, DUP, REORDER = 0.002, 0.002, 0.01
 COUNTERS = ["retransmits", "timeouts", "duplicates", "out_of_seq",
             "tx_nak_seq", "rx_rnr_nak", "tlp_probes", "drop_unknown_qp",
-            "drop_bad_state", "local_full_drops", "share_fwd_in"]
+            "drop_bad_state", "local_full_drops", "share_fwd_in",
+            "share_fwd_out", "share_fwd_lost", "drop_no_owner"]
 # RSS may move by this much after the warm-up (malloc arenas, page cache
 # of the MRs' first touch); descriptors by this many: connections to
 # peers come and go (a same-host ring is two: its socket and its
