@@ -120,7 +120,8 @@ uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak)
 }
 
 /* probe timeout: two RTTs (RACK-TLP's PTO), at least the RTT's spread
- * beyond it, doubling with each probe that brought nothing */
+ * beyond it, doubling with each probe that brought nothing; 0: no more
+ * probes until the next progress */
 static uint64_t probe_ns(const struct uroce_qp *qp)
 {
 	const struct uroce_req_state *q = &qp->req;
@@ -132,21 +133,29 @@ static uint64_t probe_ns(const struct uroce_qp *qp)
 			t = q->srtt_ns + 4 * q->rttvar_ns;
 	}
 	t <<= q->probes < PROBE_MAX_SHIFT ? q->probes : PROBE_MAX_SHIFT;
-	/* several probes fit in the ACK timeout, however slow the path
-	 * looked: a probe costs one packet, a timeout a retry */
-	if (timeout_ns(qp) && t > timeout_ns(qp) / 4)
+	/* at least one probe, however slow the path looked, at most a
+	 * quarter of the ACK timeout away: a probe costs one packet, a
+	 * timeout a retry.  But once they are that far apart the peer is
+	 * slow, not lossy (a descheduled process): further probes only add
+	 * to its load, and the timeout's go-back resends the tail anyway */
+	if (timeout_ns(qp) && t > timeout_ns(qp) / 4) {
+		if (q->probes)
+			return 0;
 		t = timeout_ns(qp) / 4;
+	}
 	return t < PROBE_MIN_NS ? PROBE_MIN_NS : t;
 }
 
 static void probe_arm(struct uroce_qp *qp)
 {
+	uint64_t t;
+
 	if (!uroce_qp_reliable(qp) || qp->comp.psn == qp->req.psn_max ||
-	    qp->req.rnr_deadline_ns) {
+	    qp->req.rnr_deadline_ns || !(t = probe_ns(qp))) {
 		qp->req.probe_deadline_ns = 0;
 		return;
 	}
-	qp->req.probe_deadline_ns = uroce_now_ns() + probe_ns(qp);
+	qp->req.probe_deadline_ns = uroce_now_ns() + t;
 	uroce_timer_arm(qp->dev, qp->req.probe_deadline_ns);
 }
 
