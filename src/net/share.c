@@ -42,6 +42,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "share.h"
@@ -635,6 +636,9 @@ static void drop_sock(int sock)
 	close(fd);
 }
 
+/* how long a leaver waits between its program and its last drain */
+#define LEAVE_SETTLE_NS 1000000
+
 static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
 	uint32_t i;
@@ -664,6 +668,15 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 */
 	share_reap(sh->seg, sh->slot);
 	share_attach_prog(sh->seg, sock, sh->slot);
+	/*
+	 * A datagram the old program sent to us (we were another member's
+	 * stand-in, or its hash picked us) may be between the kernel's
+	 * choice and our queue on another CPU as the new program goes in:
+	 * it lands after a drain made at once, and goes down with the
+	 * close (a UC or UD message lost for good).  The receive path that
+	 * chose us finishes within microseconds; the drain waits for it.
+	 */
+	nanosleep(&(struct timespec){ .tv_nsec = LEAVE_SETTLE_NS }, NULL);
 	share_forward_queued(sh, sock);
 	remove_member(sh->seg, sh->slot);
 	if (do_close)
