@@ -619,8 +619,6 @@ free:
 	return err;
 }
 
-/* Leave the group: the program is set for the group without us before
- * our socket goes, which the kernel fills with its last one. */
 /*
  * At exit: the group's socket goes now, not when the process is gone,
  * while the progress thread may still use the descriptor: it becomes a
@@ -639,6 +637,8 @@ static void drop_sock(int sock)
 /* how long a leaver waits between its program and its last drain */
 #define LEAVE_SETTLE_NS 1000000
 
+/* Leave the group: the program is set for the group without us before
+ * our socket goes, which the kernel fills with its last one. */
 static void leave(struct uroce_share *sh, int sock, bool do_close)
 {
 	uint32_t i;
