@@ -310,9 +310,9 @@ struct uroce_share_seg {
 	uint64_t nonce; /* authenticates index probes */
 	uint32_t epoch; /* bumped at every change */
 	uint32_t nmembers;
-	uint32_t next_slot; /* allocation cursor */
-	uint32_t reserved;
-	uint64_t fwd_drops; /* packets for a slot nobody holds */
+	uint32_t next_slot;  /* allocation cursor */
+	uint32_t prog_epoch; /* the epoch the group's program was made for */
+	uint64_t fwd_drops;  /* packets for a slot nobody holds */
 	uint8_t order[UROCE_SHARE_SLOTS];
 	struct uroce_share_slot slot[UROCE_SHARE_SLOTS];
 	struct uroce_share_listen listen[UROCE_SHARE_LISTENS];

@@ -449,16 +449,24 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 		share_rescan(sh);
 		pthread_mutex_unlock(&sh->mu);
 	}
-	if (left && !share_lock_seg(sh)) {
-		share_attach_prog(sh->seg, dev->net.sock, 0);
+	/* (the first survivor to get here attaches it for all) */
+	if (left && !share_prog_current(sh->seg) && !share_lock_seg(sh)) {
+		if (!share_prog_current(sh->seg))
+			share_attach_prog(sh->seg, dev->net.sock, 0);
 		share_unlock_seg(sh);
 	}
 }
 
-/* A member died: take it out, fix the program, and probe. */
+/* Members died: the first live member of the order takes them out, fixes
+ * the program and probes (share_forget_dead); the rest stop watching. */
 static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 {
-	if (share_lock_seg(sh))
+	bool act;
+
+	pthread_mutex_lock(&sh->mu);
+	act = share_forget_dead(sh);
+	pthread_mutex_unlock(&sh->mu);
+	if (!act || share_lock_seg(sh))
 		return;
 	/* (it may have left at exit already, with a program for the order
 	 * before its socket went: the new order's program and probes all
