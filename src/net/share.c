@@ -348,16 +348,6 @@ int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without)
 	return err;
 }
 
-/* Is the group's program the one for the registry as it is?  The program
- * is the group's, whichever member attaches it, and a function of the
- * registry alone, which bumps its epoch at every change: the survivors
- * told of a leave (FWD_LEFT) need one of them to attach it, not all. */
-bool share_prog_current(const struct uroce_share_seg *seg)
-{
-	return __atomic_load_n(&seg->prog_epoch, __ATOMIC_ACQUIRE) ==
-	       __atomic_load_n(&seg->epoch, __ATOMIC_ACQUIRE);
-}
-
 /* The member's forwarding socket.  The registry's nonce is in the name:
  * only processes that can read the registry (its user's, mode 0600) can
  * find it, so no other user's process can take a free slot's name and
@@ -400,50 +390,6 @@ void share_send_probes(struct uroce_share *sh, int sock,
 		sendto(sock, p, sizeof(p), MSG_DONTWAIT,
 		       (const struct sockaddr *)addr, uroce_sa_len(addr));
 	}
-}
-
-/*
- * Stop watching the members our pidfds say are dead; true if we are the
- * first member of the kernel's order not among them, the one that takes
- * them out of the registry.  Every survivor hears of a death at once, and
- * when each took the registry's lock to reap, attach and probe, 255
- * survivors queued on it, each holder reading /proc for every slot: on a
- * loaded host whole members' progress threads waited seconds behind it
- * (docs/scale.md, "128 + 128").  The others find the dead gone when
- * their rescan next looks (a member joining reaps too).  sh->mu held.
- */
-bool share_forget_dead(struct uroce_share *sh)
-{
-	struct pollfd p[UROCE_SHARE_SLOTS];
-	uint8_t slot_at[UROCE_SHARE_SLOTS];
-	bool dead[UROCE_SHARE_SLOTS] = { false };
-	uint32_t s, i, n = 0, nm;
-
-	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
-		if (sh->pidfd[s] >= 0) {
-			p[n] = (struct pollfd){ .fd = sh->pidfd[s],
-						.events = POLLIN };
-			slot_at[n++] = (uint8_t)s;
-		}
-	if (poll(p, n, 0) < 0)
-		return true; /* (cannot tell: take them out ourselves) */
-	for (i = 0; i < n; i++) {
-		if (!p[i].revents)
-			continue;
-		s = slot_at[i];
-		dead[s] = true;
-		if (sh->epfd >= 0)
-			epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
-		close(sh->pidfd[s]);
-		sh->pidfd[s] = -1;
-	}
-	nm = __atomic_load_n(&sh->seg->nmembers, __ATOMIC_ACQUIRE);
-	for (i = 0; i < nm && i < UROCE_SHARE_SLOTS; i++) {
-		s = sh->seg->order[i];
-		if (s && !dead[s])
-			return s == sh->slot;
-	}
-	return true;
 }
 
 /* Watch every other live member's pidfd, forget the gone. */

@@ -9,8 +9,10 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -395,6 +397,16 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 	return true;
 }
 
+/* Is the group's program the one for the registry as it is?  The program
+ * is the group's, whichever member attaches it, and a function of the
+ * registry alone, which bumps its epoch at every change: the survivors
+ * told of a leave (FWD_LEFT) need one of them to attach it, not all. */
+static bool prog_current(const struct uroce_share_seg *seg)
+{
+	return __atomic_load_n(&seg->prog_epoch, __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(&seg->epoch, __ATOMIC_ACQUIRE);
+}
+
 static uint8_t fwd_buf[FWD_BATCH][sizeof(struct fwd_hdr) + FWD_BUF];
 
 /* What other members forwarded to us. rx_lock held. */
@@ -450,21 +462,65 @@ static void fwd_rx(struct uroce_dev *dev, struct uroce_share *sh)
 		pthread_mutex_unlock(&sh->mu);
 	}
 	/* (the first survivor to get here attaches it for all) */
-	if (left && !share_prog_current(sh->seg) && !share_lock_seg(sh)) {
-		if (!share_prog_current(sh->seg))
+	if (left && !prog_current(sh->seg) && !share_lock_seg(sh)) {
+		if (!prog_current(sh->seg))
 			share_attach_prog(sh->seg, dev->net.sock, 0);
 		share_unlock_seg(sh);
 	}
 }
 
+/*
+ * Stop watching the members our pidfds say are dead; true if we are the
+ * first member of the kernel's order not among them, the one that takes
+ * them out of the registry.  Every survivor hears of a death at once, and
+ * when each took the registry's lock to reap, attach and probe, 255
+ * survivors queued on it, each holder reading /proc for every slot: on a
+ * loaded host whole members' progress threads waited seconds behind it
+ * (docs/scale.md, "128 + 128").  The others find the dead gone when
+ * their rescan next looks (a member joining reaps too).  sh->mu held.
+ */
+static bool forget_dead(struct uroce_share *sh)
+{
+	struct pollfd p[UROCE_SHARE_SLOTS];
+	uint8_t slot_at[UROCE_SHARE_SLOTS];
+	bool dead[UROCE_SHARE_SLOTS] = { false };
+	uint32_t s, i, n = 0, nm;
+
+	for (s = 1; s < UROCE_SHARE_SLOTS; s++)
+		if (sh->pidfd[s] >= 0) {
+			p[n] = (struct pollfd){ .fd = sh->pidfd[s],
+						.events = POLLIN };
+			slot_at[n++] = (uint8_t)s;
+		}
+	if (poll(p, n, 0) < 0)
+		return true; /* (cannot tell: take them out ourselves) */
+	for (i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		s = slot_at[i];
+		dead[s] = true;
+		if (sh->epfd >= 0)
+			epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
+		close(sh->pidfd[s]);
+		sh->pidfd[s] = -1;
+	}
+	nm = __atomic_load_n(&sh->seg->nmembers, __ATOMIC_ACQUIRE);
+	for (i = 0; i < nm && i < UROCE_SHARE_SLOTS; i++) {
+		s = sh->seg->order[i];
+		if (s && !dead[s])
+			return s == sh->slot;
+	}
+	return true;
+}
+
 /* Members died: the first live member of the order takes them out, fixes
- * the program and probes (share_forget_dead); the rest stop watching. */
+ * the program and probes (forget_dead); the rest stop watching. */
 static void member_gone(struct uroce_dev *dev, struct uroce_share *sh)
 {
 	bool act;
 
 	pthread_mutex_lock(&sh->mu);
-	act = share_forget_dead(sh);
+	act = forget_dead(sh);
 	pthread_mutex_unlock(&sh->mu);
 	if (!act || share_lock_seg(sh))
 		return;

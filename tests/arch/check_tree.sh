@@ -18,9 +18,15 @@
 #	folder or one above it (by its path from there): the sources are
 #	listed, not globbed, and a file no list names would not be built.
 #	The selftest plants an unlisted src/core/planted.c.
+#   check_tree.sh sizes ROOT
+#	no source file (.c, .h) under ROOT/src/net has more than 900 lines
+#	and none under ROOT/src more than 1500 (docs/architecture.md, "File
+#	size"): a file past them is several modules.  The selftest plants a
+#	901-line src/net file and a 1501-line src/core file.
 #
 # Each omission is one line "PATH: not named in README.md's Source tree"
-# (or "PATH: in no CMakeLists.txt"); exit 1 if any.
+# (or "PATH: in no CMakeLists.txt", "PATH: N lines, over M"); exit 1 if
+# any.
 set -u
 
 # the lines of the code block under "## Source tree"
@@ -85,6 +91,20 @@ check_sources() {
 		fi
 		if [ $found -eq 0 ]; then
 			echo "$f: in no CMakeLists.txt"
+			bad=1
+		fi
+	done
+	return $bad
+}
+
+check_sizes() {
+	root=$1
+	bad=0
+	for f in $(cd "$root" && find src -name '*.[ch]' | sort); do
+		case $f in src/net/*) max=900 ;; *) max=1500 ;; esac
+		n=$(wc -l <"$root/$f")
+		if [ "$n" -gt $max ]; then
+			echo "$f: $n lines, over $max"
 			bad=1
 		fi
 	done
@@ -163,6 +183,21 @@ selftest() {
 	: >"$tmp/src/core/planted.c"
 	expect_fail "$tmp" "src/core/planted.c" check_sources || fail=1
 
+	# sizes: the copied sources pass; a long file in net/ and one
+	# elsewhere fail
+	if ! out=$(check_sizes "$tmp"); then
+		echo "selftest: a copy of the sources is too long:"
+		printf '%s\n' "$out"
+		fail=1
+	fi
+	mkdir -p "$tmp/src/net"
+	seq 901 >"$tmp/src/net/planted.c"
+	expect_fail "$tmp" "src/net/planted.c: 901 lines" check_sizes || fail=1
+	rm "$tmp/src/net/planted.c"
+	seq 1501 >"$tmp/src/core/planted.h"
+	expect_fail "$tmp" "src/core/planted.h: 1501 lines" check_sizes ||
+		fail=1
+
 	[ $fail -eq 0 ] && echo "selftest: every planted omission caught"
 	return $fail
 }
@@ -170,6 +205,7 @@ selftest() {
 case ${1:-} in
 tree)		check_tree "${2:?ROOT}" ;;
 sources)	check_sources "${2:?ROOT}" ;;
+sizes)		check_sizes "${2:?ROOT}" ;;
 selftest)	selftest "${2:?ROOT}" ;;
-*)		echo "usage: $0 tree|sources|selftest ROOT" >&2; exit 2 ;;
+*)		echo "usage: $0 tree|sources|sizes|selftest ROOT" >&2; exit 2 ;;
 esac
