@@ -611,8 +611,11 @@ class Soak:
             ser = [(t, p) for t, p in ser if p["pid"] == pid]
             base = next(((t, p) for t, p in ser if t >= warm), ser[len(ser) // 2])
             last = ser[-1]
-            # descriptors come and go (same-host rings to peers that come
-            # and go): growth is a later quarter's high above the earlier
+            # descriptors come and go (a same-host ring to a peer is 3, open
+            # while the peer runs): growth is the last quarter's floor above
+            # the earlier high.  A leak per run raises the floor (hundreds
+            # of runs); a ring open at one sample does not (one such spike
+            # of 3 failed a 3-minute soak in CI)
             mid = [p["own_fds"] for t, p in ser if base[0] <= t <= ser[-1][0] / 2 + base[0] / 2]
             tail = [p["own_fds"] for t, p in ser[-max(1, len(ser) // 4):]]
             out[key] = {"pid": pid, "t_base": base[0], "t_last": last[0],
@@ -622,6 +625,7 @@ class Soak:
                         "fds_max": max(p["own_fds"] for _, p in ser),
                         "fds_high_early": max(mid or [base[1]["own_fds"]]),
                         "fds_high_late": max(tail),
+                        "fds_low_late": min(tail),
                         "threads_max": max(p["threads"] for _, p in ser)}
         return out
 
@@ -634,9 +638,10 @@ class Soak:
         for k, v in g.items():
             if v["rss_last_kib"] - v["rss_base_kib"] > RSS_SLACK_KIB:
                 problems.append(f"{k}: RSS grew {v['rss_base_kib']} -> {v['rss_last_kib']} KiB")
-            if v["fds_high_late"] - v["fds_high_early"] > FD_SLACK:
+            if v["fds_low_late"] - v["fds_high_early"] > FD_SLACK:
                 problems.append(f"{k}: fds grew: at most {v['fds_high_early']} after the "
-                                f"warm-up, {v['fds_high_late']} in the last quarter")
+                                f"warm-up, at least {v['fds_low_late']} all through the "
+                                "last quarter")
         for key in ("rc-udp.cli", "rc-local.cli"):
             if key not in g:
                 problems.append(f"{key}: never sampled (the long run did not last)")
@@ -739,12 +744,12 @@ def report(res, md):
     L += ["", "Long-lived processes (RSS and fds after the warm-up and at the end; fds "
           "less the pidfds a member of a shared address holds for each other member):", "",
           "| process | RSS after warm-up, KiB | RSS at end | RSS max | fds after warm-up | fds at end | "
-          "fds high, warm-up to half-time | fds high, last quarter | threads |",
+          "fds high, warm-up to half-time | fds low and high, last quarter | threads |",
           "|---|---|---|---|---|---|---|---|---|"]
     for k, v in res["growth"].items():
         L.append(f"| {k} | {v['rss_base_kib']} (t={v['t_base']:.0f} s) | {v['rss_last_kib']} | "
                  f"{v['rss_max_kib']} | {v['fds_base']} | {v['fds_last']} | {v['fds_high_early']} | "
-                 f"{v['fds_high_late']} | {v['threads_max']} |")
+                 f"{v['fds_low_late']}-{v['fds_high_late']} | {v['threads_max']} |")
     L += ["", f"`/dev/shm/uroce*` segments before: {res['shm_before']}, after: {res['shm_after']}.",
           "", "Over time (every process in the two namespaces; counters are those of the "
           "processes alive at the sample):", "",
