@@ -392,6 +392,17 @@ void share_send_probes(struct uroce_share *sh, int sock,
 	}
 }
 
+/* Stop watching the member in slot s, if we did. */
+void share_unwatch(struct uroce_share *sh, uint32_t s)
+{
+	if (sh->pidfd[s] < 0)
+		return;
+	if (sh->epfd >= 0)
+		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
+	close(sh->pidfd[s]);
+	sh->pidfd[s] = -1;
+}
+
 /* Watch every other live member's pidfd, forget the gone. */
 void share_rescan(struct uroce_share *sh)
 {
@@ -408,12 +419,8 @@ void share_rescan(struct uroce_share *sh)
 			if (sh->pidfd[s] >= 0 && sh->epfd >= 0)
 				uroce_watcher_add_shared(sh->epfd, sh->member_w,
 							 sh->pidfd[s], EPOLLIN);
-		} else if (!live && sh->pidfd[s] >= 0) {
-			if (sh->epfd >= 0)
-				epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s],
-					  NULL);
-			close(sh->pidfd[s]);
-			sh->pidfd[s] = -1;
+		} else if (!live) {
+			share_unwatch(sh, s);
 		}
 	}
 }
@@ -713,12 +720,7 @@ void uroce_share_release(struct uroce_share *sh, int sock)
 		current = NULL;
 	leave(sh, sock, true);
 	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
-		if (sh->pidfd[s] >= 0) {
-			if (sh->epfd >= 0)
-				epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s],
-					  NULL);
-			close(sh->pidfd[s]);
-		}
+		share_unwatch(sh, s);
 	if (sh->epfd >= 0) {
 		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->fwd_fd, NULL);
 		if (sh->retry_fd >= 0)

@@ -89,6 +89,7 @@ void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
 void share_send_probes(struct uroce_share *sh, int sock,
 		       const struct sockaddr_storage *addr);
 void share_rescan(struct uroce_share *sh);
+void share_unwatch(struct uroce_share *sh, uint32_t s);
 /* share_rx.c: leaving, what our socket holds and what waits for room
  * goes on to its owners */
 void share_forward_queued(struct uroce_share *sh, int sock);

@@ -12,7 +12,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -499,10 +498,7 @@ static bool forget_dead(struct uroce_share *sh)
 			continue;
 		s = slot_at[i];
 		dead[s] = true;
-		if (sh->epfd >= 0)
-			epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
-		close(sh->pidfd[s]);
-		sh->pidfd[s] = -1;
+		share_unwatch(sh, s);
 	}
 	nm = __atomic_load_n(&sh->seg->nmembers, __ATOMIC_ACQUIRE);
 	for (i = 0; i < nm && i < UROCE_SHARE_SLOTS; i++) {
