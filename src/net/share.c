@@ -700,13 +700,27 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	share_unlock_seg(sh);
 }
 
-/* At exit the group is left at once, rather than when a survivor's
- * pidfd says so; the progress thread may still run, so nothing is freed
- * and the descriptor stays valid until the process is gone. */
+/*
+ * At exit the group is left at once, if the device could not come down
+ * and leave it in its bound (dev_down_at_exit).  The progress thread may
+ * still run (nothing is freed, the descriptor stays valid), in a receive
+ * with other members' datagrams: the leave waits for it (up to 1 s).
+ */
 __attribute__((destructor)) static void share_leave_at_exit(void)
 {
-	if (current)
-		leave(current, current->sock, false);
+	struct uroce_dev *dev = uroce_dev_get();
+	struct timespec until;
+	bool paused = false;
+
+	if (!current)
+		return;
+	if (dev && dev->net.share == current) {
+		uroce_deadline_after(&until, 1000000000ull);
+		paused = !pthread_mutex_timedlock(&dev->prog.rx_lock, &until);
+	}
+	leave(current, current->sock, false);
+	if (paused)
+		pthread_mutex_unlock(&dev->prog.rx_lock);
 	current = NULL;
 }
 
