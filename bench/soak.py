@@ -151,6 +151,28 @@ class Net:
                         out[key] += int(f[0])
         return out
 
+    def udp_drops(self):
+        """the kernel's drops of datagrams in each namespace so far (UDP
+        receive-buffer, no socket, checksum; the veth's): a UC or UD
+        datagram lost there is lost for good, and the process never
+        learns of it (RC retransmits it)"""
+        out = {}
+        for s in "AB":
+            n = out[s] = {}
+            rows = [l.split() for l in self.ex(s, "cat", "/proc/net/snmp", check=False)
+                    .stdout.splitlines() if l.startswith(("Udp:", "Ip:"))]
+            for i in range(0, len(rows) - 1, 2):
+                d = dict(zip(rows[i][1:], rows[i + 1][1:]))
+                for k in ("RcvbufErrors", "NoPorts", "InCsumErrors", "InDiscards"):
+                    if int(d.get(k, 0)):
+                        n[k] = int(d[k])
+            for k in ("rx_dropped", "tx_dropped"):
+                v = self.ex(s, "cat", f"/sys/class/net/v{s}/statistics/{k}",
+                            check=False).stdout.strip()
+                if v and int(v):
+                    n["veth_" + k] = int(v)
+        return out
+
     def faults_off(self):
         for s, p in self.nfq.items():
             p.terminate()
@@ -377,7 +399,8 @@ class Worker(threading.Thread):
         logs = [r.log for r in (srv, cli) if r]
         self.errors.append({"t": round(time.monotonic() - self.soak.t0, 1),
                             "why": why, "logs": logs})
-        log(f"{self.name}: UNEXPECTED: {why} ({' '.join(logs)})")
+        log(f"{self.name}: UNEXPECTED: {why} ({' '.join(logs)}); kernel UDP "
+            f"and veth drops so far: {self.soak.net.udp_drops()}")
         time.sleep(1)
 
     def progress(self):
@@ -530,7 +553,8 @@ class Soak:
                  kills=len(self.kills),
                  runs=sum(w.runs for w in self.workers),
                  counters=self.counters(set(pids)),
-                 faults=self.net.fault_counts())
+                 faults=self.net.fault_counts(),
+                 kernel_drops=self.net.udp_drops())
         self.samples.append(s)
         return s
 
@@ -585,7 +609,8 @@ class Soak:
                     s = self.sample(prev_cpu)
                     log(f"t={s['t']:.0f}s runs={s['runs']} verified={s['bytes_verified'] >> 20} MiB "
                         f"errors={s['errors']} kills={s['kills']} procs={s['nprocs']} "
-                        f"retransmits={s['counters']['retransmits']}")
+                        f"retransmits={s['counters']['retransmits']} "
+                        f"kernel_drops={s['kernel_drops']}")
                     next_sample += a.sample_every
                 time.sleep(0.2)
             for w in self.workers:
@@ -754,8 +779,9 @@ def report(res, md):
           "", "Over time (every process in the two namespaces; counters are those of the "
           "processes alive at the sample):", "",
           "| t, s | runs | procs | RSS total, MiB | fds total | shm | GiB verified | errors | kills | "
-          "retransmits | duplicates | out_of_seq | timeouts | dropped (iptables) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "retransmits | duplicates | out_of_seq | timeouts | dropped (iptables) | "
+          "kernel drops A/B (UDP, IP, veth) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     S = res["samples"]
     step = max(1, len(S) // 30)
     for s in S[::step] + ([S[-1]] if (len(S) - 1) % step else []):
@@ -763,7 +789,9 @@ def report(res, md):
         L.append(f"| {s['t']:.0f} | {s['runs']} | {s['nprocs']} | {s['rss_total_kib'] / 1024:.0f} | "
                  f"{s['fds_total']} | {s['shm_files']} | {s['bytes_verified'] / 2**30:.2f} | "
                  f"{s['errors']} | {s['kills']} | {c['retransmits']} | {c['duplicates']} | "
-                 f"{c['out_of_seq']} | {c['timeouts']} | {s['faults']['dropped']} |")
+                 f"{c['out_of_seq']} | {c['timeouts']} | {s['faults']['dropped']} | "
+                 f"{sum(s['kernel_drops']['A'].values())}/"
+                 f"{sum(s['kernel_drops']['B'].values())} |")
     L += ["", "![soak](soak.png)", ""]
     with open(md, "w") as fh:
         fh.write("\n".join(L))
