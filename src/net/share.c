@@ -677,13 +677,14 @@ static void leave(struct uroce_share *sh, int sock, bool do_close)
 	 */
 	share_reap(sh->seg, sh->slot);
 	share_attach_prog(sh->seg, sock, sh->slot);
+	share_unmatch(sh, sock);
 	/*
 	 * A datagram the old program sent to us (we were another member's
 	 * stand-in, or its hash picked us) may be between the kernel's
 	 * choice and our queue on another CPU as the new program goes in:
 	 * it lands after a drain made at once, and goes down with the
-	 * close (a UC or UD message lost for good).  The receive path that
-	 * chose us finishes within microseconds; the drain waits for it.
+	 * close.  The receive path that chose us finishes within
+	 * microseconds; the drain waits for it.
 	 */
 	nanosleep(&(struct timespec){ .tv_nsec = LEAVE_SETTLE_NS }, NULL);
 	share_forward_queued(sh, sock);

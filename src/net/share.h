@@ -93,6 +93,7 @@ void share_unwatch(struct uroce_share *sh, uint32_t s);
 /* share_rx.c: leaving, what our socket holds and what waits for room
  * goes on to its owners */
 void share_forward_queued(struct uroce_share *sh, int sock);
+void share_unmatch(const struct uroce_share *sh, int sock);
 void share_held_free(struct uroce_share *sh);
 /* ... the watchers' callbacks (dev->net.share_fwd_w, share_member_w):
  * another member forwarded packets; a member went */

@@ -331,6 +331,32 @@ void share_forward_queued(struct uroce_share *sh, int sock)
 	}
 }
 
+/*
+ * Leaving: our socket stops matching anything.  The close has a window
+ * of its own: the kernel takes a closing socket out of the reuseport
+ * group (reuseport_detach_sock) a moment before it takes it off the
+ * address's chain, and a lookup that meets it first in the chain (the
+ * newest member is) then finds no group and delivers to it, to be lost
+ * with it and counted nowhere: a UC or UD message every few minutes of
+ * the soak, whose members come and go several times a second, on an
+ * address where no member forwarded and nobody was killed.  A connected
+ * UDP socket takes only its peer's datagrams, and the kernel's hash
+ * skips it, so before its last drain ours is connected to a peer that
+ * never sends (our own address, port 9).  The kernel then scores every
+ * member of the group for each lookup (it has a connection), a few ns
+ * a member.  Locked.
+ */
+void share_unmatch(const struct uroce_share *sh, int sock)
+{
+	struct sockaddr_storage none = sh->local;
+
+	if (none.ss_family == AF_INET)
+		((struct sockaddr_in *)&none)->sin_port = htons(9);
+	else
+		((struct sockaddr_in6 *)&none)->sin6_port = htons(9);
+	connect(sock, (struct sockaddr *)&none, uroce_sa_len(&none));
+}
+
 /* A probe told us our index in the kernel's array: set the registry
  * (and the program) right if it thought otherwise. */
 static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
