@@ -151,7 +151,7 @@ class Net:
                         out[key] += int(f[0])
         return out
 
-    def udp_drops(self):
+    def kernel_drops(self):
         """the kernel's drops of datagrams in each namespace so far (UDP
         receive-buffer, no socket, checksum; the veth's): a UC or UD
         datagram lost there is lost for good, and the process never
@@ -166,11 +166,12 @@ class Net:
                 for k in ("RcvbufErrors", "NoPorts", "InCsumErrors", "InDiscards"):
                     if int(d.get(k, 0)):
                         n[k] = int(d[k])
-            for k in ("rx_dropped", "tx_dropped"):
-                v = self.ex(s, "cat", f"/sys/class/net/v{s}/statistics/{k}",
-                            check=False).stdout.strip()
-                if v and int(v):
-                    n["veth_" + k] = int(v)
+            ks = ("rx_dropped", "tx_dropped")
+            v = self.ex(s, "cat", *(f"/sys/class/net/v{s}/statistics/{k}" for k in ks),
+                        check=False).stdout.split()
+            for k, x in zip(ks, v):
+                if int(x):
+                    n["veth_" + k] = int(x)
         return out
 
     def faults_off(self):
@@ -400,7 +401,7 @@ class Worker(threading.Thread):
         self.errors.append({"t": round(time.monotonic() - self.soak.t0, 1),
                             "why": why, "logs": logs})
         log(f"{self.name}: UNEXPECTED: {why} ({' '.join(logs)}); kernel UDP "
-            f"and veth drops so far: {self.soak.net.udp_drops()}")
+            f"and veth drops so far: {self.soak.net.kernel_drops()}")
         time.sleep(1)
 
     def progress(self):
@@ -554,7 +555,7 @@ class Soak:
                  runs=sum(w.runs for w in self.workers),
                  counters=self.counters(set(pids)),
                  faults=self.net.fault_counts(),
-                 kernel_drops=self.net.udp_drops())
+                 kernel_drops=self.net.kernel_drops())
         self.samples.append(s)
         return s
 

@@ -140,7 +140,7 @@ static void remove_member(struct uroce_share_seg *seg, uint32_t s)
 	for (k = 0; k < UROCE_SHARE_LISTENS; k++)
 		if (seg->listen[k].sid && seg->listen[k].slot == s)
 			listen_clear(&seg->listen[k]);
-	__atomic_add_fetch(&seg->epoch, 1, __ATOMIC_RELEASE);
+	share_seg_changed(seg);
 }
 
 /* takes dead members out; returns how many. Locked. */
@@ -578,7 +578,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 	__atomic_store_n(&m->pid, getpid(), __ATOMIC_RELEASE);
 	if (m->next_qpn < UROCE_QPN_FIRST || m->next_qpn > 0xffff)
 		m->next_qpn = UROCE_QPN_FIRST;
-	__atomic_add_fetch(&sh->seg->epoch, 1, __ATOMIC_RELEASE);
+	share_seg_changed(sh->seg);
 	err = share_attach_prog(sh->seg, sock, 0);
 	if (err) {
 		remove_member(sh->seg, sh->slot);
@@ -831,7 +831,7 @@ int uroce_share_add_range(struct uroce_dev *dev)
 	dev->obj.qpn_range[r].n = 0;
 	dev->obj.range_of_slot[s] = (uint8_t)r;
 	dev->obj.nranges = r + 1;
-	__atomic_add_fetch(&seg->epoch, 1, __ATOMIC_RELEASE);
+	share_seg_changed(seg);
 	share_attach_prog(seg, dev->net.sock, 0);
 	share_unlock_seg(sh);
 	return 0;
@@ -890,7 +890,7 @@ int uroce_share_listen(struct uroce_dev *dev, uint64_t sid, bool on)
 	}
 out:
 	if (!err) {
-		__atomic_add_fetch(&sh->seg->epoch, 1, __ATOMIC_RELEASE);
+		share_seg_changed(sh->seg);
 		/* the program steers REQs by the table (prog_gsi) */
 		if (!sh->left)
 			share_attach_prog(sh->seg, sh->sock, 0);

@@ -83,6 +83,13 @@ struct uroce_share {
 int share_lock_seg(struct uroce_share *sh);
 void share_unlock_seg(struct uroce_share *sh);
 int share_reap(struct uroce_share_seg *seg, uint32_t self);
+/* the registry changed (Locked): its program is stale until one is
+ * attached for the new epoch; prog_current (share_rx.c) reads the epoch
+ * without the lock */
+static inline void share_seg_changed(struct uroce_share_seg *seg)
+{
+	__atomic_add_fetch(&seg->epoch, 1, __ATOMIC_RELEASE);
+}
 int share_attach_prog(struct uroce_share_seg *seg, int sock, uint32_t without);
 void share_fwd_name(const struct uroce_share *sh, uint32_t slot,
 		    struct sockaddr_un *un, socklen_t *len);

@@ -378,7 +378,7 @@ static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
 		seg->order[mine] = (uint8_t)other;
 		seg->slot[sh->slot].index = i;
 		seg->slot[other].index = mine;
-		__atomic_add_fetch(&seg->epoch, 1, __ATOMIC_RELEASE);
+		share_seg_changed(seg);
 		share_attach_prog(seg, dev->net.sock, 0);
 		uroce_count(dev, UROCE_CNT_SHARE_REORDERS, 1);
 	}
