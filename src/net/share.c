@@ -376,22 +376,6 @@ static void send_ctl(struct uroce_share *sh, uint32_t slot, uint32_t kind)
 	       len);
 }
 
-/* Probes for every index: each member learns where the kernel has it. */
-void share_send_probes(struct uroce_share *sh, int sock,
-		       const struct sockaddr_storage *addr)
-{
-	uint8_t p[PROBE_LEN] = { PROBE_OPCODE };
-	uint32_t i, n = sh->seg->nmembers, be;
-
-	memcpy(p + 12, &sh->seg->nonce, 8);
-	for (i = 0; i < n; i++) {
-		be = htonl(i);
-		memcpy(p + 8, &be, 4);
-		sendto(sock, p, sizeof(p), MSG_DONTWAIT,
-		       (const struct sockaddr *)addr, uroce_sa_len(addr));
-	}
-}
-
 /* Stop watching the member in slot s, if we did. */
 void share_unwatch(struct uroce_share *sh, uint32_t s)
 {
@@ -616,6 +600,10 @@ unlock:
 	 * host): nobody can ever join it, so its file goes */
 	if (err == -EADDRNOTAVAIL && !sh->seg->nmembers)
 		unlink(sh->path);
+	/* bound, so in the kernel's group: its caller's close has the
+	 * leave's window (share_unmatch) */
+	if (sh->local.ss_family)
+		share_unmatch(sh, sock);
 	share_unlock_seg(sh);
 	if (sh->fwd_fd >= 0)
 		close(sh->fwd_fd);

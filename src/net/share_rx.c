@@ -357,6 +357,22 @@ void share_unmatch(const struct uroce_share *sh, int sock)
 	connect(sock, (struct sockaddr *)&none, uroce_sa_len(&none));
 }
 
+/* Probes for every index: each member learns where the kernel has it. */
+void share_send_probes(struct uroce_share *sh, int sock,
+		       const struct sockaddr_storage *addr)
+{
+	uint8_t p[PROBE_LEN] = { PROBE_OPCODE };
+	uint32_t i, n = sh->seg->nmembers, be;
+
+	memcpy(p + 12, &sh->seg->nonce, 8);
+	for (i = 0; i < n; i++) {
+		be = htonl(i);
+		memcpy(p + 8, &be, 4);
+		sendto(sock, p, sizeof(p), MSG_DONTWAIT,
+		       (const struct sockaddr *)addr, uroce_sa_len(addr));
+	}
+}
+
 /* A probe told us our index in the kernel's array: set the registry
  * (and the program) right if it thought otherwise. */
 static void probe_rx(struct uroce_dev *dev, struct uroce_share *sh,
