@@ -16,7 +16,7 @@
 
 #include "local.h"
 
-/* Take a ring out (the poller: rx_lock held). */
+/* Take a ring out (the poller, or the device going down). */
 void lr_reap(struct uroce_local *L, int i)
 {
 	struct lin *in;

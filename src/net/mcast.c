@@ -130,6 +130,7 @@ int uroce_mcast_open(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 	int fam = grp->addr.ss_family, one = 1, buf = MC_SOCK_BUF, fd, err;
 	socklen_t len = uroce_sa_len(&grp->addr);
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (fam != dev->net.family)
 		return -EINVAL;
 	fd = uroce_socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -171,6 +172,7 @@ void uroce_mcast_close(struct uroce_dev *dev, struct uroce_mcast_grp *grp)
 {
 	struct uroce_mcast_watch *slot;
 
+	uroce_assert_held(&dev->prog.rx_lock);
 	if (grp->fd < 0)
 		return;
 	slot = grp_slot(dev, grp);

@@ -489,6 +489,7 @@ static void disconnected_after_polls(struct cm_id *id, const struct cm_msg *m)
 /* the timer's look at a held DISCONNECTED; cm.lock held */
 static void disc_look(struct cm_id *id, uint64_t now)
 {
+	uroce_assert_held(&cm.lock);
 	if (now < id->disc_due_ns &&
 	    uroce_dev_qp_unpolled(cm.ctx, id->disc_qpn)) {
 		cm_timer_set(&cm.timers, &id->disc_timer, now, CM_DISC_CHECK_NS);
