@@ -93,7 +93,9 @@
 	X(LOCAL_FULL_DROPS, \
 	  "local_full_drops") /* a peer's ring and our queue for it were full: lost */ \
 	X(LOCAL_CONNECTS, "local_connects") /* rings we got to send on */ \
-	X(LOCAL_ACCEPTS, "local_accepts")   /* rings we made for a sender */ \
+	X(LOCAL_MISSES, \
+	  "local_misses") /* ring names asked for and not found: UDP */ \
+	X(LOCAL_ACCEPTS, "local_accepts") /* rings we made for a sender */ \
 	X(LOCAL_DOORBELLS, \
 	  "local_doorbells") /* wake-ups we wrote to a sleeping peer */ \
 	X(LOCAL_WAKEUPS, "local_wakeups") /* a peer woke us */ \

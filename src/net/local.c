@@ -497,6 +497,7 @@ static void all_close(struct uroce_dev *dev, struct uroce_local *L)
 		L->out[i].used = false;
 	}
 	L->last = NULL;
+	memset(L->far, 0, sizeof(L->far));
 	(void)dev;
 }
 

@@ -60,6 +60,7 @@
 
 #define LR_MAX_IN   64
 #define LR_MAX_OUT  64
+#define LR_MAX_FAR  16		   /* addresses known to have no ring name */
 #define LR_BATCH    32		   /* packets per ring per poll */
 #define LR_SPARE    (LR_SLOTS / 8) /* slots an RC window leaves free */
 #define LR_HELLO_MS 100		   /* the answer to a connect */
@@ -114,6 +115,13 @@ struct lout {
 	uint32_t stall_tail;
 };
 
+/* an address with no ring name at all, not even ".../0": another host
+ * or namespace, until until_ns */
+struct lfar {
+	struct sockaddr_storage addr;
+	uint64_t until_ns;
+};
+
 struct uroce_local {
 	int lfd[2]; /* listening: our slot's name, ".../0" */
 	int nl;
@@ -127,6 +135,7 @@ struct uroce_local {
 	 * (the outbound ones': struct lout's) */
 	struct uroce_watcher bell_w, lfd_w[2], in_w[LR_MAX_IN];
 	struct lout out[LR_MAX_OUT]; /* tx_lock */
+	struct lfar far[LR_MAX_FAR]; /* tx_lock */
 	struct lout *last;
 	_Atomic int queues;	 /* outbound peers with a queue (a hint,
 					 * read without tx_lock) */

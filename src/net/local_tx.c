@@ -95,12 +95,39 @@ static struct lout *out_new(struct uroce_local *L,
 	return o;
 }
 
-/* the ring for (dst, QPN top byte), connecting if need be; NULL: UDP */
+/* the entry for dst in the far list, or the one to reuse for it */
+static struct lfar *far_find(struct uroce_local *L,
+			     const struct sockaddr_storage *dst)
+{
+	struct lfar *f = &L->far[0];
+	int i;
+
+	for (i = 0; i < LR_MAX_FAR; i++) {
+		if (L->far[i].until_ns && uroce_same_ip(&L->far[i].addr, dst))
+			return &L->far[i];
+		if (L->far[i].until_ns < f->until_ns)
+			f = &L->far[i];
+	}
+	return f;
+}
+
+/*
+ * The ring for (dst, QPN top byte), connecting if need be; NULL: UDP.
+ * An address without even the name ".../0" (its first member's) has no
+ * device in this namespace: it goes on the far list for LR_RETRY_NS,
+ * not into out[], so that a process with more remote peers than out[]
+ * holds neither connects once per packet (an entry that said "not
+ * local" was evicted by the next peer's: 128 + 128 mesh members spent a
+ * tenth of two cores in socket, connect and close) nor evicts the rings
+ * it has.  A slot's missing name with ".../0" there (a member gone from
+ * a local shared address) stays an entry of out[] until its retry.
+ */
 static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
 			     const struct sockaddr_storage *dst, uint8_t sb,
 			     uint64_t now)
 {
 	struct lout *o = out_find(L, dst, sb);
+	struct lfar *f;
 
 	if (o && o->up && atomic_load_explicit(&o->dead, memory_order_relaxed)) {
 		lr_out_down(L, o); /* the peer died: see if it is back */
@@ -108,21 +135,31 @@ static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
 	}
 	if (o && o->up)
 		return o;
-	if (!o)
+	if (!o) {
+		f = far_find(L, dst);
+		if (f->until_ns > now && uroce_same_ip(&f->addr, dst))
+			return NULL;
 		o = out_new(L, dst, sb);
+	}
 	o->last_ns = now;
 	if (now >= o->retry_ns) {
 		if (!lr_out_connect(dev, L, o))
 			return o;
+		uroce_count(dev, UROCE_CNT_LOCAL_MISSES, 1);
 		o->retry_ns = now + LR_RETRY_NS;
 	}
 	if (sb) {
 		/* a device bound alone takes all its QPNs at ".../0" */
 		struct lout *z = peer_get(dev, L, dst, 0, now);
 
-		if (z && z->alone)
-			return z;
+		if (z)
+			return z->alone ? z : NULL;
 	}
+	f = far_find(L, dst);
+	memset(&f->addr, 0, sizeof(f->addr));
+	memcpy(&f->addr, dst, uroce_sa_len(dst));
+	f->until_ns = now + LR_RETRY_NS;
+	o->used = false;
 	return NULL;
 }
 
