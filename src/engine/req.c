@@ -267,9 +267,30 @@ static bool rd_room(struct uroce_qp *qp)
 	return rd_outstanding(qp) < max_rd(qp);
 }
 
+/*
+ * How long to wait for an ACK: the QP's timeout (IBA 9.7.6.1.3: a
+ * minimum), or the RTT's own bound when that is longer (RFC 6298's RTO,
+ * SRTT + 4 RTTVAR; at most 8x the timeout): on a host whose processes
+ * wait tens of milliseconds for a CPU, a 67 ms timeout fired for
+ * nearly every message of a 128 + 128 mesh, and the go-back's
+ * duplicates were three quarters of what members received
+ * (docs/transport.md, "Retransmission").
+ */
+static uint64_t ack_wait_ns(const struct uroce_qp *qp)
+{
+	uint64_t t = timeout_ns(qp), rto;
+
+	if (!t || !qp->req.srtt_ns)
+		return t;
+	rto = qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+	if (rto > 8 * t)
+		rto = 8 * t;
+	return rto > t ? rto : t;
+}
+
 void uroce_req_arm(struct uroce_qp *qp)
 {
-	uint64_t t = timeout_ns(qp);
+	uint64_t t = ack_wait_ns(qp);
 
 	uroce_assert_held(&qp->dev->lock);
 	if (!t || qp->comp.psn == qp->req.psn_max) {
