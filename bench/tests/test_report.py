@@ -3,6 +3,7 @@
 shared-address runs and their targets.  Run by ctest (bench.parsers) or
 `python3 -m unittest discover bench/tests`."""
 
+import json
 import os
 import sys
 import tempfile
@@ -249,3 +250,49 @@ class AppsSectionTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             report.report({"runs": {}, "meta": meta()}, d, [])
             self.assertFalse(os.path.exists(os.path.join(d, "apps.md")))
+
+
+class ScaleSection(unittest.TestCase):
+    """Issue 23's section: from cm_scale.json and soak.json when the
+    report directory has them, absent otherwise."""
+
+    def cm(self):
+        def one(connect, disconnect, rss_kb):
+            return {"steps": {"connect": [0, 0, 0, connect],
+                              "disconnect": [0, 0, 0, disconnect]},
+                    "srv_rss_kb": rss_kb, "srv_fds": 31}
+        return {"1000": one(10.0, 5.0, 10240), "100000": one(12.0, 6.0, 409600),
+                "5000": {"error": "timed out"}}
+
+    def soak(self):
+        return {"minutes": 30.0, "date": "2026-12-01 10:00 UTC", "pass": True,
+                "workers": [{"runs": 10, "errors": [], "bytes_verified": 2 ** 31},
+                            {"runs": 5, "errors": [], "bytes_verified": 2 ** 31}],
+                "kills": [1, 2, 3],
+                "faults": {"dropped": 1000, "duplicated": 2000, "reordered": 3000},
+                "growth": {"rc.srv": {"rss_base_kib": 8000, "rss_last_kib": 8010,
+                                      "fds_base": 20, "fds_last": 20,
+                                      "threads_max": 3}}}
+
+    def test_section(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, obj in (("cm_scale.json", self.cm()), ("soak.json", self.soak())):
+                with open(os.path.join(d, name), "w") as f:
+                    json.dump(obj, f)
+            report.report({"runs": {}, "meta": meta()}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                text = f.read()
+        body = text.split("## Scale (issue 23)", 1)[1].split("\n## ", 1)[0]
+        self.assertIn("| 1,000 | 10.0 | 5.0 | 100,000 | 10 | 10.2 | 31 |", body)
+        self.assertIn("| 100,000 | 12.0 | 6.0 | 83,333 | 400 | 4.1 | 31 |", body)
+        self.assertNotIn("| 5,000 |", body)
+        self.assertIn("connect 1.20x, disconnect 1.20x per connection", body)
+        self.assertIn("**PASS**, 4.0 GiB verified in 15 runs of 2 workers, "
+                      "0 unexpected errors, 3 members SIGKILLed", body)
+        self.assertIn("| rc.srv | 8000 | 8010 | 20 | 20 | 3 |", body)
+
+    def test_absent(self):
+        with tempfile.TemporaryDirectory() as d:
+            report.report({"runs": {}, "meta": meta()}, d, [])
+            with open(os.path.join(d, "report.md")) as f:
+                self.assertNotIn("## Scale", f.read())

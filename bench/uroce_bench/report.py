@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """report.md and the PNG plots, from a run's results."""
 
+import json
 import os
 
 from .alternatives import ALT_FI_SIZE, ALT_MPI_SIZE, ALT_UCX_TESTS, alt_key
@@ -303,6 +304,71 @@ def events_section(w, R, p):
     w("")
 
 
+def scale_section(outdir):
+    """Issue 23's figures, from the files their own commands leave in the
+    report directory (bench/cm_scale.py: cm_scale.json; bench/run --soak:
+    soak.json), when they are there: neither runs as part of bench/run."""
+    L = []
+    try:
+        with open(os.path.join(outdir, "cm_scale.json")) as f:
+            cm = json.load(f)
+    except (OSError, ValueError):
+        cm = None
+    try:
+        with open(os.path.join(outdir, "soak.json")) as f:
+            soak = json.load(f)
+    except (OSError, ValueError):
+        soak = None
+    if not cm and not soak:
+        return L
+    L.append("## Scale (issue 23)\n")
+    if cm:
+        counts = sorted((n for n in cm if "steps" in cm[n]), key=int)
+        L.append("Connection setup against the number of connections: rdmacm-utils' "
+                 "`cmtime`, unmodified, on one host (`bench/cm_scale.py`; the median "
+                 "run of each count, cm_scale.md has every step and cm_scale.png the "
+                 "plot).  Each connection is an RC QP, so the server's peak RSS and "
+                 "its descriptors are also what QPs cost by the count.\n")
+        L.append("| connections | connect µs/conn | disconnect µs/conn | connections/s "
+                 "(connect) | server peak RSS, MiB | RSS per connection, KiB | "
+                 "server fds |")
+        L.append("|---|---|---|---|---|---|---|")
+        for n in counts:
+            r = cm[n]
+            c, d = r["steps"]["connect"][3], r["steps"]["disconnect"][3]
+            L.append(f"| {int(n):,} | {c:.1f} | {d:.1f} | {1e6 / c:,.0f} | "
+                     f"{r['srv_rss_kb'] / 1024:.0f} | "
+                     f"{r['srv_rss_kb'] / int(n):.1f} | {r['srv_fds']} |")
+        if len(counts) > 1:
+            lo, hi = cm[counts[0]]["steps"], cm[counts[-1]]["steps"]
+            L.append("")
+            L.append(f"At {int(counts[-1]):,} against {int(counts[0]):,}: connect "
+                     f"{hi['connect'][3] / lo['connect'][3]:.2f}x, disconnect "
+                     f"{hi['disconnect'][3] / lo['disconnect'][3]:.2f}x per "
+                     "connection (target at most 1.5x).")
+        L.append("")
+    if soak:
+        gib = sum(w["bytes_verified"] for w in soak["workers"]) / 2 ** 30
+        runs = sum(w["runs"] for w in soak["workers"])
+        errs = sum(len(w["errors"]) for w in soak["workers"])
+        fl = soak["faults"]
+        L.append(f"The last soak (`bench/run --soak {soak['minutes']:g}`, {soak['date']}; "
+                 "soak.md, soak.png): **" + ("PASS" if soak["pass"] else "FAIL") +
+                 f"**, {gib:.1f} GiB verified in {runs:,} runs of "
+                 f"{len(soak['workers'])} workers, {errs} unexpected errors, "
+                 f"{len(soak['kills'])} members SIGKILLed and replaced, with "
+                 f"{fl['dropped']:,} packets dropped, {fl['duplicated']:,} duplicated "
+                 f"and {fl['reordered']:,} reordered by the fault rules.\n")
+        L.append("| long-lived process | RSS after warm-up, KiB | RSS at end | "
+                 "fds after warm-up | fds at end | threads |")
+        L.append("|---|---|---|---|---|---|")
+        for name, g in sorted(soak["growth"].items()):
+            L.append(f"| {name} | {g['rss_base_kib']} | {g['rss_last_kib']} | "
+                     f"{g['fds_base']} | {g['fds_last']} | {g['threads_max']} |")
+        L.append("")
+    return L
+
+
 def report(res, outdir, pngs, analysis_md=None):
     R = res["runs"]
     meta = res["meta"]
@@ -488,6 +554,7 @@ def report(res, outdir, pngs, analysis_md=None):
             for r in d["top"][:12]:
                 w(f"| {r['pct']:.1f} | `{r['fn']}` | {r['file']} | {r.get('obj', '')} |")
             w("")
+    L += scale_section(outdir)
     w("## User vs system CPU, 64 KiB bandwidth runs\n")
     w("| path | run | user s | system s | system share |")
     w("|---|---|---|---|---|")
