@@ -34,6 +34,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "../lib/stats_line.h"
+
 #define FAR_ADDR   "127.77.0.1" /* no uroce device there (tests use 127.0.0.x) */
 #define QKEY	   0x11111111u
 #define MISSES_MAX 4 /* two names, and one second's retry of both */
@@ -145,25 +147,6 @@ static void sender(int slots, int rounds)
 	exit(0); /* (the device open: its counters print at exit) */
 }
 
-/* counter name of the uroce-stats line in file f */
-static long long stat_of(const char *f, const char *name)
-{
-	char line[8192], key[64];
-	FILE *fp = fopen(f, "r");
-	long long v = -1;
-
-	snprintf(key, sizeof(key), " %s=", name);
-	while (fp && fgets(line, sizeof(line), fp)) {
-		char *p = strstr(line, key);
-
-		if (!strncmp(line, "uroce-stats:", 12) && p)
-			v = atoll(p + strlen(key));
-	}
-	if (fp)
-		fclose(fp);
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	int slots = argc > 1 ? atoi(argv[1]) : 200;
@@ -195,8 +178,8 @@ int main(int argc, char **argv)
 		execlp("cat", "cat", serr, (char *)NULL);
 		return 1;
 	}
-	misses = stat_of(serr, "local_misses");
-	sent = stat_of(serr, "tx_pkts");
+	misses = uroce_test_stat(serr, "local_misses");
+	sent = uroce_test_stat(serr, "tx_pkts");
 	unlink(serr);
 	printf("%s: %d slots x %d rounds to %s: tx_pkts=%lld "
 	       "local_misses=%lld\n",

@@ -39,6 +39,7 @@
 #include <infiniband/verbs.h>
 
 #include "../lib/pattern.h"
+#include "../lib/stats_line.h"
 
 #define MSG	 (64u << 10)
 #define NMSG_MAX 63 /* (+1) 4 MiB: S's queue bound */
@@ -279,25 +280,6 @@ static void sender(int peer, int go, int nmsg)
 	exit(0);	     /* (the device open: its counters print at exit) */
 }
 
-/* counter name of the uroce-stats line in file f */
-static long long stat_of(const char *f, const char *name)
-{
-	char line[8192], key[64];
-	FILE *fp = fopen(f, "r");
-	long long v = -1;
-
-	snprintf(key, sizeof(key), " %s=", name);
-	while (fp && fgets(line, sizeof(line), fp)) {
-		char *p = strstr(line, key);
-
-		if (!strncmp(line, "uroce-stats:", 12) && p)
-			v = atoll(p + strlen(key));
-	}
-	if (fp)
-		fclose(fp);
-	return v;
-}
-
 static int reap(pid_t pid, const char *name)
 {
 	int st;
@@ -367,9 +349,9 @@ int main(int argc, char **argv)
 	kill(r, SIGCONT);
 	bad |= reap(r, "the receiver");
 	bad |= reap(s, "the sender");
-	queued = stat_of(serr, "local_queued");
-	drops = stat_of(serr, "local_full_drops");
-	wakeups = stat_of(serr, "local_wakeups");
+	queued = uroce_test_stat(serr, "local_queued");
+	drops = uroce_test_stat(serr, "local_full_drops");
+	wakeups = uroce_test_stat(serr, "local_wakeups");
 	printf("%s: %d messages of %u bytes; sender: local_queued=%lld "
 	       "local_full_drops=%lld local_wakeups=%lld\n",
 	       who, nmsg, MSG, queued, drops, wakeups);
