@@ -270,22 +270,26 @@ static bool rd_room(struct uroce_qp *qp)
 /*
  * How long to wait for an ACK: the QP's timeout (IBA 9.7.6.1.3: a
  * minimum), or the RTT's own bound when that is longer (RFC 6298's RTO,
- * SRTT + 4 RTTVAR; at most 8x the timeout): on a host whose processes
- * wait tens of milliseconds for a CPU, a 67 ms timeout fired for
- * nearly every message of a 128 + 128 mesh, and the go-back's
- * duplicates were three quarters of what members received
- * (docs/transport.md, "Retransmission").
+ * SRTT + 4 RTTVAR, at most 8x the timeout), doubled by each timeout in a
+ * row up to 8x.  A path whose RTT stays below the timeout declares a dead
+ * peer lost exactly when it did without the RTT's bound; one measured
+ * slower waits longer, as TCP does.  On a host whose processes wait
+ * tens of milliseconds for a CPU, a 67 ms timeout fired for nearly
+ * every message of a 128 + 128 mesh, and the go-back's duplicates were
+ * three quarters of what members received (docs/transport.md,
+ * "Retransmission").
  */
 static uint64_t ack_wait_ns(const struct uroce_qp *qp)
 {
-	uint64_t t = timeout_ns(qp), rto;
+	uint64_t t = timeout_ns(qp), w = t;
 
-	if (!t || !qp->req.srtt_ns)
-		return t;
-	rto = qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
-	if (rto > 8 * t)
-		rto = 8 * t;
-	return rto > t ? rto : t;
+	if (!t)
+		return 0; /* timeout 0: wait for ever */
+	if (qp->req.srtt_ns && qp->req.srtt_ns + 4 * qp->req.rttvar_ns > w)
+		w = qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+	if (w > 8 * t)
+		w = 8 * t;
+	return w << (qp->req.backoff < 3 ? qp->req.backoff : 3);
 }
 
 void uroce_req_arm(struct uroce_qp *qp)
@@ -297,9 +301,6 @@ void uroce_req_arm(struct uroce_qp *qp)
 		qp->req.deadline_ns = 0;
 		return;
 	}
-	/* consecutive timeouts wait longer, up to 8x (the IBA value is a
-	 * minimum): a peer descheduled for a while gets time to answer */
-	t <<= qp->req.backoff < 3 ? qp->req.backoff : 3;
 	qp->req.deadline_ns = uroce_now_ns() + t;
 	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
 }
