@@ -308,17 +308,15 @@ def scale_section(outdir):
     """Issue 23's figures, from the files their own commands leave in the
     report directory (bench/cm_scale.py: cm_scale.json; bench/run --soak:
     soak.json), when they are there: neither runs as part of bench/run."""
+    def load(name):
+        try:
+            with open(os.path.join(outdir, name)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
     L = []
-    try:
-        with open(os.path.join(outdir, "cm_scale.json")) as f:
-            cm = json.load(f)
-    except (OSError, ValueError):
-        cm = None
-    try:
-        with open(os.path.join(outdir, "soak.json")) as f:
-            soak = json.load(f)
-    except (OSError, ValueError):
-        soak = None
+    cm, soak = load("cm_scale.json"), load("soak.json")
     if not cm and not soak:
         return L
     L.append("## Scale (issue 23)\n")

@@ -111,10 +111,15 @@ static void rtt_sample(struct uroce_qp *qp, uint64_t r)
 	q->srtt_ns = (7 * q->srtt_ns + r) / 8;
 }
 
+/* RFC 6298's RTO without its floor: SRTT + 4 RTTVAR */
+static uint64_t rto_ns(const struct uroce_req_state *q)
+{
+	return q->srtt_ns + 4 * q->rttvar_ns;
+}
+
 uint64_t uroce_req_regap_ns(const struct uroce_qp *qp, bool nak)
 {
-	uint64_t t = nak ? qp->req.srtt_ns / 2 :
-			   qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+	uint64_t t = nak ? qp->req.srtt_ns / 2 : rto_ns(&qp->req);
 
 	return t > REGAP_MIN_NS ? t : REGAP_MIN_NS;
 }
@@ -129,8 +134,8 @@ static uint64_t probe_ns(const struct uroce_qp *qp)
 
 	if (q->srtt_ns) {
 		t = 2 * q->srtt_ns;
-		if (t < q->srtt_ns + 4 * q->rttvar_ns)
-			t = q->srtt_ns + 4 * q->rttvar_ns;
+		if (t < rto_ns(q))
+			t = rto_ns(q);
 	}
 	t <<= q->probes < PROBE_MAX_SHIFT ? q->probes : PROBE_MAX_SHIFT;
 	/* at least one probe, however slow the path looked, at most a
@@ -285,8 +290,8 @@ static uint64_t ack_wait_ns(const struct uroce_qp *qp)
 
 	if (!t)
 		return 0; /* timeout 0: wait for ever */
-	if (qp->req.srtt_ns && qp->req.srtt_ns + 4 * qp->req.rttvar_ns > w)
-		w = qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+	if (qp->req.srtt_ns && rto_ns(&qp->req) > w)
+		w = rto_ns(&qp->req);
 	if (w > 8 * t)
 		w = 8 * t;
 	return w << (qp->req.backoff < 3 ? qp->req.backoff : 3);
