@@ -186,6 +186,9 @@ struct uroce_dev *uroce_dev_get(void);
 
 /* core/clock.c: CLOCK_MONOTONIC in nanoseconds */
 uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
+/* the same a few ms coarse, cheaper (CLOCK_MONOTONIC_COARSE): for
+ * checks made every so many ms, not for timers or RTTs */
+uint64_t uroce_coarse_ns(void);
 /* the calling thread's run delay so far, in ns (the second field of its
  * schedstat; 0 where the kernel keeps none): core/proc.c */
 uint64_t uroce_run_delay(void);

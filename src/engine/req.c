@@ -27,7 +27,26 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 	return w;
 }
 
-#define PATH_CHECK_NS 1000000ull /* ring or UDP: asked once a ms */
+#define PATH_CHECK_NS 1000000ull /* ring or UDP: asked about once a ms */
+
+/* the peer's ring in packets, 0 when packets to it go by UDP (asked
+ * again after PATH_CHECK_NS, on the coarse clock: this is asked for
+ * every packet) */
+static uint32_t ring_slots(struct uroce_qp *qp)
+{
+	const struct uroce_pkt_io *io = qp->dev->net.io;
+	uint64_t now = uroce_coarse_ns();
+
+	if (!qp->req.path_ns || now - qp->req.path_ns > PATH_CHECK_NS) {
+		qp->req.path_ns = now;
+		qp->req.ring_slots =
+			io && io->ring_window ?
+				io->ring_window(qp->dev, &qp->peer,
+						qp->attr.dest_qp_num) :
+				0;
+	}
+	return qp->req.ring_slots;
+}
 
 /*
  * The most the window may open to: tx_window, and on the same-host path
@@ -41,16 +60,10 @@ static uint32_t tx_window(const struct uroce_qp *qp)
  */
 static uint32_t flow_window(struct uroce_qp *qp)
 {
-	uint32_t w = tx_window(qp);
-	uint64_t now = uroce_now_ns();
+	uint32_t w = tx_window(qp), ring = ring_slots(qp);
 
-	if (!qp->req.path_ns || now - qp->req.path_ns > PATH_CHECK_NS) {
-		qp->req.path_ns = now;
-		qp->req.ring_slots = uroce_local_window(qp->dev, &qp->peer,
-							qp->attr.dest_qp_num);
-	}
-	if (qp->req.ring_slots && qp->req.ring_slots < w)
-		w = qp->req.ring_slots;
+	if (ring && ring < w)
+		w = ring;
 	return w < UROCE_TX_WINDOW_MIN ? UROCE_TX_WINDOW_MIN : w;
 }
 
@@ -310,15 +323,33 @@ void uroce_req_arm(struct uroce_qp *qp)
 	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
 }
 
-static uint32_t npkts_of(const struct uroce_qp *qp,
-			 const struct uroce_send_wqe *wqe)
+static uint32_t npkts_of(const struct uroce_send_wqe *wqe)
 {
 	uint64_t n;
 
 	if (uroce_wqe_rd_atomic(wqe) && wqe->opcode != IBV_WR_RDMA_READ)
 		return 1; /* atomics and FLUSH */
-	n = (wqe->length + qp->mtu - 1) / qp->mtu;
+	n = (wqe->length + wqe->seg - 1) / wqe->seg;
 	return n ? (uint32_t)n : 1;
+}
+
+/*
+ * The payload of each packet but the last of a message: the path MTU,
+ * but on the same-host path UROCE_RING_MTU for the SENDs and WRITEs of
+ * a QP whose path MTU is less (gloo sets IB MTU 1024 whatever the port
+ * says, and the ring pays per packet: a quarter of the bytes per packet
+ * ran at a third of the rate).  The responder takes such packets from
+ * a ring only (engine/resp.c check_sequence): a uroce peer on this host.
+ * Fixed for the WQE once it starts, so that a resend from any PSN finds
+ * the same offsets; READs keep the path MTU, since the responder sizes
+ * their responses.
+ */
+static uint32_t seg_of(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
+{
+	if (qp->mtu >= UROCE_RING_MTU || qp->type == IBV_QPT_UD ||
+	    uroce_wqe_rd_atomic(wqe) || !ring_slots(qp))
+		return qp->mtu;
+	return UROCE_RING_MTU;
 }
 
 static bool is_inline(const struct uroce_send_wqe *wqe)
@@ -336,8 +367,9 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
 		return -EACCES;
 	uroce_wqe_to(qp, wqe, UROCE_WQE_PENDING, IBV_WC_SUCCESS);
+	wqe->seg = seg_of(qp, wqe);
 	wqe->first_psn = qp->req.psn;
-	wqe->npkts = npkts_of(qp, wqe);
+	wqe->npkts = npkts_of(wqe);
 	wqe->last_psn = uroce_psn_add(wqe->first_psn, wqe->npkts - 1);
 	wqe->read_done = 0;
 	qp->req.cur_off = 0;
@@ -651,10 +683,10 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	struct iovec iov[UROCE_MAX_SGE];
 	const struct uroce_opcode_info *info;
 	uint64_t remaining = wqe->length - qp->req.cur_off;
-	uint32_t paylen = remaining < qp->mtu ? (uint32_t)remaining : qp->mtu;
+	uint32_t paylen = remaining < wqe->seg ? (uint32_t)remaining : wqe->seg;
 	uint32_t idx = (qp->req.psn - wqe->first_psn) & UROCE_PSN_MASK;
 	bool first = qp->req.cur_off == 0;
-	bool last = remaining <= qp->mtu;
+	bool last = remaining <= wqe->seg;
 	bool ackreq, se;
 	uint8_t op;
 	int niov, err;
@@ -902,7 +934,7 @@ static bool rewind_to(struct uroce_qp *qp, uint32_t target)
 		if (done < 0 || (uroce_wqe_rd_atomic(wqe) &&
 				 wqe->opcode != IBV_WR_RDMA_READ))
 			done = 0;
-		qp->req.cur_off = (uint32_t)done * qp->mtu;
+		qp->req.cur_off = (uint32_t)done * wqe->seg;
 		qp->req.psn = uroce_psn_add(wqe->first_psn, (uint32_t)done);
 		return true;
 	}

@@ -368,6 +368,7 @@ static enum resp_state check_sequence(struct uroce_qp *qp, struct uroce_pkt *pkt
 	struct uroce_resp_state *r = &qp->resp;
 	bool cont = pkt->mask & (UROCE_M_MIDDLE | UROCE_M_LAST) &&
 		    !(pkt->mask & UROCE_M_FIRST);
+	uint32_t seg;
 
 	if (pkt->mask & UROCE_M_SEND) {
 		if (r->in_write || cont != r->in_send)
@@ -386,11 +387,18 @@ static enum resp_state check_sequence(struct uroce_qp *qp, struct uroce_pkt *pkt
 	} else if (r->in_send || r->in_write) {
 		return RESPST_ERR_INVALID;
 	}
-	/* every packet but the last of a message carries exactly one MTU */
+	/* every packet but the last of a message carries exactly one MTU:
+	 * the path's, or a uroce requester's on this host UROCE_RING_MTU
+	 * (engine/req.c seg_of) */
+	seg = qp->mtu;
+	if (pkt->ring)
+		r->ring_peer = true;
+	if (r->ring_peer && pkt->paylen > seg && seg < UROCE_RING_MTU)
+		seg = UROCE_RING_MTU;
 	if ((pkt->mask & UROCE_M_PAYLOAD) && !(pkt->mask & UROCE_M_LAST) &&
-	    pkt->paylen != qp->mtu)
+	    pkt->paylen != seg)
 		return RESPST_ERR_INVALID;
-	if (pkt->paylen > qp->mtu)
+	if (pkt->paylen > seg)
 		return RESPST_ERR_INVALID;
 	return RESPST_EXECUTED;
 }

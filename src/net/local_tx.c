@@ -610,8 +610,13 @@ bool uroce_local_peer(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		return false;
 	}
 	o = out_find(L, dst, (uint8_t)(qpn >> 16));
-	if (!(o && o->up) && (qpn >> 16))
+	/* (as peer_get: ".../0" takes another slot's QPNs only when its
+	 * device is alone at the address) */
+	if (!(o && o->up) && (qpn >> 16)) {
 		o = out_find(L, dst, 0);
+		if (o && !o->alone)
+			o = NULL;
+	}
 	up = o && o->up && !atomic_load(&o->dead);
 	pthread_mutex_unlock(&dev->tx.tx_lock);
 	return up;

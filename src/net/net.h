@@ -45,7 +45,19 @@ struct uroce_pkt_io {
 	 * the socket, a capture, another member of the address.  A
 	 * same-host ring needs none (its receiver does not check one). */
 	bool fills_icrc;
+	/* Optional: how many packets the same-host ring to dst (QPN qpn)
+	 * takes, 0 when packets to it go by UDP (net/local_tx.c
+	 * uroce_local_window); NULL: no ring ever. */
+	uint32_t (*ring_window)(struct uroce_dev *dev,
+				const struct sockaddr_storage *dst,
+				uint32_t qpn);
 };
+
+/* The payload of a full packet through a same-host ring, whatever the
+ * QP's path MTU: the ring's slots hold it (include/uroce_local.h
+ * LR_DATA), and the ring pays per packet, not per byte (docs/local.md,
+ * "Packets of the ring's size"). */
+#define UROCE_RING_MTU 4096u
 
 struct uroce_txrun {
 	struct sockaddr_storage dst;

@@ -249,6 +249,7 @@ static const struct uroce_pkt_io udp_io = {
 	.send = udp_send,
 	.send_runs = udp_send_runs,
 	.fills_icrc = true,
+	.ring_window = uroce_local_window,
 };
 
 /*

@@ -78,6 +78,7 @@ struct uroce_send_wqe {
 	uint8_t *inline_data; /* sq->inline_buf + idx * max_inline; NULL if not inline */
 
 	/* requester progress */
+	uint32_t seg; /* payload of each packet but the last (req.c seg_of) */
 	uint32_t first_psn;
 	uint32_t last_psn;
 	uint32_t npkts;
@@ -281,7 +282,12 @@ struct uroce_resp_state {
 	uint64_t write_remaining;
 	uint64_t write_len; /* RETH length of the current write */
 	uint32_t write_rkey;
-	uint32_t xrc_srqn;	    /* XRC TGT: SRQ of the open message */
+	uint32_t xrc_srqn; /* XRC TGT: SRQ of the open message */
+	/* a request came through a same-host ring: the requester is uroce
+	 * on this host, whose SENDs and WRITEs may then come in packets of
+	 * UROCE_RING_MTU (engine/req.c seg_of), by UDP too if its ring
+	 * went (never cleared but by a reset) */
+	bool ring_peer;
 	struct uroce_resp_res *res; /* max_dest_rd_atomic entries */
 	uint32_t nres;
 	uint32_t res_next;

@@ -244,10 +244,25 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	return nruns;
 }
 
-static const struct uroce_pkt_io wire_io = { .send = wire_send_to };
+/* eng_opts.ring: the peer is behind a same-host ring of that many
+ * packets (net/local_tx.c uroce_local_window) */
+static uint32_t wire_ring_window(struct uroce_dev *dev,
+				 const struct sockaddr_storage *dst,
+				 uint32_t qpn)
+{
+	(void)dev;
+	(void)qpn;
+	return is_unreach(dst) ? 0 : E->o.ring;
+}
+
+static const struct uroce_pkt_io wire_io = {
+	.send = wire_send_to,
+	.ring_window = wire_ring_window,
+};
 static const struct uroce_pkt_io wire_io_gso = {
 	.send = wire_send_to,
 	.send_runs = wire_send_runs,
+	.ring_window = wire_ring_window,
 };
 
 /* ---- setup ---- */
@@ -411,7 +426,11 @@ static void deliver_burst(void)
 		struct wpkt *w = heap_pop();
 
 		dev->net.rx_ip.tos = w->tos;
-		uroce_recv(dev, w->data, w->len, &local, &local, 0);
+		if (E->o.ring && !E->o.ring_by_udp)
+			uroce_recv_local(dev, w->data, w->len, &local, &local,
+					 0, NULL);
+		else
+			uroce_recv(dev, w->data, w->len, &local, &local, 0);
 		dev->net.rx_ip.tos = 0;
 		free(w);
 		if (E->mid_burst)

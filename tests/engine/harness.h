@@ -74,6 +74,10 @@ struct eng_opts {
 					 * poll's do: ACKs wait for its post */
 	bool channel;		      /* both CQs on one completion channel
 					 * (E->ch, its fd non-blocking) */
+	uint32_t ring;		      /* the peer is behind a same-host ring
+					 * of this many packets: packets
+					 * arrive as from a ring */
+	bool ring_by_udp;	      /* ... but arrive as datagrams */
 };
 
 /* an address the wire has no route to */
