@@ -48,6 +48,13 @@ static uint32_t ring_slots(struct uroce_qp *qp)
 	return qp->req.ring_slots;
 }
 
+/* the payload of a full packet on the QP's path now (seg_of, below) */
+static uint32_t full_pkt(const struct uroce_qp *qp)
+{
+	return qp->req.ring_slots && qp->mtu < UROCE_RING_MTU ? UROCE_RING_MTU :
+								qp->mtu;
+}
+
 /*
  * The most the window may open to: tx_window, and on the same-host path
  * no more than the peer's ring holds.  Past a full ring packets are
@@ -217,7 +224,7 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 		qp->req.rtt_sent_ns = 0;
 	}
 	if (qp->dev->cc.delay)
-		qp->cc.dlv_bytes += (uint64_t)acked * qp->mtu;
+		qp->cc.dlv_bytes += (uint64_t)acked * full_pkt(qp);
 	if (qp->cc.ts_ns && uroce_psn_cmp(qp->comp.psn, qp->cc.ts_psn) > 0) {
 		uroce_cc_delay(qp, uroce_now_ns() - qp->cc.ts_ns);
 		qp->cc.ts_ns = 0;
@@ -346,10 +353,10 @@ static uint32_t npkts_of(const struct uroce_send_wqe *wqe)
  */
 static uint32_t seg_of(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
 {
-	if (qp->mtu >= UROCE_RING_MTU || qp->type == IBV_QPT_UD ||
-	    uroce_wqe_rd_atomic(wqe) || !ring_slots(qp))
+	if (qp->type == IBV_QPT_UD || uroce_wqe_rd_atomic(wqe))
 		return qp->mtu;
-	return UROCE_RING_MTU;
+	ring_slots(qp);
+	return full_pkt(qp);
 }
 
 static bool is_inline(const struct uroce_send_wqe *wqe)
