@@ -13,15 +13,21 @@ void uroce_clock_set(uint64_t ns)
 	atomic_store_explicit(&fake_now_ns, ns, memory_order_relaxed);
 }
 
-uint64_t uroce_now_ns(void)
+/* the clock id's time in ns, or the fake clock when it is set */
+static uint64_t clock_ns(clockid_t id)
 {
 	uint64_t fake = atomic_load_explicit(&fake_now_ns, memory_order_relaxed);
 	struct timespec ts;
 
 	if (fake)
 		return fake;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t uroce_now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* CLOCK_MONOTONIC_COARSE: a few ms coarse, and a plain read of the
@@ -31,13 +37,7 @@ uint64_t uroce_now_ns(void)
  * packet for a check made once a ms) */
 uint64_t uroce_coarse_ns(void)
 {
-	uint64_t fake = atomic_load_explicit(&fake_now_ns, memory_order_relaxed);
-	struct timespec ts;
-
-	if (fake)
-		return fake;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 void uroce_deadline_after(struct timespec *ts, uint64_t ns)
