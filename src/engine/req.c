@@ -49,10 +49,10 @@ static uint32_t ring_slots(struct uroce_qp *qp)
 }
 
 /* the payload of a full packet on the QP's path now (seg_of, below) */
-static uint32_t full_pkt(const struct uroce_qp *qp)
+static uint32_t full_pkt(struct uroce_qp *qp)
 {
-	return qp->req.ring_slots && qp->mtu < UROCE_RING_MTU ? UROCE_RING_MTU :
-								qp->mtu;
+	return ring_slots(qp) && qp->mtu < UROCE_RING_MTU ? UROCE_RING_MTU :
+							    qp->mtu;
 }
 
 /*
@@ -355,7 +355,6 @@ static uint32_t seg_of(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
 {
 	if (qp->type == IBV_QPT_UD || uroce_wqe_rd_atomic(wqe))
 		return qp->mtu;
-	ring_slots(qp);
 	return full_pkt(qp);
 }
 

@@ -412,7 +412,7 @@ static bool drop_first_psn3(struct eng *e, const struct eng_pkt *p)
 	return p->is_req && p->psn == PSN0 + 3 && !eng_times_sent(p);
 }
 
-static bool is_data_req(const struct eng_pkt *p)
+static bool is_first_data_req(const struct eng_pkt *p)
 {
 	return p->is_req && p->paylen && !eng_times_sent(p) &&
 	       (uroce_opcode[p->opcode].mask & (UROCE_M_WRITE | UROCE_M_SEND));
@@ -423,9 +423,9 @@ static bool is_psn3_again(const struct eng_pkt *p)
 	return p->is_req && p->psn == PSN0 + 3 && eng_times_sent(p) == 1;
 }
 
-static bool is_wide_req(const struct eng_pkt *p)
+static bool is_first_wide_req(const struct eng_pkt *p)
 {
-	return is_data_req(p) && p->paylen == UROCE_RING_MTU;
+	return is_first_data_req(p) && p->paylen == UROCE_RING_MTU;
 }
 
 static bool is_read_resp_1k(const struct eng_pkt *p)
@@ -464,10 +464,10 @@ static void t_ring_packets(void)
 		  E->wc_b[0].byte_len);
 	/* 16 WRITE packets and 3 SEND packets (4096, 4096, 1808) on their
 	 * first trips; go-back-N from the lost one sent the same again */
-	ENG_CHECK(eng_count_sent(is_data_req) == 16 + 3, "%u data packets",
-		  eng_count_sent(is_data_req));
-	ENG_CHECK(eng_count_sent(is_wide_req) == 16 + 2, "%u packets of 4 KiB",
-		  eng_count_sent(is_wide_req));
+	ENG_CHECK(eng_count_sent(is_first_data_req) == 16 + 3,
+		  "%u data packets", eng_count_sent(is_first_data_req));
+	ENG_CHECK(eng_count_sent(is_first_wide_req) == 16 + 2,
+		  "%u packets of 4 KiB", eng_count_sent(is_first_wide_req));
 	ENG_CHECK(eng_count_sent(is_psn3_again) == 1, "PSN 3 resent %u times",
 		  eng_count_sent(is_psn3_again));
 	ENG_CHECK(eng_count_sent(is_read_resp_1k) == 16,
@@ -491,7 +491,7 @@ static void t_ring_soak(void)
 			      .ring = RING_SLOTS };
 
 	soak(&o);
-	ENG_CHECK(eng_count_sent(is_wide_req) > 0, "no packet of 4 KiB");
+	ENG_CHECK(eng_count_sent(is_first_wide_req) > 0, "no packet of 4 KiB");
 }
 
 /* A packet longer than the path MTU from a peer never seen on a ring is
