@@ -5,9 +5,12 @@
     bench/run --soak [MINUTES] [--build DIR] [--out DIR] [--tag T]
                      [--kill-every S] [--sample-every S]
 
-Two network namespaces joined by a veth pair, two addresses on each end:
+Two network namespaces joined by a veth pair, three addresses on each end:
 one path with faults (iptables statistic DROP, iptables TEE duplicates,
-nfq_impair reordering, as tests/fault does) and one without.  Workers,
+nfq_impair reordering, as tests/fault does), one without, and one for
+cmtime, whose server is SIGKILLed after every run (docs/shared.md,
+"Limits": a member killed can take UD and UC datagrams of others with
+it, which the clean path's ping-pongs would not survive).  Workers,
 each restarted as soon as it ends until the time is up:
 
   rc-udp      uroce_traffic, RC WRITE/READ/SEND(+imm) across the lossy path,
@@ -24,7 +27,8 @@ each restarted as soon as it ends until the time is up:
   uc-local, ud-local    the same over the same-host path
   rping-udp   rping -V connect, ping, disconnect across the lossy path
   rping-local rping -V over the same-host path
-  cmtime      cmtime, 100 rdma_cm connections up and down, clean path
+  cmtime      cmtime, 100 rdma_cm connections up and down, its own
+              addresses (no faults)
 
 Every run's exit status and output are judged (uroce_traffic's OK line
 with errors=0, no "data mismatch" from rping, no "invalid data" from the
@@ -73,13 +77,14 @@ def sh(*argv, check=True):
 
 
 class Net:
-    """Namespaces A and B, the veth, two address pairs, the faults."""
+    """Namespaces A and B, the veth, three address pairs, the faults."""
 
     def __init__(self, tag, build, work):
         self.ns = {"A": f"uroce-soak{tag}-a", "B": f"uroce-soak{tag}-b"}
         n = 82 if tag else 81
         self.lossy = {"A": f"10.{n}.0.1", "B": f"10.{n}.0.2"}
         self.clean = {"A": f"10.{n}.1.1", "B": f"10.{n}.1.2"}
+        self.cm = {"A": f"10.{n}.2.1", "B": f"10.{n}.2.2"}
         self.build, self.work = build, work
         self.nfq = {}
 
@@ -110,6 +115,7 @@ class Net:
             n = self.ns[s]
             self.ip("-n", n, "addr", "add", self.lossy[s] + "/24", "dev", "v" + s)
             self.ip("-n", n, "addr", "add", self.clean[s] + "/24", "dev", "v" + s)
+            self.ip("-n", n, "addr", "add", self.cm[s] + "/24", "dev", "v" + s)
             self.ip("-n", n, "link", "set", "lo", "up")
             self.ip("-n", n, "link", "set", "v" + s, "up")
 
@@ -265,6 +271,8 @@ class Worker(threading.Thread):
             return ("A", net.lossy["A"]), ("B", net.lossy["B"]), net.lossy["A"]
         if self.path == "clean":
             return ("A", net.clean["A"]), ("B", net.clean["B"]), net.clean["A"]
+        if self.path == "cm":
+            return ("A", net.cm["A"]), ("B", net.cm["B"]), net.cm["A"]
         return ("A", net.clean["A"]), ("A", net.lossy["A"]), net.clean["A"]
 
     def argv(self, port, left):
@@ -585,7 +593,7 @@ class Soak:
                 W(self, "ud-local", "ud", "local"),
                 W(self, "rping-udp", "rping", "lossy"),
                 W(self, "rping-local", "rping", "local"),
-                W(self, "cmtime", "cmtime", "clean"),
+                W(self, "cmtime", "cmtime", "cm"),
             ]
             log(f"{secs} s, {len(self.workers)} workers, logs in {self.work}")
             for w in self.workers:
