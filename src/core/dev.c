@@ -85,14 +85,17 @@ static void dev_init(void)
 
 	dev->obj.qp_tbl = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_tbl));
 	dev->obj.live = calloc(UROCE_MAX_QP, sizeof(*dev->obj.live));
+	dev->obj.timed = calloc(UROCE_MAX_QP, sizeof(*dev->obj.timed));
 	dev->obj.qp_freed = calloc(UROCE_MAX_QP, sizeof(*dev->obj.qp_freed));
 	dev->obj.mr_tbl = calloc(UROCE_MAX_MR, sizeof(*dev->obj.mr_tbl));
 	dev->obj.mr_last_key = calloc(UROCE_MAX_MR,
 				      sizeof(*dev->obj.mr_last_key));
-	if (!dev->obj.qp_tbl || !dev->obj.live || !dev->obj.mr_tbl ||
-	    !dev->obj.mr_last_key || !dev->obj.qp_freed) {
+	if (!dev->obj.qp_tbl || !dev->obj.live || !dev->obj.timed ||
+	    !dev->obj.mr_tbl || !dev->obj.mr_last_key || !dev->obj.qp_freed) {
 		free(dev->obj.live);
 		dev->obj.live = NULL;
+		free(dev->obj.timed);
+		dev->obj.timed = NULL;
 		free(dev->obj.qp_freed);
 		dev->obj.qp_freed = NULL;
 		free(dev->obj.mr_last_key);

@@ -358,6 +358,6 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	qp->req.pace_deadline_ns = now + 1 +
 				   ((uint64_t)(-cc->tokens) + CC_WAKE_BYTES) *
 					   1000000000ull / cc->rate;
-	uroce_timer_arm(qp->dev, qp->req.pace_deadline_ns);
+	uroce_qp_timer_arm(qp, qp->req.pace_deadline_ns);
 	return false;
 }

@@ -325,7 +325,7 @@ static void on_rnr_nak(struct uroce_qp *qp, uint8_t syn)
 	qp->req.deadline_ns = 0;
 	qp->req.probe_deadline_ns = 0;
 	qp->req.rnr_deadline_ns = uroce_now_ns() + rnr_ns(syn & 0x1f);
-	uroce_timer_arm(qp->dev, qp->req.rnr_deadline_ns);
+	uroce_qp_timer_arm(qp, qp->req.rnr_deadline_ns);
 }
 
 /* IBA 9.7.5.2.2-4: the status an error NAK completes the WQE with; any

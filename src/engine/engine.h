@@ -371,6 +371,9 @@ int uroce_progress_poll_fds(struct uroce_dev *dev, struct pollfd *fds,
 void uroce_rx_pause(struct uroce_dev *dev);
 void uroce_rx_resume(struct uroce_dev *dev);
 void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns); /* lock held */
+/* ... for one of qp's deadlines, which it has just set (the timer walks
+ * the QPs that have one: dev->obj.timed) */
+void uroce_qp_timer_arm(struct uroce_qp *qp, uint64_t deadline_ns);
 /* fire the QP timers that are due and re-arm for the next (no lock held);
  * dev->prog.armed_deadline_ns is then the earliest deadline left, 0 = none */
 void uroce_timers_run(struct uroce_dev *dev);

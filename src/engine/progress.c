@@ -51,7 +51,19 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 		set_timer(dev, deadline_ns);
 }
 
-/* Fire what is due and re-arm for the earliest deadline left. */
+void uroce_qp_timer_arm(struct uroce_qp *qp, uint64_t deadline_ns)
+{
+	uroce_qp_timed_add(qp->dev, qp);
+	uroce_timer_arm(qp->dev, deadline_ns);
+}
+
+/*
+ * Fire what is due and re-arm for the earliest deadline left.  Only the
+ * QPs that set a deadline since a walk last found them without one are
+ * walked: with thousands of QPs and a few in use, a walk over all of
+ * them per timer (the tail-loss probe's, once a millisecond while a QP
+ * has traffic) cost O(QPs) for nothing (docs/scale.md, "Known limits of the datapath at scale").
+ */
 void uroce_timers_run(struct uroce_dev *dev)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
@@ -62,8 +74,8 @@ void uroce_timers_run(struct uroce_dev *dev)
 	/* (how many passes a held ACK or a deadline needed) */
 	idle = !atomic_load_explicit(&dev->ack.held, memory_order_relaxed) &&
 	       !dev->prog.cq_overrun_pending;
-	for (i = 0; i < dev->obj.nqps && idle; i++) {
-		uint64_t d = uroce_req_next_deadline(dev->obj.live[i]);
+	for (i = 0; i < dev->obj.ntimed && idle; i++) {
+		uint64_t d = uroce_req_next_deadline(dev->obj.timed[i]);
 
 		idle = !d || d > now;
 	}
@@ -74,14 +86,20 @@ void uroce_timers_run(struct uroce_dev *dev)
 		uroce_cq_overrun_sweep(dev);
 	/* ACKs held for a post that did not come (UROCE_ACK_HOLD_NS) */
 	uroce_ack_release(dev);
-	for (i = 0; i < dev->obj.nqps; i++) {
-		struct uroce_qp *qp = dev->obj.live[i];
+	for (i = 0; i < dev->obj.ntimed;) {
+		struct uroce_qp *qp = dev->obj.timed[i];
 		uint64_t d;
 
 		uroce_req_timeout(qp, now);
 		d = uroce_req_next_deadline(qp);
-		if (d && (!next || d < next))
+		if (!d) {
+			/* (the last one moves here: i again) */
+			uroce_qp_timed_del(dev, qp);
+			continue;
+		}
+		if (!next || d < next)
 			next = d;
+		i++;
 	}
 	if (next && (!dev->prog.armed_deadline_ns ||
 		     next < dev->prog.armed_deadline_ns))

@@ -181,7 +181,7 @@ static void probe_arm(struct uroce_qp *qp)
 		return;
 	}
 	qp->req.probe_deadline_ns = uroce_now_ns() + t;
-	uroce_timer_arm(qp->dev, qp->req.probe_deadline_ns);
+	uroce_qp_timer_arm(qp, qp->req.probe_deadline_ns);
 }
 
 uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
@@ -327,7 +327,7 @@ void uroce_req_arm(struct uroce_qp *qp)
 		return;
 	}
 	qp->req.deadline_ns = uroce_now_ns() + t;
-	uroce_timer_arm(qp->dev, qp->req.deadline_ns);
+	uroce_qp_timer_arm(qp, qp->req.deadline_ns);
 }
 
 static uint32_t npkts_of(const struct uroce_send_wqe *wqe)
@@ -627,7 +627,7 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 					       dev->flow.pace_tokens) *
 				    1000000000ull) /
 					   dev->flow.pace_rate;
-	uroce_timer_arm(dev, qp->req.pace_deadline_ns);
+	uroce_qp_timer_arm(qp, qp->req.pace_deadline_ns);
 	return false;
 }
 

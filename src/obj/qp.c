@@ -43,6 +43,7 @@ void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp, uint32_t qpn
 	range_of(dev, idx)->n++;
 	qp->live_idx = dev->obj.nqps;
 	dev->obj.live[dev->obj.nqps++] = qp;
+	qp->timed_idx = UINT32_MAX;
 	uqp_ibqp(qp)->qp_num = qpn;
 }
 
@@ -59,4 +60,27 @@ void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp)
 	dev->obj.qp_freed[slot].ms = (uint32_t)(uroce_now_ns() / 1000000) | 1;
 	last->live_idx = qp->live_idx;
 	dev->obj.live[qp->live_idx] = last;
+	uroce_qp_timed_del(dev, qp);
+}
+
+void uroce_qp_timed_add(struct uroce_dev *dev, struct uroce_qp *qp)
+{
+	uroce_assert_held(&dev->lock);
+	if (qp->timed_idx != UINT32_MAX)
+		return;
+	qp->timed_idx = dev->obj.ntimed;
+	dev->obj.timed[dev->obj.ntimed++] = qp;
+}
+
+void uroce_qp_timed_del(struct uroce_dev *dev, struct uroce_qp *qp)
+{
+	struct uroce_qp *last;
+
+	uroce_assert_held(&dev->lock);
+	if (qp->timed_idx == UINT32_MAX)
+		return;
+	last = dev->obj.timed[--dev->obj.ntimed];
+	last->timed_idx = qp->timed_idx;
+	dev->obj.timed[qp->timed_idx] = last;
+	qp->timed_idx = UINT32_MAX;
 }

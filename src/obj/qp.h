@@ -306,6 +306,7 @@ struct uroce_qp {
 	struct uroce_srq *srq;	 /* receives come from here if set */
 	struct uroce_xrcd *xrcd; /* XRC TGT: its domain */
 	uint32_t live_idx;	 /* in dev->obj.live */
+	uint32_t timed_idx;	 /* in dev->obj.timed; UINT32_MAX: not */
 	enum ibv_qp_type type;
 	bool sq_sig_all;
 	bool is_ex;		      /* created with send_ops_flags */
@@ -374,6 +375,10 @@ uint32_t uroce_qp_index(const struct uroce_dev *dev, uint32_t qpn);
 void uroce_qp_table_add(struct uroce_dev *dev, struct uroce_qp *qp,
 			uint32_t qpn);
 void uroce_qp_table_del(struct uroce_dev *dev, struct uroce_qp *qp);
+/* ... and in dev->obj.timed (no-op if it is already / is not); dev->lock
+ * held */
+void uroce_qp_timed_add(struct uroce_dev *dev, struct uroce_qp *qp);
+void uroce_qp_timed_del(struct uroce_dev *dev, struct uroce_qp *qp);
 /* QP1 (the CM's, verbs/private.c) sits in this slot of the table */
 #define UROCE_QP_GSI_SLOT 1
 /* whether the device has a QP1: no lock needed (net/share.c asks with
@@ -430,6 +435,12 @@ struct uroce_objs {
 	/* the same nqps QPs, packed in no order: what walks every QP (timers,
 	 * the stats snapshot) visits, instead of UROCE_MAX_QP slots */
 	struct uroce_qp **live;
+	/* the QPs of live that have a deadline (a requester's retransmit,
+	 * RNR, pacing or probe timer; engine/progress.c uroce_timers_run):
+	 * what the timer walks.  A QP joins when one of its deadlines is
+	 * set (uroce_qp_timed_add) and leaves when a walk finds none */
+	struct uroce_qp **timed;
+	uint32_t ntimed;
 
 	/* MR table (filled by verbs/mr.c, mw.c), indexed by key % UROCE_MAX_MR */
 	struct uroce_mr **mr_tbl;

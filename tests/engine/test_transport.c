@@ -343,6 +343,8 @@ static void t_destroy_mid_burst(void)
 	ENG_CHECK(ibv_destroy_qp(E->b) == 0, "destroy B");
 	eng_settle(200 * MS);
 	ENG_CHECK(E->dev->obj.nqps == 0, "%u QPs left", E->dev->obj.nqps);
+	ENG_CHECK(E->dev->obj.ntimed == 0, "%u QPs on the timer's list",
+		  E->dev->obj.ntimed);
 }
 
 /* ---- seeded soak: loss, duplication and reordering together ---- */
@@ -512,6 +514,59 @@ static void t_ring_wide_by_udp(void)
 		  (unsigned long long)eng_cnt(UROCE_CNT_TX_NAK_INV));
 }
 
+/* ---- the timer walks the QPs that have a deadline, not all ---- */
+
+#define IDLE_PAIRS 256
+
+static bool drop_tail_once(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return p->is_req && p->psn == PSN0 + 15 && !eng_times_sent(p);
+}
+
+static void t_timer_walk(void)
+{
+	static struct ibv_qp *idle[2 * IDLE_PAIRS];
+	unsigned int i, joined = 0;
+	uint64_t timed;
+
+	eng_setup(NULL);
+	eng_pattern();
+	for (i = 0; i < IDLE_PAIRS; i++)
+		eng_pair(&idle[2 * i], &idle[2 * i + 1]);
+	/* the last packet of a 16 KiB WRITE lost: no later packet makes a
+	 * NAK, so only A's timer (the tail-loss probe, else the ACK
+	 * timeout) can recover it */
+	E->filter = drop_tail_once;
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 16384, rva(0),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 1000 * MS), "the WRITE never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 16384), "data differs");
+	timed = eng_cnt(UROCE_CNT_TLP_PROBES) + eng_cnt(UROCE_CNT_TIMEOUTS);
+	ENG_CHECK(timed >= 1, "no timer recovered the tail");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMER_PASSES) >= 1, "no timer pass");
+	/* the idle QPs never set a deadline, so no pass walked them */
+	for (i = 0; i < 2 * IDLE_PAIRS; i++)
+		joined += eng_uqp(idle[i])->timed_idx != UINT32_MAX;
+	ENG_CHECK(joined == 0, "%u idle QPs on the timer's list", joined);
+	ENG_CHECK(E->dev->obj.ntimed <= 2, "%u QPs on the timer's list of %u",
+		  E->dev->obj.ntimed, E->dev->obj.nqps);
+	/* a destroyed QP leaves the list (the timer would walk freed
+	 * memory: ASan) */
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 2, 0, 16384, rva(0),
+		      E->mr_b->rkey);
+	ENG_CHECK(eng_uqp(E->a)->timed_idx != UINT32_MAX,
+		  "a QP with packets out has no timer");
+	ENG_CHECK(ibv_destroy_qp(E->a) == 0, "destroy");
+	for (i = 0; i < E->dev->obj.ntimed; i++)
+		ENG_CHECK(E->dev->obj.timed[i]->timed_idx == i,
+			  "list index %u broken", i);
+	eng_settle(200 * MS);
+	ENG_CHECK(E->dev->prog.armed_deadline_ns == 0, "a timer left armed");
+}
+
 static const struct eng_test tests[] = {
 	{ "gbn_gap", t_gbn_gap },
 	{ "duplicates", t_duplicates },
@@ -526,6 +581,7 @@ static const struct eng_test tests[] = {
 	{ "ring_packets", t_ring_packets },
 	{ "ring_soak", t_ring_soak },
 	{ "ring_wide_by_udp", t_ring_wide_by_udp },
+	{ "timer_walk", t_timer_walk },
 };
 
 int main(int argc, char **argv)
