@@ -254,10 +254,19 @@ static int side(bool server)
 		if ((i + 1) % step == 0)
 			report(i + 1);
 	}
-	xfer(&gid, sizeof(gid), true);
-	xfer(qpn, (size_t)n_qps * 4, true);
+	/* one side sends first, the other reads first: both writing at
+	 * once fill the socketpair (65 000 QPNs are 260 000 bytes) and
+	 * wait for ever */
+	if (!server) {
+		xfer(&gid, sizeof(gid), true);
+		xfer(qpn, (size_t)n_qps * 4, true);
+	}
 	xfer(&pgid, sizeof(pgid), false);
 	xfer(pqpn, (size_t)n_qps * 4, false);
+	if (server) {
+		xfer(&gid, sizeof(gid), true);
+		xfer(qpn, (size_t)n_qps * 4, true);
+	}
 	for (i = 0; i < n_qps; i++) {
 		struct uroce_test_rc r = { .dqpn = pqpn[i],
 					   .rq_psn = 0x100,
