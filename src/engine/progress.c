@@ -62,7 +62,8 @@ void uroce_qp_timer_arm(struct uroce_qp *qp, uint64_t deadline_ns)
  * QPs that set a deadline since a walk last found them without one are
  * walked: with thousands of QPs and a few in use, a walk over all of
  * them per timer (the tail-loss probe's, once a millisecond while a QP
- * has traffic) cost O(QPs) for nothing (docs/scale.md, "Known limits of the datapath at scale").
+ * has traffic) cost O(QPs) for nothing (docs/scale.md, "Known limits
+ * of the datapath at scale").
  */
 void uroce_timers_run(struct uroce_dev *dev)
 {

@@ -432,8 +432,9 @@ struct uroce_objs {
 	struct uroce_qp_freed {
 		uint32_t qpn, ms;
 	} * qp_freed;
-	/* the same nqps QPs, packed in no order: what walks every QP (timers,
-	 * the stats snapshot) visits, instead of UROCE_MAX_QP slots */
+	/* the same nqps QPs, packed in no order: what walks every QP (the
+	 * stats snapshot, the CQ overrun sweep) visits, instead of
+	 * UROCE_MAX_QP slots */
 	struct uroce_qp **live;
 	/* the QPs of live that have a deadline (a requester's retransmit,
 	 * RNR, pacing or probe timer; engine/progress.c uroce_timers_run):
