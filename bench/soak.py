@@ -267,12 +267,9 @@ class Worker(threading.Thread):
 
     def addrs(self):
         net = self.soak.net
-        if self.path == "lossy":
-            return ("A", net.lossy["A"]), ("B", net.lossy["B"]), net.lossy["A"]
-        if self.path == "clean":
-            return ("A", net.clean["A"]), ("B", net.clean["B"]), net.clean["A"]
-        if self.path == "cm":
-            return ("A", net.cm["A"]), ("B", net.cm["B"]), net.cm["A"]
+        if self.path in ("lossy", "clean", "cm"):
+            pair = getattr(net, self.path)
+            return ("A", pair["A"]), ("B", pair["B"]), pair["A"]
         return ("A", net.clean["A"]), ("A", net.lossy["A"]), net.clean["A"]
 
     def argv(self, port, left):
