@@ -31,7 +31,7 @@ void uroce_qp_flush_sq(struct uroce_qp *qp)
 							    IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = uroce_wc_opcode(wqe->opcode);
 		wc.qp_num = uqp_ibqp(qp)->qp_num;
-		uroce_cq_push(qp->scq, &wc, false);
+		uroce_cq_push(qp->scq, &wc, 0);
 		sq->tail++;
 	}
 	sq->next = sq->tail;
@@ -52,7 +52,7 @@ void uroce_qp_flush_rq(struct uroce_qp *qp)
 		wc.status = IBV_WC_WR_FLUSH_ERR;
 		wc.opcode = IBV_WC_RECV;
 		wc.qp_num = uqp_ibqp(qp)->qp_num;
-		uroce_cq_push(qp->rcq, &wc, false);
+		uroce_cq_push(qp->rcq, &wc, 0);
 		rq->tail++;
 	}
 }
@@ -72,7 +72,7 @@ static void flush_taken_recv(struct uroce_qp *qp)
 	wc.status = IBV_WC_WR_FLUSH_ERR;
 	wc.opcode = IBV_WC_RECV;
 	wc.qp_num = uqp_ibqp(qp)->qp_num;
-	uroce_cq_push(r->recv_cq, &wc, false);
+	uroce_cq_push(r->recv_cq, &wc, 0);
 	r->recv_taken = false;
 	r->in_send = false;
 }

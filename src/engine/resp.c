@@ -441,7 +441,7 @@ static void complete_recv_from(struct uroce_qp *qp, struct uroce_recv_wqe *wqe,
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ieth_rkey(hdr_of(pkt, UROCE_HDR_IETH));
 	}
-	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth));
+	uroce_cq_push(qp->rcq, &wc, bth_se(pkt->bth) ? UROCE_CQE_SOLICITED : 0);
 }
 
 /* the head receive WQE is used up (or taken by the QP) */
@@ -577,7 +577,7 @@ static enum resp_state do_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		/* IBA 9.7.5.2.2: a message longer than the receive buffer */
 		recv_release(qp);
 		r->in_send = false;
-		uroce_cq_push(r->recv_cq, &wc, false);
+		uroce_cq_push(r->recv_cq, &wc, 0);
 		return RESPST_ERR_INVALID;
 	}
 	uroce_sge_scatter(wqe->sge, wqe->num_sge, r->send_off, pkt->payload,

@@ -48,6 +48,7 @@ struct uroce_cqe {
 	struct ibv_wc wc;
 	uint64_t ts_ns;	       /* CLOCK_MONOTONIC, if the CQ asked for it */
 	uint64_t wallclock_ns; /* CLOCK_REALTIME, likewise */
+	bool imm; /* a WRITE with immediate's (its opcode is a WRITE's) */
 };
 
 struct uroce_cq {
@@ -86,8 +87,15 @@ static inline struct ibv_cq *ucq_ibcq(struct uroce_cq *cq)
 }
 
 /* verbs/cq.c: add a completion; takes cq->lock.  Raises the CQ event if
- * the CQ is armed.  Returns 0, or -ENOSPC on overrun (CQ is then in error). */
-int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+ * the CQ is armed.  Returns 0, or -ENOSPC on overrun (CQ is then in error).
+ * flags: UROCE_CQE_SOLICITED (a receive of a solicited message),
+ * UROCE_CQE_WRITE_IMM (a send completion of a WRITE with immediate, whose
+ * opcode is a WRITE's, off the same-host path: the peer takes it as a
+ * receive, verbs/cq.c answer_unseen; engine/comp.c cqe_flags) */
+#define UROCE_CQE_SOLICITED 1u
+#define UROCE_CQE_WRITE_IMM 2u
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc,
+		  unsigned int flags);
 /* verbs/cq.c: remove every completion of QP qpn (its QP went to RESET);
  * dev->lock held, takes cq->lock */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);

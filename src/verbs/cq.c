@@ -568,8 +568,10 @@ static uint32_t ring_size(uint32_t cqe)
 }
 
 /* Called by the engine with dev->lock held. */
-int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc,
+		  unsigned int flags)
 {
+	bool solicited = flags & UROCE_CQE_SOLICITED;
 	struct uroce_dev *dev;
 	struct uroce_cqe *e;
 	bool overrun_now = false;
@@ -585,6 +587,7 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	}
 	e = &cq->ring[cq->tail & (cq->size - 1)];
 	e->wc = *wc;
+	e->imm = flags & UROCE_CQE_WRITE_IMM;
 	if (cq->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
 		e->ts_ns = uroce_now_ns();
 	if (cq->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
@@ -673,28 +676,29 @@ bool uroce_cq_holds(struct uroce_cq *cq, uint32_t qpn)
  * (engine/progress.c).  So it does after READs and atomics: their
  * answer comes from a passive peer's progress thread, and with ours off
  * the socket that answer came 3x later over UDP (ib_read_lat 2 B 26 us
- * against 8; docs/progress.md, "Who receives when").  A
- * receive or a SEND's completion (whose answer is a receive) is taken
- * to come back to the CQ.  answer_unseen: none of the completions is
- * one whose answer comes back to this CQ.
+ * against 8; docs/progress.md, "Who receives when").  A receive or a
+ * SEND's completion (whose answer is a receive) is taken to come back to
+ * the CQ, and off the same-host path so is a WRITE with immediate's (the
+ * peer takes it as a receive, and answers in kind: rsockets, NCCL;
+ * engine/comp.c cqe_flags).  It has a WRITE's opcode, so the entry says
+ * which it was: with WRITE_WITH_IMM taken for a WRITE, rstream handed
+ * the socket back at every round trip, and its polls then sent each ACK
+ * alone instead of with its reply (two datagrams a message for the peer
+ * to take, not one; docs/datapath.md, "ACKs").  answer_unseen: none of
+ * the completions is one whose answer comes back to this CQ.
  */
-static bool answer_unseen(const struct ibv_wc *wc, int n)
+static bool answer_unseen(const struct uroce_cqe *e)
 {
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (wc[i].opcode != IBV_WC_RDMA_WRITE &&
-		    wc[i].opcode != IBV_WC_RDMA_READ &&
-		    wc[i].opcode != IBV_WC_COMP_SWAP &&
-		    wc[i].opcode != IBV_WC_FETCH_ADD)
-			return false;
-	return true;
+	return !e->imm && (e->wc.opcode == IBV_WC_RDMA_WRITE ||
+			   e->wc.opcode == IBV_WC_RDMA_READ ||
+			   e->wc.opcode == IBV_WC_COMP_SWAP ||
+			   e->wc.opcode == IBV_WC_FETCH_ADD);
 }
 
-static void poll_found(struct uroce_cq *cq, const struct ibv_wc *wc, int n)
+static void poll_found(struct uroce_cq *cq, bool unseen)
 {
 	uroce_progress_poll_done(cq->dev);
-	if (answer_unseen(wc, n))
+	if (unseen)
 		uroce_progress_sock_handback(cq->dev);
 }
 
@@ -702,6 +706,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 	uint32_t mask = cq->size - 1;
+	bool unseen = true;
 	int i = 0;
 
 	/* empty (a hint, read without the lock): the polling thread drives
@@ -715,12 +720,15 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	}
 	pthread_mutex_lock(&cq->lock);
 	while (i < n && cq->head != cq->tail) {
-		wc[i++] = cq->ring[cq->head & mask].wc;
+		const struct uroce_cqe *e = &cq->ring[cq->head & mask];
+
+		unseen = unseen && answer_unseen(e);
+		wc[i++] = e->wc;
 		__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&cq->lock);
 	if (i)
-		poll_found(cq, wc, i);
+		poll_found(cq, unseen);
 	return i;
 }
 
@@ -762,7 +770,7 @@ static int cq_pop_cur(struct uroce_cq *cq)
 	cq->cur = cq->ring[cq->head & (cq->size - 1)];
 	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq->lock);
-	poll_found(cq, &cq->cur.wc, 1);
+	poll_found(cq, answer_unseen(&cq->cur));
 
 	cq->ex.status = cq->cur.wc.status;
 	cq->ex.wr_id = cq->cur.wc.wr_id;

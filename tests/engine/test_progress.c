@@ -6,6 +6,7 @@
  * thread): each scenario sets the watch, makes one move and checks the
  * state and the marks the thread reads.
  */
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -121,6 +122,50 @@ static void t_poll_done_clears_polling(void)
 	set_watch(UROCE_WATCH_APP);
 	ENG_CHECK(!uroce_progress_app_rx(dev()),
 		  "a thread outside any poll counted as the receiver");
+}
+
+/* ---- a poll that found only a WRITE's completion hands the socket
+ * back (the peer answers in memory), a WRITE with immediate's does not:
+ * the peer takes it as a receive and answers to this CQ (rsockets) ---- */
+
+static bool write_handed_back(enum ibv_wr_opcode op, uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		eng_post_recv(E->b, wr_id, 0, 64);
+	eng_post_send(E->a, op, wr_id, 0, 64, rva(0), E->mr_b->rkey);
+	E->now += MS;
+	uroce_clock_set(E->now);
+	set_watch(UROCE_WATCH_APP);
+	eng_wait(1, op == IBV_WR_RDMA_WRITE_WITH_IMM);
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "no completion");
+	eng_expect_ok(&E->wc_a[0], wr_id);
+	ENG_CHECK(E->wc_a[0].opcode == IBV_WC_RDMA_WRITE, "opcode %d",
+		  E->wc_a[0].opcode);
+	ENG_CHECK(!eng_poll(E->cq_a, &wc), "a completion too many");
+	return watch() == UROCE_WATCH_SOCK;
+}
+
+static void t_write_imm_keeps_socket(void)
+{
+	eng_setup(NULL);
+	ENG_CHECK(!write_handed_back(IBV_WR_RDMA_WRITE_WITH_IMM, 1),
+		  "a WRITE with immediate's completion handed the socket back");
+	ENG_CHECK(write_handed_back(IBV_WR_RDMA_WRITE, 2),
+		  "a WRITE's completion kept the socket");
+}
+
+/* through a same-host ring both hand it back (engine/comp.c cqe_flags) */
+static void t_write_imm_on_ring_hands_back(void)
+{
+	struct eng_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.ring = 128;
+	eng_setup(&o);
+	ENG_CHECK(write_handed_back(IBV_WR_RDMA_WRITE_WITH_IMM, 1),
+		  "on a ring, a WRITE with immediate's completion kept it");
 }
 
 /* ---- the thread's wait: uroce_progress_plan on the fake clock ----
@@ -347,6 +392,8 @@ static const struct eng_test tests[] = {
 	{ "handback_leaves_waiter", t_handback_leaves_waiter },
 	{ "arm_hands_back", t_arm_hands_back },
 	{ "poll_done_clears_polling", t_poll_done_clears_polling },
+	{ "write_imm_keeps_socket", t_write_imm_keeps_socket },
+	{ "write_imm_on_ring_hands_back", t_write_imm_on_ring_hands_back },
 	{ "plan_sock", t_plan_sock },
 	{ "plan_app", t_plan_app },
 	{ "plan_waiter", t_plan_waiter },
