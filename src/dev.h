@@ -66,13 +66,8 @@ static inline void uroce_count(struct uroce_dev *dev, enum uroce_counter c,
 }
 
 /* the application found what it polled for: it may stop polling now, so
- * the progress thread must not wait for it */
-static inline void uroce_progress_poll_done(struct uroce_dev *dev)
-{
-	atomic_store_explicit(&dev->prog.app_poll_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&dev->prog.app_done_ns, uroce_now_ns(),
-			      memory_order_relaxed);
-}
+ * the progress thread must not wait for it (engine/progress.c) */
+void uroce_progress_poll_done(struct uroce_dev *dev);
 
 /* the UDP socket, for a reader that holds neither rx_lock nor tx_lock
  * (the progress thread's dispatch): net/udp.c stores it atomically when

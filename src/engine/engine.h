@@ -330,6 +330,10 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
 void uroce_progress_poll(struct uroce_dev *dev);
+/* what a poll of an empty CQ does first: send the ACKs held for a post
+ * that did not come, unless this thread's last poll found completions
+ * (then this one ends a drain, and the post is likely next) */
+void uroce_progress_empty_poll(struct uroce_dev *dev);
 /* receive what has arrived by now, on every ring and the socket, waiting
  * for a receiver at work to finish first (the CM, before it acts on a
  * DREQ that may have passed the connection's last packets) */

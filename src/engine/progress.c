@@ -733,6 +733,31 @@ bool uroce_progress_waiter_rx(void)
 	return waiter_rx;
 }
 
+/*
+ * This thread's last poll found completions: its next poll, if it finds
+ * the CQ empty, is most likely the one that ends a loop reading the CQ
+ * until it is empty (rsockets, libfabric's verbs provider), after which
+ * the program answers what it read.  That poll leaves the ACKs held for
+ * the answer (docs/datapath.md, "ACKs"); the next empty one sends them.
+ */
+static __thread bool drain_end;
+
+void uroce_progress_poll_done(struct uroce_dev *dev)
+{
+	atomic_store_explicit(&dev->prog.app_poll_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&dev->prog.app_done_ns, uroce_now_ns(),
+			      memory_order_relaxed);
+	drain_end = true;
+}
+
+void uroce_progress_empty_poll(struct uroce_dev *dev)
+{
+	if (drain_end)
+		drain_end = false;
+	else
+		uroce_ack_release_unlocked(dev);
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	uint64_t now;
@@ -745,8 +770,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	now = uroce_now_ns();
 	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&dev->prog.app_rx_ns, now, memory_order_relaxed);
-	/* the ACKs the last poll left for a post that did not come */
-	uroce_ack_release_unlocked(dev);
+	uroce_progress_empty_poll(dev);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	app_rx = true;

@@ -208,7 +208,9 @@ static void t_ack_before_response(void)
 
 /* ---- no post: the next poll sends the held ACK ---- */
 
-static void t_ack_released_by_poll(void)
+/* A pings; B's application takes it in a poll of its own and holds the
+ * ACK for its reply */
+static void ping_held(void)
 {
 	struct eng_opts o = hold_opts();
 
@@ -218,17 +220,50 @@ static void t_ack_released_by_poll(void)
 	eng_wait(0, 1);
 	ENG_CHECK(eng_run(b_has_recv, 10 * MS), "B never received the SEND");
 	ENG_CHECK(eng_count_sent(b_ack) == 0, "B acknowledged at once");
+}
+
+/* bursts end as the thread's do from here; A's ping completes */
+static void ping_completes(void)
+{
+	E->o.acks_for_post = false;
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+}
+
+static void t_ack_released_by_poll(void)
+{
+	ping_held();
 	/* what uroce_progress_poll does first */
 	uroce_ack_release_unlocked(E->dev);
 	ENG_CHECK(eng_count_sent(b_ack) == 1, "%u ACKs", eng_count_sent(b_ack));
 	/* and only once */
 	uroce_ack_release_unlocked(E->dev);
 	ENG_CHECK(eng_count_sent(b_ack) == 1, "%u ACKs", eng_count_sent(b_ack));
-	E->o.acks_for_post = false;
-	eng_wait(1, 0);
-	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "A never completed");
-	eng_expect_ok(&E->wc_a[0], 1);
+	ping_completes();
 	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0, "a probe was needed");
+}
+
+/* ---- a program that reads its CQ until it is empty: the empty poll
+ * that ends the read keeps the hold for the reply; the next sends it
+ * (rsockets, libfabric's verbs provider; fi_pingpong sent every ACK
+ * alone, a second datagram per message) ---- */
+
+static void t_ack_held_past_drain_end(void)
+{
+	struct ibv_wc wc;
+
+	/* (its last poll found the receive) */
+	ping_held();
+	ENG_CHECK(!eng_poll(E->cq_b, &wc), "a completion too many");
+	/* what uroce_progress_poll does first, at the poll that found the
+	 * CQ empty: the drain ends, the ACK stays for the reply */
+	uroce_progress_empty_poll(E->dev);
+	ENG_CHECK(eng_count_sent(b_ack) == 0, "the drain's end sent the ACK");
+	/* polling on: the reply is not coming */
+	uroce_progress_empty_poll(E->dev);
+	ENG_CHECK(eng_count_sent(b_ack) == 1, "%u ACKs", eng_count_sent(b_ack));
+	ping_completes();
 }
 
 /* ---- no post, no poll: the ACK leaves within UROCE_ACK_HOLD_NS ---- */
@@ -428,6 +463,7 @@ static const struct eng_test tests[] = {
 	{ "ack_hold_covered", t_ack_hold_covered },
 	{ "ack_before_response", t_ack_before_response },
 	{ "ack_released_by_poll", t_ack_released_by_poll },
+	{ "ack_held_past_drain_end", t_ack_held_past_drain_end },
 	{ "ack_not_held_in_stream", t_ack_not_held_in_stream },
 	{ "ack_held_for_one_long_message", t_ack_held_for_one_long_message },
 };
