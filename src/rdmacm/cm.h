@@ -466,6 +466,11 @@ static inline struct cm_chan *to_chan(struct rdma_event_channel *ch)
 	return (struct cm_chan *)ch;
 }
 
+/* rdma_get_cm_event for a channel known to be nonblocking (an rsocket's),
+ * without asking the fd for its flags */
+int cm_try_event(struct rdma_event_channel *channel,
+		 struct rdma_cm_event **event);
+
 /* rdma-core's ucma_complete: a synchronous id waits for its event */
 int cm_sync_wait(struct cm_id *id, bool is_sync);
 

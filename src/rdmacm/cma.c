@@ -195,8 +195,13 @@ static void unqueue_events(struct cm_chan *ch, struct cm_id *owner,
 	chan_ready(ch);
 }
 
-CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
-				struct rdma_cm_event **event)
+/*
+ * never_block: the caller knows the channel is nonblocking (rsockets make
+ * theirs so and poll it at every call), so an empty queue is EAGAIN
+ * without the fcntl that asks the fd, a system call per empty poll.
+ */
+static int get_event(struct rdma_event_channel *channel,
+		     struct rdma_cm_event **event, bool never_block)
 {
 	struct cm_chan *ch = to_chan(channel);
 	bool waited = false;
@@ -243,7 +248,7 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 			*event = &e->ev;
 			return 0;
 		}
-		flags = fcntl(channel->fd, F_GETFL);
+		flags = never_block ? O_NONBLOCK : fcntl(channel->fd, F_GETFL);
 		if (flags >= 0 && (flags & O_NONBLOCK)) {
 			pthread_mutex_unlock(&cm.lock);
 			return cm_set_errno(EAGAIN);
@@ -262,6 +267,18 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 			return cm_set_errno(err);
 		}
 	}
+}
+
+CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
+				struct rdma_cm_event **event)
+{
+	return get_event(channel, event, false);
+}
+
+int cm_try_event(struct rdma_event_channel *channel,
+		 struct rdma_cm_event **event)
+{
+	return get_event(channel, event, true);
 }
 
 CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)

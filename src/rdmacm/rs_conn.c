@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm.h"
 #include "rs.h"
 
 #define RS_DEF_QSIZE  384
@@ -64,7 +65,7 @@ static void drain_cm(struct rsocket *rs)
 {
 	struct rdma_cm_event *ev;
 
-	while (rs->ch && !rdma_get_cm_event(rs->ch, &ev)) {
+	while (rs->ch && !cm_try_event(rs->ch, &ev)) {
 		/* a request nobody will accept any more */
 		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
 			struct rdma_cm_id *id = ev->id;
@@ -388,7 +389,7 @@ int rs_process_cm(struct rsocket *rs)
 		return rs_ds_process_udp(rs);
 	if (rs->state & RS_LISTENING)
 		return 0;
-	while (!rdma_get_cm_event(rs->ch, &ev)) {
+	while (!cm_try_event(rs->ch, &ev)) {
 		if (rs->state & RS_OPENING) {
 			on_connect_event(rs, ev);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
