@@ -191,7 +191,9 @@ void broadcast(std::shared_ptr<gloo::Context> ctx, size_t count, int iters)
 /*
  * ITERS ring allreduces of BYTES on one algorithm, after one to warm up,
  * each result checked.  Only run() is timed: filling and checking 4 MB
- * of floats costs as much as a fast allreduce, and would hide it.
+ * of floats costs as much as a fast allreduce, and would hide it.  A
+ * barrier (untimed) starts each: without it a rank's run() began while
+ * its peer still checked the last result, and timed that wait too.
  */
 void bench(std::shared_ptr<gloo::Context> ctx, size_t bytes, int iters)
 {
@@ -199,11 +201,13 @@ void bench(std::shared_ptr<gloo::Context> ctx, size_t bytes, int iters)
 	std::vector<float> buf(count);
 	std::vector<float *> ptrs{buf.data()};
 	auto *algo = new gloo::AllreduceRing<float>(ctx, ptrs, (int)count);
+	auto *start = new gloo::BarrierAllToAll(ctx);
 	std::chrono::duration<double> dt{0};
 
 	for (int it = -1; it < iters; it++) {
 		for (size_t i = 0; i < count; i++)
 			buf[i] = value(rank_, i, it + 1);
+		start->run();
 		auto t0 = std::chrono::steady_clock::now();
 		algo->run();
 		if (it >= 0)
@@ -214,6 +218,7 @@ void bench(std::shared_ptr<gloo::Context> ctx, size_t bytes, int iters)
 				     "%zu is %g, want %g", it, i,
 				     (double)buf[i], (double)sum_of(i, it + 1));
 	}
+	retire(start);
 	retire(algo);
 	std::printf("gloo_coll: rank %d bench %zu bytes %d iters %.6f s\n",
 		    rank_, bytes, iters, dt.count());
