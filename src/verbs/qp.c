@@ -591,6 +591,20 @@ static int check_access(struct uroce_qp *qp, unsigned int access)
 	return 0;
 }
 
+/*
+ * The payload of a full packet for a path MTU: the path MTU, but no more
+ * than the port's active MTU, which is what the link carries.  qperf asks
+ * for 2048 whatever the port says, and on a 1500-byte Ethernet (active
+ * 1024) a RoCE NIC sends packets of the smaller, as does this; the peer,
+ * on the same link, reads them as its own QP's (ibv_query_qp still
+ * reports the path MTU as set).
+ */
+static uint32_t path_packet_mtu(const struct uroce_dev *dev, enum ibv_mtu mtu)
+{
+	return uroce_mtu_bytes(mtu < dev->net.active_mtu ? mtu :
+							   dev->net.active_mtu);
+}
+
 /* The range checks of each attribute the mask names (none need a lock). */
 static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 			int mask)
@@ -602,9 +616,10 @@ static int check_values(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    check_access(qp, attr->qp_access_flags))
 		return EINVAL;
+	/* up to the port's max_mtu, as rxe: a larger path MTU than the
+	 * link carries is packetized at the link's (path_packet_mtu) */
 	if ((mask & IBV_QP_PATH_MTU) &&
-	    (attr->path_mtu < IBV_MTU_256 ||
-	     attr->path_mtu > qp->dev->net.active_mtu))
+	    (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > UROCE_QPN_MASK)
 		return EINVAL;
@@ -707,7 +722,7 @@ static void commit_path(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	}
 	if (mask & IBV_QP_PATH_MTU) {
 		qp->attr.path_mtu = attr->path_mtu;
-		qp->mtu = uroce_mtu_bytes(attr->path_mtu);
+		qp->mtu = path_packet_mtu(qp->dev, attr->path_mtu);
 	}
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;

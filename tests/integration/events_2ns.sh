@@ -5,7 +5,11 @@
 # and ibv_rc_pingpong -e, the server in one network namespace and the
 # client in another, joined by a veth pair (so over UDP: the same-host
 # path stays inside a namespace).  Each must finish within its timeout,
-# print no error and print its results.
+# print no error and print its results.  Then programs that ask for a
+# path MTU larger than the link's (active MTU 1024 on this 1500-byte
+# veth): ibv_rc_pingpong -m 4096, and qperf, which asks for 2048 whatever
+# the port says; the QP sends packets the link carries (verbs/qp.c
+# path_packet_mtu), where a larger one would fail with EMSGSIZE.
 #
 #   events_2ns.sh        (root; UROCE_LIBDIR: our library)
 set -uo pipefail
@@ -66,3 +70,23 @@ run perftest ib_send_lat -F -e -n 2000
 run perftest ib_read_lat -F -e -n 2000
 run perftest ib_send_bw -F -e -n 2000
 run pingpong ibv_rc_pingpong -g 0 -e -n 500
+run pingpong ibv_rc_pingpong -g 0 -m 4096 -s 8192 -n 500
+
+# qperf: its server listens on -lp; rc_bw and rc_lat set path MTU 2048
+port=$((port + 1))
+log=$dir/qperf-$port
+ip netns exec "$nsA" env "${penv[@]}" UROCE_ADDR=$addrA \
+	timeout -k 5 60 qperf -lp "$port" >"$log.srv" 2>&1 &
+pids+=("$!")
+for ((i = 0; i < 400; i++)); do
+	[[ -n $(ip netns exec "$nsA" ss -Hltn "sport = :$port") ]] && break
+	sleep 0.05
+done
+ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
+	timeout -k 5 60 qperf -lp "$port" -t 1 "$addrA" rc_bw rc_lat \
+	quit >"$log.cli" 2>&1 || fail "qperf: $(uroce_rc_text $?)"
+grep -q 'bw *= *[0-9.]* [KMG]B/sec' "$log.cli" &&
+	grep -q 'latency *= *[0-9.]* [um]s' "$log.cli" ||
+	fail "qperf: no results"
+uroce_say "PASS: qperf rc_bw rc_lat (path MTU 2048)"
+log=''
