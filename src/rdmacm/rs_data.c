@@ -592,7 +592,7 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 			return err;
 	}
 	while (sent < total) {
-		err = rs_wait_sendable(rs, nonblock || sent);
+		err = rs_wait_sendable(rs, nonblock);
 		if (err)
 			break;
 		x = xfer_len(rs, total - sent, &olen);

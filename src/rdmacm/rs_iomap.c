@@ -226,7 +226,7 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 			err = -EINVAL;
 			break;
 		}
-		err = rs_wait_sendable(rs, nonblock || sent);
+		err = rs_wait_sendable(rs, nonblock);
 		if (err)
 			break;
 		x = olen < len - sent ? olen : (uint32_t)(len - sent);
