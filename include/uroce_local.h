@@ -20,9 +20,10 @@
 
 #include "wire/wire.h"
 
-#define LR_SLOTS 128u /* power of two */
-#define LR_DATA	 (UROCE_MAX_HDR_LEN + 4096 + 8 + UROCE_ICRC_LEN)
-#define LR_MAGIC 0x75726c31u /* "url1" */
+#define LR_SLOTS   128u	  /* power of two */
+#define LR_PAYLOAD 32768u /* a packet's, UROCE_RING_MTU (net/net.h) */
+#define LR_DATA	   (UROCE_MAX_HDR_LEN + LR_PAYLOAD + 8 + UROCE_ICRC_LEN)
+#define LR_MAGIC   0x75726c31u /* "url1" */
 
 struct lr_slot {
 	uint32_t len;

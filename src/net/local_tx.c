@@ -15,6 +15,9 @@
 
 #include "local.h"
 
+_Static_assert(UROCE_RING_MTU == LR_PAYLOAD,
+	       "a ring packet's payload is what its slot holds");
+
 /* ---- sending side (tx_lock held) ---- */
 
 /* what waits behind the ring goes with it (as datagrams in flight to a

@@ -57,7 +57,7 @@ struct uroce_pkt_io {
  * QP's path MTU: the ring's slots hold it (include/uroce_local.h
  * LR_DATA), and the ring pays per packet, not per byte (docs/local.md,
  * "Packets of the ring's size"). */
-#define UROCE_RING_MTU 4096u
+#define UROCE_RING_MTU 32768u
 
 struct uroce_txrun {
 	struct sockaddr_storage dst;

@@ -138,7 +138,8 @@ static void wire_put(const uint8_t *data, size_t len, uint64_t at, uint8_t tos)
 static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 		     struct uroce_ipopt ip, const struct iovec *iov, int iovcnt)
 {
-	uint8_t buf[8192];
+	/* (the longest: a ring packet, headers to ICRC) */
+	uint8_t buf[UROCE_MAX_HDR_LEN + UROCE_RING_MTU + 64];
 	size_t len = 0;
 	struct eng_pkt *p;
 	uint64_t at;

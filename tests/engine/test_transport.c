@@ -430,6 +430,13 @@ static bool is_first_wide_req(const struct eng_pkt *p)
 	return is_first_data_req(p) && p->paylen == UROCE_RING_MTU;
 }
 
+/* longer than the path MTU (1024): a packet of the ring's size, or the
+ * last of a message that ends within one */
+static bool is_first_long_req(const struct eng_pkt *p)
+{
+	return is_first_data_req(p) && p->paylen > 1024;
+}
+
 static bool is_read_resp_1k(const struct eng_pkt *p)
 {
 	return !p->is_req && (uroce_opcode[p->opcode].mask & UROCE_M_READ) &&
@@ -440,7 +447,7 @@ static bool is_read_resp_1k(const struct eng_pkt *p)
  * A requester whose peer is behind a ring sends its WRITEs and SENDs in
  * packets of UROCE_RING_MTU whatever the path MTU (1024 here), and the
  * responder, which gets them from a ring, takes them: a 64 KiB WRITE is
- * 16 packets.  A loss mid-message goes back to the PSN at the same
+ * 65536 / UROCE_RING_MTU packets.  A loss mid-message goes back to the PSN at the same
  * offset; READ responses keep the path MTU (the responder sizes them).
  */
 static void t_ring_packets(void)
@@ -464,12 +471,17 @@ static void t_ring_packets(void)
 	eng_expect_ok(&E->wc_b[0], 10);
 	ENG_CHECK(E->wc_b[0].byte_len == 10000, "byte_len %u",
 		  E->wc_b[0].byte_len);
-	/* 16 WRITE packets and 3 SEND packets (4096, 4096, 1808) on their
-	 * first trips; go-back-N from the lost one sent the same again */
-	ENG_CHECK(eng_count_sent(is_first_data_req) == 16 + 3,
+	/* the WRITE in whole ring packets, the SEND's 10000 bytes in whole
+	 * ones and the rest, on their first trips; go-back-N from the lost
+	 * one sent the same again */
+	ENG_CHECK(eng_count_sent(is_first_data_req) ==
+			  65536 / UROCE_RING_MTU +
+				  (10000 + UROCE_RING_MTU - 1) / UROCE_RING_MTU,
 		  "%u data packets", eng_count_sent(is_first_data_req));
-	ENG_CHECK(eng_count_sent(is_first_wide_req) == 16 + 2,
-		  "%u packets of 4 KiB", eng_count_sent(is_first_wide_req));
+	ENG_CHECK(eng_count_sent(is_first_wide_req) ==
+			  65536 / UROCE_RING_MTU + 10000 / UROCE_RING_MTU,
+		  "%u packets of the ring's size",
+		  eng_count_sent(is_first_wide_req));
 	ENG_CHECK(eng_count_sent(is_psn3_again) == 1, "PSN 3 resent %u times",
 		  eng_count_sent(is_psn3_again));
 	ENG_CHECK(eng_count_sent(is_read_resp_1k) == 16,
@@ -493,7 +505,8 @@ static void t_ring_soak(void)
 			      .ring = RING_SLOTS };
 
 	soak(&o);
-	ENG_CHECK(eng_count_sent(is_first_wide_req) > 0, "no packet of 4 KiB");
+	ENG_CHECK(eng_count_sent(is_first_long_req) > 0,
+		  "no packet longer than the path MTU");
 }
 
 /* A packet longer than the path MTU from a peer never seen on a ring is

@@ -6,15 +6,15 @@
  *   local_overflow [NMSG]
  *
  * Two processes, R and S, each with its own uroce device and one UC QP
- * connected to the other's.  R posts 1 + NMSG receives of 64 KiB, tells
+ * connected to the other's.  R posts 1 + NMSG receives of 16 KiB, tells
  * S its QP, takes S's first message (so the ring is set up: a
  * handshake with a stopped peer falls back to UDP, whose socket buffer
  * would hide what this tests) and stops itself (SIGSTOP); the parent
  * sees it stopped
  * (waitpid WUNTRACED, an event, not a sleep) and only then lets S post
- * NMSG 64 KiB UC sends.  UC has no retransmission, so what a full ring
+ * NMSG 16 KiB UC sends (a ring packet each).  UC has no retransmission, so what a full ring
  * dropped would be lost: S's sends must all complete while R is still
- * stopped (nobody reads R's ring: 128 slots, far fewer than the
+ * stopped (nobody reads R's ring: 128 slots, fewer than the
  * messages' packets), which they do only if the packets wait in S's
  * overflow queue.  Then the parent resumes R, which must receive every
  * message, in order, every byte as sent.  S's counters (its uroce-stats
@@ -41,9 +41,9 @@
 #include "../lib/pattern.h"
 #include "../lib/stats_line.h"
 
-#define MSG	 (64u << 10)
-#define NMSG_MAX 63 /* (+1) 4 MiB: S's queue bound */
-#define HANG_S	 60 /* a run this long is hung */
+#define MSG	 (16u << 10)
+#define NMSG_MAX 255 /* (+1) 4 MiB: S's queue bound */
+#define HANG_S	 60  /* a run this long is hung */
 
 static const char *who = "local_overflow";
 
@@ -293,7 +293,7 @@ static int reap(pid_t pid, const char *name)
 
 int main(int argc, char **argv)
 {
-	int nmsg = argc > 1 ? atoi(argv[1]) : 32;
+	int nmsg = argc > 1 ? atoi(argv[1]) : 200;
 	char serr[] = "/tmp/local_overflow.XXXXXX", buf[1];
 	int rs[2], go[2], fd, st, bad = 0;
 	long long queued, drops, wakeups;
