@@ -580,6 +580,7 @@ void uroce_local_close(struct uroce_dev *dev)
 		return;
 	/* (a thread still sending holds tx_lock: it finds no path after) */
 	pthread_mutex_lock(&dev->tx.tx_lock);
+	lr_queues_settle(dev, L);
 	all_close(dev, L);
 	dev->net.local_path = NULL;
 	pthread_mutex_unlock(&dev->tx.tx_lock);

@@ -168,6 +168,7 @@ int lr_out_ready(struct uroce_dev *dev, struct uroce_watcher *w);
 /* local_tx.c (tx_lock held, but lr_queues_drain) */
 void lr_q_free(struct uroce_local *L, struct lout *o);
 void lr_out_down(struct uroce_local *L, struct lout *o);
+void lr_queues_settle(struct uroce_dev *dev, struct uroce_local *L);
 bool lr_queues_drain(struct uroce_dev *dev, struct uroce_local *L, bool wait,
 		     bool ask);
 

@@ -428,6 +428,43 @@ bool lr_queues_drain(struct uroce_dev *dev, struct uroce_local *L, bool wait,
 	return true;
 }
 
+/*
+ * At close: the packets that wait behind a ring go into it before the
+ * ring goes.  UD and UC completions were given when the packets were
+ * queued, as a NIC gives them when its packets have left, and a NIC's
+ * packets reach their peer after the process exited (udaddy's server
+ * exits after its last sends; their datagrams were lost, and the client
+ * waited for them for ever).  Bounded: a receiver that takes nothing
+ * for SETTLE_STALL_NS loses what is left.  Longer than a sender's
+ * LR_STALL_NS: an exit is once, and a receiver starved of CPU by a
+ * loaded host took nothing for tens of milliseconds at a time (with
+ * 20 ms the datagrams were still lost there).  tx_lock held.
+ */
+#define SETTLE_STALL_NS 500000000ull
+
+void lr_queues_settle(struct uroce_dev *dev, struct uroce_local *L)
+{
+	uint64_t until = uroce_now_ns() + SETTLE_STALL_NS;
+
+	uroce_assert_held(&dev->tx.tx_lock);
+	while (atomic_load_explicit(&L->queues, memory_order_relaxed)) {
+		uint32_t moved = 0;
+		int i;
+
+		for (i = 0; i < LR_MAX_OUT; i++)
+			moved -= L->out[i].head;
+		queues_flush(dev, L, false);
+		for (i = 0; i < LR_MAX_OUT; i++)
+			moved += L->out[i].head;
+		if (moved)
+			until = uroce_now_ns() + SETTLE_STALL_NS;
+		else if (uroce_now_ns() > until)
+			break;
+		else
+			sched_yield();
+	}
+}
+
 /* Send one packet (up to len bytes from iov, off on) to o: into the next
  * slot, or behind the packets already queued for the ring, or into the
  * queue when the ring is full; a wait only past the queue's bound
