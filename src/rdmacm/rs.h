@@ -156,6 +156,7 @@ struct rsocket {
 	struct ibv_cq *cq;
 	bool armed;
 	unsigned int unacked;
+	int64_t quiet_ms; /* waited on since, nothing received (0: not) */
 
 	/* options, fixed once connected */
 	uint32_t sbuf_size, rbuf_size;
@@ -232,8 +233,9 @@ int rs_sleep(struct ibv_context *ctx, struct pollfd *fds, nfds_t n, int ms);
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs),
 	    bool nonblock);
 int rs_wait_connected(struct rsocket *rs, bool nonblock);
-void rs_probe(struct rsocket *rs);
+void rs_probe_if_quiet(struct rsocket *rs);
 #define RS_IDLE_PROBE_MS 1000
+int64_t rs_now_ms(void);
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		int flags);
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,

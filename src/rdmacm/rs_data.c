@@ -263,6 +263,8 @@ int rs_process_cq(struct rsocket *rs)
 			}
 		}
 	}
+	if (rcnt)
+		rs->quiet_ms = 0; /* heard from the peer */
 	if (rs->state & RS_CONNECTED)
 		while (!err && rcnt--)
 			err = rs_post_recv(rs);
@@ -356,9 +358,9 @@ int rs_sleep(struct ibv_context *ctx, struct pollfd *fds, nfds_t n, int ms)
 /*
  * Waits until ready(rs) holds, driving completions and CM events.  One
  * thread sleeps (rs_sleep) on the CQ channel and the CM channel, without
- * the lock; others wait for it on rs->cond.  A sleep that finds nothing
- * for RS_IDLE_PROBE_MS sends a keepalive, so that a peer that died
- * without a word turns into an error (its retries run out), not a hang.
+ * the lock; others wait for it on rs->cond.  A wait, blocking or not,
+ * that has found nothing for RS_IDLE_PROBE_MS sends a keepalive
+ * (rs_probe_if_quiet).
  */
 int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock)
 {
@@ -373,6 +375,7 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock
 		rs_update_credits(rs);
 		if (ready(rs))
 			return 0;
+		rs_probe_if_quiet(rs);
 		if (nonblock)
 			return -EAGAIN;
 		if (rs->sleeper) {
@@ -396,21 +399,42 @@ int rs_wait(struct rsocket *rs, bool (*ready)(struct rsocket *rs), bool nonblock
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		rs_drain_cq_events(rs);
-		if (n == 0)
-			rs_probe(rs);
 	}
 }
 
-/*
- * A keepalive to a peer we have not heard from for RS_IDLE_PROBE_MS: it
- * costs the peer one receive; a peer that is gone makes it fail (retries
- * run out), and the socket with it.
- */
-void rs_probe(struct rsocket *rs)
+int64_t rs_now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The application waits on rs and nothing came: once RS_IDLE_PROBE_MS
+ * passed since the peer was last heard from or probed, a keepalive.  It
+ * costs the peer one receive; a peer that is gone makes it fail (retries
+ * run out), and the socket with it, so that a peer that died without a
+ * word (SIGKILL: no DREQ, docs/rdmacm.md) is an error, never a hang.
+ * Whatever way the application waits: asleep, spinning on a nonblocking
+ * rrecv (rstream's default), or in rpoll with short timeouts.
+ */
+void rs_probe_if_quiet(struct rsocket *rs)
+{
+	int64_t now;
+
 	uroce_assert_held(&rs->lock);
-	if ((rs->state & RS_CONNECTED) && ctrl_avail(rs))
-		post_ctrl(rs, RS_CTRL_KEEPALIVE);
+	if (!(rs->state & RS_CONNECTED))
+		return;
+	now = rs_now_ms();
+	if (!rs->quiet_ms) {
+		rs->quiet_ms = now;
+		return;
+	}
+	if (now - rs->quiet_ms < RS_IDLE_PROBE_MS || !ctrl_avail(rs))
+		return;
+	rs->quiet_ms = now;
+	post_ctrl(rs, RS_CTRL_KEEPALIVE);
 }
 
 int rs_wait_connected(struct rsocket *rs, bool nonblock)

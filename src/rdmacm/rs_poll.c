@@ -68,17 +68,12 @@ static short rs_revents(struct rsocket *rs, short events)
 	/* a hang-up once what the peer sent before it closed is read */
 	if (!(rs->state & (RS_READABLE | RS_WRITABLE)) && !rs_have_rdata(rs))
 		r |= POLLHUP;
+	/* waited on, and nothing for the caller: a keepalive may be due */
+	if (!(r & (events | POLLERR | POLLHUP)))
+		rs_probe_if_quiet(rs);
 out:
 	pthread_mutex_unlock(&rs->lock);
 	return r & (events | POLLERR | POLLHUP);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* arms every rsocket's CQ; 1 if one of them is ready after all */
@@ -171,24 +166,10 @@ static void drain_all(struct pollfd *fds, nfds_t nfds)
 	}
 }
 
-/* nothing happened for RS_IDLE_PROBE_MS: is every peer still there? */
-static void probe_all(struct pollfd *fds, nfds_t nfds)
-{
-	for (nfds_t i = 0; i < nfds; i++) {
-		struct rsocket *rs = rs_lookup(fds[i].fd);
-
-		if (!rs)
-			continue;
-		pthread_mutex_lock(&rs->lock);
-		rs_probe(rs);
-		pthread_mutex_unlock(&rs->lock);
-	}
-}
-
 static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	struct pollfd *kfds = calloc(nfds * 2 + 1, sizeof(*kfds));
-	int64_t end = timeout > 0 ? now_ms() + timeout : 0;
+	int64_t end = timeout > 0 ? rs_now_ms() + timeout : 0;
 	int ret;
 
 	if (!kfds) {
@@ -204,7 +185,7 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 		if (arm_all(fds, nfds))
 			continue;
 		if (timeout > 0) {
-			int64_t d = end - now_ms();
+			int64_t d = end - rs_now_ms();
 
 			if (d <= 0)
 				break;
@@ -214,7 +195,8 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 		nfds_t n = sleep_set(fds, nfds, kfds, &ctx);
 		int woke;
 
-		/* sleeps of at most RS_IDLE_PROBE_MS, then a keepalive */
+		/* sleeps of at most RS_IDLE_PROBE_MS: a keepalive may be due
+		 * (check_all) */
 		if (left < 0 || left > RS_IDLE_PROBE_MS)
 			left = RS_IDLE_PROBE_MS;
 		woke = rs_sleep(ctx, kfds, n, left);
@@ -223,8 +205,6 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 			break;
 		}
 		drain_all(fds, nfds);
-		if (!woke && left == RS_IDLE_PROBE_MS)
-			probe_all(fds, nfds);
 	}
 	free(kfds);
 	return ret;

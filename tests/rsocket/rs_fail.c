@@ -11,8 +11,9 @@
  *   halfclose  after the client's SHUT_WR the server reads the rest and
  *              then the end of the stream, and still sends; after the
  *              server's close the client reads the end, rsend gives EPIPE
- *   killed     a peer SIGKILLed mid-stream: the reader (waiting in rpoll)
- *              gets ECONNRESET (or the end of the stream), the sender
+ *   killed     a peer SIGKILLed mid-stream: the reader (waiting in rpoll,
+ *              or spinning on a nonblocking rrecv) gets ECONNRESET (or
+ *              the end of the stream), the sender
  *              (blocked in rsend) EPIPE or ECONNRESET, within a bound,
  *              never a hang
  *   threads    both ends send and receive at once, a thread each way on
@@ -245,6 +246,13 @@ static int peer(const char *mode)
 
 	if (rconnect(c, (struct sockaddr *)&a, sizeof(a)))
 		return 2;
+	if (*mode == 'q') {
+		/* one byte, then nothing until killed */
+		if (rsend(c, buf, 1, 0) != 1)
+			return 3;
+		for (;;)
+			pause();
+	}
 	for (;;) {
 		if (*mode == 's') {
 			if (rsend(c, buf, sizeof(buf), 0) < 0)
@@ -270,41 +278,66 @@ static pid_t spawn_peer(const char *self, const char *addr, const char *mode)
 	return pid;
 }
 
-static void case_killed(int l, const char *self, const char *addr)
+/*
+ * A reader whose sender dies: it waits in rpoll, as a select-based
+ * server would, for a sender killed mid-stream; or (spin) it calls a
+ * nonblocking rrecv in a loop and never sleeps, as rstream does by
+ * default, for a sender that went quiet after one byte (so the reader
+ * has no ring space to give back either: only a keepalive finds out).
+ * Its error (0: the end of the stream); *secs: how long it took after
+ * the kill.
+ */
+static int reader_of_killed(int l, const char *self, const char *addr,
+			    bool spin, double *secs)
 {
 	static uint8_t buf[65536];
 	uint64_t got = 0;
-	double t0, rd, wr;
-	int rerr, werr;
+	double t0;
 	ssize_t r;
 	pid_t pid;
-	int a;
+	int a, err;
 
-	/* a reader whose sender dies */
-	pid = spawn_peer(self, addr, "s");
+	pid = spawn_peer(self, addr, spin ? "q" : "s");
 	a = raccept(l, NULL, NULL);
 	EXPECT(a >= 0, "raccept: %s", strerror(errno));
-	while (got < (4u << 20)) {
+	while (got < (spin ? 1u : 4u << 20)) {
 		r = rrecv(a, buf, sizeof(buf), 0);
 		EXPECT(r > 0, "rrecv before the kill: %s", strerror(errno));
 		got += (uint64_t)r;
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	/* the reader waits in rpoll, as a select-based server would */
 	t0 = now();
 	do {
 		struct pollfd p = { .fd = a, .events = POLLIN };
 
-		EXPECT(rpoll(&p, 1, 30000) == 1, "rpoll: nothing in 30 s "
-						 "after the peer was killed");
+		EXPECT(now() - t0 < 30,
+		       "%s: nothing in 30 s after the peer "
+		       "was killed",
+		       spin ? "a spinning rrecv" : "rpoll");
+		EXPECT(spin || rpoll(&p, 1, 30000) == 1,
+		       "rpoll: nothing in 30 s after the peer was killed");
 		r = rrecv(a, buf, sizeof(buf), MSG_DONTWAIT);
 	} while (r > 0 || (r < 0 && errno == EAGAIN));
-	rd = now() - t0;
-	rerr = r ? errno : 0;
-	EXPECT(!rerr || rerr == ECONNRESET, "rrecv after the kill: %s",
-	       strerror(rerr));
+	*secs = now() - t0;
+	err = r ? errno : 0;
+	EXPECT(!err || err == ECONNRESET, "rrecv after the kill: %s",
+	       strerror(err));
 	rclose(a);
+	return err;
+}
+
+static void case_killed(int l, const char *self, const char *addr)
+{
+	static uint8_t buf[65536];
+	double t0, rd, sp, wr;
+	int rerr, serr, werr;
+	ssize_t r;
+	pid_t pid;
+	int a;
+
+	rerr = reader_of_killed(l, self, addr, false, &rd);
+	serr = reader_of_killed(l, self, addr, true, &sp);
 
 	/* a sender whose reader dies */
 	pid = spawn_peer(self, addr, "r");
@@ -322,9 +355,11 @@ static void case_killed(int l, const char *self, const char *addr)
 	EXPECT(werr == EPIPE || werr == ECONNRESET, "rsend after the kill: %s",
 	       strerror(werr));
 	rclose(a);
-	printf("killed: the reader saw %s after %.2f s, the sender %s after "
+	printf("killed: the reader in rpoll saw %s after %.2f s, the "
+	       "spinning reader %s after %.2f s, the sender %s after "
 	       "%.2f s\n",
 	       rerr ? strerror(rerr) : "the end of the stream", rd,
+	       serr ? strerror(serr) : "the end of the stream", sp,
 	       strerror(werr), wr);
 }
 
