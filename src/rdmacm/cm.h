@@ -263,6 +263,8 @@ struct cm_event {
 	struct cm_chan *chan;	 /* queued here if not owner's */
 	struct cm_event *next;
 	bool delivered;
+	struct cm_link taken_node; /* in owner->taken, once delivered */
+	pid_t taker;		   /* the thread it was delivered to */
 	uint8_t pdata[256];
 };
 
@@ -293,6 +295,7 @@ struct cm_id {
 	enum cm_state state;
 	unsigned int nevents; /* queued or delivered, not acked */
 	unsigned int nqueued; /* of those, still on a channel */
+	struct cm_link taken; /* delivered, not acked (taken_node) */
 	bool sync;
 
 	uint16_t port; /* bound port (host order), 0 = none */
@@ -429,6 +432,7 @@ struct cm_global {
 					 * forked child's exit ends nothing) */
 	pid_t exit_tid;	       /* the thread running the exit's end of the
 			   * connections (end_connections_at_exit), or 0 */
+	pthread_cond_t acked;  /* an event was acknowledged */
 };
 
 extern struct cm_global cm;

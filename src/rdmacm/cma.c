@@ -237,6 +237,8 @@ static int get_event(struct rdma_event_channel *channel,
 				ch->tail = NULL;
 			chan_ready(ch);
 			e->delivered = true;
+			e->taker = gettid();
+			cm_link_add_tail(&e->owner->taken, &e->taken_node);
 			e->owner->nqueued--;
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && lid) {
 				e->owner->listener = NULL;
@@ -289,6 +291,8 @@ CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 		return cm_set_errno(EINVAL);
 	pthread_mutex_lock(&cm.lock);
 	e->owner->nevents--;
+	cm_link_del(&e->taken_node);
+	pthread_cond_broadcast(&cm.acked);
 	pthread_mutex_unlock(&cm.lock);
 	free(e);
 	return 0;
@@ -400,6 +404,7 @@ struct cm_id *cm_id_alloc(struct cm_chan *ch, void *context,
 	id->id.ps = ps;
 	id->id.qp_type = qpt;
 	id->sync = ch->sync;
+	cm_link_init(&id->taken);
 	id->retry_cnt = 7;
 	id->rnr_retry = 7;
 	id->ack_timeout = 14;
@@ -638,11 +643,34 @@ static void unlisten_port(enum rdma_port_space ps, uint16_t port)
 	uroce_dev_listen(cm.ctx, CM_SID_PREFIX | (uint64_t)ps << 16 | port, 0);
 }
 
+/* id's events still on its channel.  cm.lock held. */
+static unsigned int queued_events(struct cm_id *ci)
+{
+	struct cm_event *e;
+	unsigned int n = 0;
+
+	for (e = ci->nqueued ? to_chan(ci->id.channel)->head : NULL; e;
+	     e = e->next)
+		if (e->owner == ci)
+			n++;
+	return n;
+}
+
+/* Whether the calling thread holds one of id's events.  cm.lock held. */
+static bool holds_event(struct cm_id *ci)
+{
+	pid_t me = gettid();
+	struct cm_link *l;
+
+	for (l = ci->taken.next; l != &ci->taken; l = l->next)
+		if (cm_link_entry(l, struct cm_event, taken_node)->taker == me)
+			return true;
+	return false;
+}
+
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *ci = to_cid(id);
-	struct cm_event *e;
-	unsigned int queued = 0;
 	enum rdma_port_space ps;
 	uint16_t port;
 	bool listened;
@@ -654,13 +682,21 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		id->event = NULL;
 	}
 	pthread_mutex_lock(&cm.lock);
-	for (e = ci->nqueued ? to_chan(id->channel)->head : NULL; e; e = e->next)
-		if (e->owner == ci)
-			queued++;
-	if (ci->nevents > queued) {
-		/* the kernel's librdmacm would wait here for the acks forever */
-		pthread_mutex_unlock(&cm.lock);
-		return cm_set_errno(EBUSY);
+	while (ci->nevents > queued_events(ci)) {
+		/*
+		 * Events of the id were handed out and not acknowledged.  As
+		 * the kernel's librdmacm, wait for another thread's acks:
+		 * DAPL's CM thread acks the event it is handling for the id
+		 * its consumer thread destroys, and frees its own context
+		 * once the destroy returns.  One the caller itself holds
+		 * (or none we can wait for) would be waited for forever,
+		 * where the kernel's library hangs: EBUSY.
+		 */
+		if (cm.exit_tid || holds_event(ci) || cm_link_empty(&ci->taken)) {
+			pthread_mutex_unlock(&cm.lock);
+			return cm_set_errno(EBUSY);
+		}
+		pthread_cond_wait(&cm.acked, &cm.lock);
 	}
 	listened = ci->state == CM_LISTEN;
 	ps = id->ps;

@@ -30,6 +30,7 @@
 
 struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.acked = PTHREAD_COND_INITIALIZER,
 	.timerfd = -1,
 	.ids = { &cm.ids, &cm.ids },
 	.tomb_fifo = { &cm.tomb_fifo, &cm.tomb_fifo },

@@ -56,7 +56,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -678,6 +680,59 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 	return 0;
 }
 
+/* destroy_waits_for_ack: a thread that holds an event of the id */
+struct holder {
+	struct rdma_event_channel *ch;
+	pthread_barrier_t got;
+	_Atomic bool acked;
+};
+
+static void *hold_event(void *arg)
+{
+	struct holder *h = arg;
+	struct rdma_cm_event *e;
+	struct timespec hold = { 0, 200 * 1000 * 1000 };
+
+	if (rdma_get_cm_event(h->ch, &e) ||
+	    e->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+		fail("holder: no ADDR_RESOLVED: %s", strerror(errno));
+	pthread_barrier_wait(&h->got);
+	/* long enough for a destroy that does not wait to return first */
+	nanosleep(&hold, NULL);
+	h->acked = true;
+	rdma_ack_cm_event(e);
+	return NULL;
+}
+
+/*
+ * An event another thread holds: rdma_destroy_id waits for its ack, as
+ * the kernel's librdmacm does (DAPL's consumer destroys the id whose
+ * event its CM thread is handling, then frees what the event points to).
+ */
+static void destroy_waits_for_ack(struct rdma_event_channel *c)
+{
+	struct holder h = { .ch = c };
+	struct rdma_cm_id *id;
+	struct sockaddr_in sin;
+	pthread_t t;
+
+	make_addr("127.0.0.1", "0", &sin);
+	pthread_barrier_init(&h.got, NULL, 2);
+	if (rdma_create_id(c, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 1000))
+		fail("create, resolve: %s", strerror(errno));
+	if (pthread_create(&t, NULL, hold_event, &h))
+		fail("pthread_create: %s", strerror(errno));
+	pthread_barrier_wait(&h.got);
+	if (rdma_destroy_id(id))
+		fail("rdma_destroy_id, the event held by another thread: %s",
+		     strerror(errno));
+	if (!h.acked)
+		fail("rdma_destroy_id returned before the event was acked");
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&h.got);
+}
+
 /* Error paths of the API itself, in one process. */
 static int api(void)
 {
@@ -704,6 +759,7 @@ static int api(void)
 	rdma_ack_cm_event(e);
 	if (rdma_destroy_id(id))
 		fail("rdma_destroy_id: %s", strerror(errno));
+	destroy_waits_for_ack(c2);
 	rdma_destroy_event_channel(c2);
 	/* non-blocking channel: EAGAIN, not a hang */
 	if (rdma_create_id(ch, &id2, NULL, RDMA_PS_UDP))
