@@ -368,7 +368,7 @@ static int hello_send(struct uroce_local *L, int fd,
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
-	} ctl;
+	} ctl = { .buf = { 0 } }; /* its padding too (valgrind) */
 	struct iovec iov = { .iov_base = (void *)hello,
 			     .iov_len = sizeof(*hello) };
 	struct msghdr msg = {
