@@ -60,6 +60,9 @@ struct uroce_cq {
 	uint32_t head; /* next to poll (consumer) */
 	uint32_t tail; /* next to fill (producer) */
 	bool armed;    /* req_notify_cq pending */
+	/* completions came while no arm fired for them, and no poll has
+	 * emptied the ring since: the next arm fires at once (verbs/cq.c) */
+	bool unnotified;
 	bool solicited_only;
 	bool overrun;
 	uint64_t wc_flags; /* cq_ex: which fields may be read */

@@ -174,8 +174,11 @@ static bool bell_later(struct uroce_cq *cq)
 	return true;
 }
 
-/* Queue a completion event for cq.  cq->lock held (and dev->lock). */
-static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
+/* Queue a completion event for cq.  cq->lock held; in_burst: from the
+ * engine's burst, under dev->lock, whose end may ring the bell
+ * (bell_later); otherwise from the application's arm. */
+static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq,
+		      bool in_burst)
 {
 	uroce_assert_held(&cq->lock);
 	pthread_mutex_lock(&chan->lock);
@@ -186,7 +189,8 @@ static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 		else
 			chan->head = cq;
 		chan->tail = cq;
-		if (chan->head == cq && (waiting_on == chan || bell_later(cq)))
+		if (chan->head == cq &&
+		    (waiting_on == chan || (in_burst && bell_later(cq))))
 			chan->bell_owed = true;
 		else if (chan->head == cq)
 			bell_ring(chan->wfd);
@@ -601,8 +605,11 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc,
 	if (cq->armed && (!cq->solicited_only || solicited ||
 			  wc->status != IBV_WC_SUCCESS)) {
 		cq->armed = false;
+		cq->unnotified = false;
 		if (cq->ex.channel)
-			chan_push(to_uchan(cq->ex.channel), cq);
+			chan_push(to_uchan(cq->ex.channel), cq, true);
+	} else {
+		cq->unnotified = true;
 	}
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
@@ -726,6 +733,8 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		wc[i++] = e->wc;
 		__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
 	}
+	if (cq->head == cq->tail)
+		cq->unnotified = false;
 	pthread_mutex_unlock(&cq->lock);
 	if (i)
 		poll_found(cq, unseen);
@@ -749,6 +758,21 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	else if (!solicited_only)
 		cq->solicited_only = false;
 	cq->armed = true;
+	/*
+	 * Completions came while no arm was set and are still unpolled: the
+	 * arm fires at once, as a ConnectX's does (it arms with its
+	 * consumer index).  UCX's wake-up polls its CQ empty, arms and
+	 * sleeps; a completion that lands between that poll and the arm
+	 * must wake it.  Not for completions an event already announced:
+	 * perftest's -e loop re-arms before it polls the ones its event
+	 * was for, and takes any event for a completion to come.
+	 */
+	if (!cq->solicited_only && cq->unnotified && cq->head != cq->tail &&
+	    cq->ex.channel) {
+		cq->armed = false;
+		cq->unnotified = false;
+		chan_push(to_uchan(cq->ex.channel), cq, false);
+	}
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }
@@ -769,6 +793,8 @@ static int cq_pop_cur(struct uroce_cq *cq)
 	}
 	cq->cur = cq->ring[cq->head & (cq->size - 1)];
 	__atomic_store_n(&cq->head, cq->head + 1, __ATOMIC_RELAXED);
+	if (cq->head == cq->tail)
+		cq->unnotified = false;
 	pthread_mutex_unlock(&cq->lock);
 	poll_found(cq, answer_unseen(&cq->cur));
 
