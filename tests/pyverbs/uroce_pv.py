@@ -170,14 +170,19 @@ def code_in_libibverbs(addr):
 def event_element(ev):
     """(event_type, element pointer) read from pyverbs' AsyncEvent, whose
     struct ibv_async_event is stored inline in the object."""
+    global _readable
     base = id(ev)
     t = ev.event_type
-    for i in range(2, 12):
-        off = base + 8 * i
-        if not _is_readable(off, 16):
-            break
-        if ctypes.c_int32.from_address(off + EV_TYPE_OFF).value == t:
-            return ctypes.c_uint64.from_address(off).value
+    # the object may lie in memory mapped since the maps were read
+    for refresh in (False, True):
+        if refresh:
+            _readable = None
+        for i in range(2, 12):
+            off = base + 8 * i
+            if not _is_readable(off, 16):
+                break
+            if ctypes.c_int32.from_address(off + EV_TYPE_OFF).value == t:
+                return ctypes.c_uint64.from_address(off).value
     raise RuntimeError('cannot locate ibv_async_event in AsyncEvent')
 
 
@@ -224,8 +229,12 @@ class AsyncEvents:
             return None
         ev = self.ctx.get_async_event()
         t = ev.event_type
-        elem = event_element(ev)
-        ev.ack()
+        try:
+            elem = event_element(ev)
+        finally:
+            # acked whatever happens: an unacked event keeps its QP's
+            # destroy waiting forever, as libibverbs' does
+            ev.ack()
         self.seen.append((t, elem))
         return t, elem
 
