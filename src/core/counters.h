@@ -73,6 +73,13 @@
 	  "tx_resent_bytes") /* payload sent again (READ: asked again) */ \
 	X(TX_DELIVERED_BYTES, \
 	  "tx_delivered_bytes") /* of RC WQEs completed successfully */ \
+	/* docs/transport.md, "End-to-end credits" */ \
+	X(TX_CREDIT_ACKS, \
+	  "tx_credit_acks") /* ACKs sent to say receives were posted */ \
+	X(CREDIT_WAITS, \
+	  "credit_waits") /* a SEND waited: the peer had no receive WQE */ \
+	X(CREDIT_PROBES, \
+	  "credit_probes") /* one went without room, no word having come */ \
 	/* net/share.c: the shared device */ \
 	X(DROP_NO_OWNER, \
 	  "drop_no_owner") /* for a QPN no member of the address has */ \

@@ -268,6 +268,9 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
 void uroce_req_loss(struct uroce_qp *qp); /* a gap was seen */
 /* comp.psn moved by n: give the device budget back, wake waiters */
 void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
+/* an ACK-type AETH for psn counted code's receive WQEs free at the
+ * responder (IBA 9.7.7.2; docs/transport.md "End-to-end credits") */
+void uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code);
 /* the QP stops (error, reset, destroy): give back all it holds */
 void uroce_req_release(struct uroce_qp *qp);
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)
@@ -438,6 +441,9 @@ void uroce_post_run(struct uroce_qp *qp);
 int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until);
 /* send the ACK qp holds back, if any, before anything else of qp */
 void uroce_ack_flush(struct uroce_qp *qp);
+/* receives were posted to qp: tell a requester that the last ACK told
+ * of an empty receive queue (end-to-end credits) */
+void uroce_resp_rq_posted(struct uroce_qp *qp);
 /* the QP is destroyed: flush the held ACK and send the last cumulative
  * ACK again a few times (nothing will answer a retransmission later) */
 void uroce_resp_farewell(struct uroce_qp *qp);

@@ -191,6 +191,7 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 					  qp->req.deadline_ns,
 		qp->req.pace_deadline_ns,
 		qp->req.rnr_deadline_ns ? 0 : qp->req.probe_deadline_ns,
+		qp->req.credit_deadline_ns,
 	};
 	uint64_t next = 0;
 	size_t i;
@@ -363,6 +364,104 @@ static bool is_inline(const struct uroce_send_wqe *wqe)
 	return (wqe->send_flags & IBV_SEND_INLINE) && !uroce_wqe_rd_atomic(wqe);
 }
 
+/* a message that takes a receive WQE at the responder */
+static bool takes_recv(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_SEND ||
+	       wqe->opcode == IBV_WR_SEND_WITH_IMM ||
+	       wqe->opcode == IBV_WR_SEND_WITH_INV ||
+	       wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/*
+ * How long a message held for credits waits, with nothing in flight,
+ * for word that the responder posted receives before it goes anyway (and
+ * meets an RNR NAK if there still is none, IBA 9.7.7.2's one message
+ * beyond the count).  A peer that has sent such word (uroce does, engine/
+ * resp.c uroce_resp_rq_posted) is given long, one that never has (a
+ * NIC's may not) not much longer than a peer's wake-up.
+ */
+#define CREDIT_PROBE_NS	     1000000ull
+#define CREDIT_PROBE_LONG_NS 100000000ull
+
+/*
+ * May wqe start now, as far as the responder's receive queue goes?  Only
+ * once its ACKs have counted receive WQEs (an SRQ's and rxe's say
+ * "unlimited"), and only for a message that takes one: within the count
+ * it goes; beyond it, it waits for the ACKs of what is in flight, which
+ * bring a new count, and with nothing in flight for the word above.
+ */
+static bool credit_ok(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
+{
+	struct uroce_req_state *q = &qp->req;
+	uint64_t t;
+
+	if (!q->e2e || !takes_recv(wqe) ||
+	    (int32_t)(q->rq_msgs + 1 - q->rq_limit) <= 0) {
+		q->credit_wait = false;
+		return true;
+	}
+	if (qp->comp.psn == q->psn_max) {
+		if (q->credit_probe) {
+			q->credit_probe = false;
+			q->credit_wait = false;
+			uroce_count(qp->dev, UROCE_CNT_CREDIT_PROBES, 1);
+			return true;
+		}
+		if (!q->credit_deadline_ns) {
+			t = q->credit_updates ? CREDIT_PROBE_LONG_NS :
+						CREDIT_PROBE_NS;
+			q->credit_deadline_ns = uroce_now_ns() + t;
+			uroce_qp_timer_arm(qp, q->credit_deadline_ns);
+		}
+	}
+	if (!q->credit_wait)
+		uroce_count(qp->dev, UROCE_CNT_CREDIT_WAITS, 1);
+	q->credit_wait = true;
+	return false;
+}
+
+/*
+ * An ACK (or a READ response or atomic ACK with an AETH) for psn says
+ * the responder has room for code's count of messages beyond those it
+ * had seen.  It had seen every receive-taking message up to psn; of
+ * those after it, none (one it has begun to take in is counted twice:
+ * the count errs low, never high).  A lower limit than one already
+ * known is an older view: kept the higher.
+ */
+void uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code)
+{
+	struct uroce_req_state *q = &qp->req;
+	uint32_t limit, i;
+
+	if (code == UROCE_AETH_ACK_UNLIMITED) {
+		q->e2e = false;
+		return;
+	}
+	if (q->rq_seen != q->rq_msgs) {
+		q->rq_seen = q->rq_msgs;
+		for (i = qp->sq.tail; i != qp->sq.head; i++) {
+			const struct uroce_send_wqe *wqe =
+				&qp->sq.wqe[i & sq_mask(qp)];
+
+			if (!uroce_wqe_started(wqe))
+				break;
+			if (wqe->rq_msg &&
+			    uroce_psn_cmp(wqe->first_psn, psn) > 0) {
+				q->rq_seen = wqe->rq_msg - 1;
+				break;
+			}
+		}
+	}
+	limit = q->rq_seen + uroce_aeth_credits(code);
+	if (q->e2e && (int32_t)(limit - q->rq_limit) <= 0)
+		return;
+	q->e2e = true;
+	q->rq_limit = limit;
+	q->credit_deadline_ns = 0;
+	q->credit_probe = false;
+}
+
 /* First look at a WQE: local key checks and its PSN range. */
 static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
@@ -373,6 +472,7 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
 		return -EACCES;
 	uroce_wqe_to(qp, wqe, UROCE_WQE_PENDING, IBV_WC_SUCCESS);
+	wqe->rq_msg = takes_recv(wqe) ? ++qp->req.rq_msgs : 0;
 	wqe->seg = seg_of(qp, wqe);
 	wqe->first_psn = qp->req.psn;
 	wqe->npkts = npkts_of(wqe);
@@ -845,6 +945,9 @@ void uroce_req_run(struct uroce_qp *qp)
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
 			    rd_outstanding(qp))
 				break;
+			/* IBA 9.7.7.2: room in the responder's receive queue */
+			if (uroce_qp_reliable(qp) && !credit_ok(qp, wqe))
+				break;
 			if (start_wqe(qp, wqe)) {
 				local_done(qp, wqe, IBV_WC_LOC_PROT_ERR);
 				break;
@@ -996,6 +1099,11 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		qp->req.pace_deadline_ns = 0;
 		uroce_req_run(qp);
 		return;
+	}
+	if (qp->req.credit_deadline_ns && now >= qp->req.credit_deadline_ns) {
+		qp->req.credit_deadline_ns = 0;
+		qp->req.credit_probe = true;
+		uroce_req_run(qp);
 	}
 	if (qp->req.rnr_deadline_ns && now >= qp->req.rnr_deadline_ns) {
 		qp->req.rnr_deadline_ns = 0;

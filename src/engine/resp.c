@@ -95,10 +95,30 @@ static struct uroce_mr *rkey_check(struct uroce_qp *qp, uint32_t rkey,
 	return mr;
 }
 
+/*
+ * The syndrome of an ACK from qp: its credit count (IBA 9.7.7.2), the
+ * receive WQEs posted and not yet taken, as a code that never says more
+ * than there are.  A QP on an SRQ (XRC's too) counts none: its receives
+ * are shared, so it says "unlimited" (the code 31), as rxe does for
+ * every QP.  Remembers whether it told the requester of an empty queue.
+ */
+static uint8_t ack_syn(struct uroce_qp *qp)
+{
+	uint32_t n;
+
+	if (qp->srq || uroce_qp_is_xrc(qp))
+		return UROCE_AETH_ACK_UNLIMITED;
+	n = qp->rq.head - qp->rq.tail;
+	qp->resp.rq_told_empty = !n;
+	return UROCE_AETH_ACK | uroce_aeth_credit_code(n);
+}
+
 static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn, uint32_t msn)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_AETH_LEN];
 
+	if (syn == UROCE_AETH_ACK_UNLIMITED)
+		syn = ack_syn(qp);
 	bth_init(hdr, UROCE_OP_RC_ACK, false, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, false, psn);
 	aeth_init(hdr + UROCE_BTH_LEN, syn, msn);
@@ -147,6 +167,49 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	}
 	uroce_ack_flush(qp);
 	ack_out(qp, syn, psn, qp->resp.msn);
+}
+
+static void hold_for_post(struct uroce_dev *dev);
+
+/*
+ * Receives were posted to qp (verbs/qp.c).  If its last ACK told the
+ * requester of an empty receive queue, a requester that honours credits
+ * may be holding its next SEND with nothing in flight, waiting for word
+ * that no ACK of its own will bring: the ACK of the last PSN goes again
+ * with the new count (IBA lets a responder repeat it; the requester
+ * takes a duplicate ACK's count, engine/comp.c).  It is held as a
+ * burst's ACKs are for the application's next post, so that a ping-pong
+ * that reposts its receive and then replies sends it with the reply, in
+ * one system call; UROCE_ACK_HOLD_NS at the latest.  An ACK held already
+ * will carry the count.
+ */
+void uroce_resp_rq_posted(struct uroce_qp *qp)
+{
+	struct uroce_dev *dev = qp->dev;
+	enum ibv_qp_state st = qp->attr.qp_state;
+
+	uroce_assert_held(&dev->lock);
+	if (!qp->resp.rq_told_empty || qp->resp.ack_pending ||
+	    qp->rq.head == qp->rq.tail ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		return;
+	uroce_count(dev, UROCE_CNT_TX_CREDIT_ACKS, 1);
+	qp->resp.rq_told_empty = false;
+	if (dev->ack.nack_pending >= UROCE_ACK_PENDING_MAX) {
+		uroce_xmit_begin(dev);
+		ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
+			uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK),
+			qp->resp.msn);
+		uroce_xmit_end(dev);
+		return;
+	}
+	dev->ack.ack_pending[dev->ack.nack_pending++] = uqp_ibqp(qp)->qp_num;
+	qp->resp.ack_pending = true;
+	qp->resp.ack_end = true;
+	qp->resp.ack_psn = uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK);
+	qp->resp.ack_msn = qp->resp.msn;
+	if (!dev->ack.ack_defer)
+		hold_for_post(dev);
 }
 
 /*
@@ -223,8 +286,6 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
  */
 void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 {
-	uint64_t now;
-
 	/* a peer that waits for a reply sends one message and waits: two
 	 * of one QP in a burst are a stream's, whose sender waits for this
 	 * ACK to open its window, and no reply takes it (docs/datapath.md,
@@ -234,6 +295,15 @@ void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 		return;
 	}
 	dev->ack.ack_defer = false;
+	hold_for_post(dev);
+}
+
+/* the ACKs on the list wait for the next post, UROCE_ACK_HOLD_NS at the
+ * latest */
+static void hold_for_post(struct uroce_dev *dev)
+{
+	uint64_t now;
+
 	if (!dev->ack.nack_pending ||
 	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
 		return;
@@ -333,7 +403,7 @@ static void send_read_resp(struct uroce_qp *qp, struct uroce_mr *mr,
 		bth_init(hdr, op, false, 0, UROCE_DEFAULT_PKEY,
 			 qp->attr.dest_qp_num, false, psn);
 		if (uroce_opcode[op].mask & UROCE_M_AETH) {
-			aeth_init(hdr + UROCE_BTH_LEN, UROCE_AETH_ACK_UNLIMITED,
+			aeth_init(hdr + UROCE_BTH_LEN, ack_syn(qp),
 				  qp->resp.msn);
 			hlen += UROCE_AETH_LEN;
 		}
@@ -352,7 +422,7 @@ static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
 
 	bth_init(hdr, UROCE_OP_RC_ATOMIC_ACK, false, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, false, psn);
-	aeth_init(hdr + UROCE_BTH_LEN, UROCE_AETH_ACK_UNLIMITED, qp->resp.msn);
+	aeth_init(hdr + UROCE_BTH_LEN, ack_syn(qp), qp->resp.msn);
 	atmack_init(hdr + UROCE_BTH_LEN + UROCE_AETH_LEN, orig);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 }

@@ -87,6 +87,10 @@ struct uroce_send_wqe {
 	uint64_t tx_seq;    /* QUEUED: its last packet's batch */
 	uint64_t atomic_orig;
 	enum ibv_wc_status status; /* ERROR: which */
+	/* a SEND or WRITE with immediate: its number among the QP's
+	 * messages that take a receive WQE, counted from 1 as they start
+	 * (engine/req.c, end-to-end credits); 0: another kind */
+	uint32_t rq_msg;
 };
 
 struct uroce_recv_wqe {
@@ -197,6 +201,17 @@ struct uroce_req_state {
 	uint64_t probe_deadline_ns; /* 0 = off */
 	uint32_t probes;	    /* since the last progress */
 	bool probing;		    /* the packet now sent is a probe */
+	/* end-to-end credits (IBA 9.7.7.2, docs/transport.md "End-to-end
+	 * credits"): messages that take a receive WQE are numbered as they
+	 * start; rq_limit is the last the responder has room for */
+	bool e2e;		     /* the responder counts its receives */
+	uint32_t rq_msgs;	     /* such messages started */
+	uint32_t rq_seen;	     /* of them, the responder had seen these */
+	uint32_t rq_limit;	     /* e2e: start none after this one */
+	bool credit_wait;	     /* one waits for room */
+	uint64_t credit_deadline_ns; /* then it goes anyway, 0: off */
+	bool credit_probe;	     /* that time came */
+	bool credit_updates;	     /* the peer says when it posts */
 };
 
 /* engine/cc.c: ECN and the DCQCN rate (docs/congestion.md) */
@@ -261,6 +276,9 @@ struct uroce_resp_state {
 	bool ack_pending;
 	bool ack_end; /* its last mark was for a message's last packet */
 	uint32_t ack_psn, ack_msn;
+	/* the last ACK told the requester of no receive WQE: the next post
+	 * tells it of the new ones (engine/resp.c uroce_resp_rq_posted) */
+	bool rq_told_empty;
 	/* the message being received */
 	bool in_send;
 	uint64_t send_off;

@@ -1191,6 +1191,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			*bad_wr = wr;
 	} else {
 		err = uroce_rq_post(rq, wr, bad_wr);
+		uroce_resp_rq_posted(qp);
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR && !qp->srq && !uroce_qp_is_xrc(qp))
 		uroce_qp_flush_rq(qp);

@@ -162,6 +162,27 @@ enum uroce_nak_code {
 	UROCE_NAK_INV_RD_REQ = 4,
 };
 #define UROCE_AETH_ACK_UNLIMITED 0x1f /* "invalid" credit count */
+#define UROCE_AETH_CREDIT_MASK	 0x1f
+
+/* An ACK's credit count (IBA 9.7.5.1.1, its table of credit codes):
+ * codes 0 and 1 count themselves, code 2k counts 2^k and code 2k + 1
+ * 3 * 2^(k - 1), up to 32768 at code 30. */
+static inline uint32_t uroce_aeth_credits(uint8_t code)
+{
+	if (code < 2)
+		return code;
+	return (code & 1) ? 3u << ((code >> 1) - 1) : 1u << (code >> 1);
+}
+
+/* The code for n receive WQEs: the largest whose count is at most n. */
+static inline uint8_t uroce_aeth_credit_code(uint32_t n)
+{
+	uint8_t c = 0;
+
+	while (c < 30 && uroce_aeth_credits((uint8_t)(c + 1)) <= n)
+		c++;
+	return c;
+}
 
 /* ---- PSN arithmetic (24-bit, IBA 9.7.1) ---- */
 static inline uint32_t uroce_psn_add(uint32_t psn, uint32_t n)

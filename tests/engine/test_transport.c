@@ -580,12 +580,141 @@ static void t_timer_walk(void)
 	ENG_CHECK(E->dev->prog.armed_deadline_ns == 0, "a timer left armed");
 }
 
+/* ---- end-to-end credits (IBA 9.7.7.2) ---- */
+
+static uint64_t until_ns;
+
+static bool reached(struct eng *e)
+{
+	return e->now >= until_ns;
+}
+
+/* run the wire and the timers for ns of the fake clock */
+static void run_for(uint64_t ns)
+{
+	until_ns = E->now + ns;
+	eng_thread_sleeps(until_ns);
+	eng_run(reached, ns + MS);
+}
+
+static bool is_send_req(const struct eng_pkt *p)
+{
+	return p->is_req && (uroce_opcode[p->opcode].mask & UROCE_M_SEND);
+}
+
+/* 4 SENDs into B's 4 receives: B's last ACK counts none left */
+static void credits_exhaust(void)
+{
+	unsigned int i;
+
+	eng_pattern();
+	for (i = 0; i < 4; i++)
+		eng_post_recv(E->b, 10 + i, i * 4096, 4096);
+	for (i = 0; i < 4; i++)
+		eng_post_send(E->a, IBV_WR_SEND, 1 + i, i * 1024, 1024, 0, 0);
+	eng_wait(4, 4);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the first SENDs");
+	ENG_CHECK(eng_uqp(E->a)->req.e2e, "A never saw a credit count");
+	ENG_CHECK(eng_uqp(E->a)->req.rq_limit == 4, "A's limit is message %u",
+		  eng_uqp(E->a)->req.rq_limit);
+}
+
+static void t_credits_hold(void)
+{
+	unsigned int i, sends;
+	uint64_t posted;
+
+	eng_setup(NULL);
+	credits_exhaust();
+	/* a WRITE takes no receive: it goes */
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 9, 0, 1024, rva(65536),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the WRITE was held");
+	eng_expect_ok(&E->wc_a[0], 9);
+	/* 4 more SENDs: held at A, not sent into an RNR NAK */
+	for (i = 0; i < 4; i++)
+		eng_post_send(E->a, IBV_WR_SEND, 5 + i, 4096 + i * 1024, 1024,
+			      0, 0);
+	run_for(300000);
+	sends = eng_count_sent(is_send_req);
+	ENG_CHECK(sends == 4, "%u SEND packets without room", sends);
+	ENG_CHECK(eng_cnt(UROCE_CNT_CREDIT_WAITS) == 1, "%llu credit waits",
+		  (unsigned long long)eng_cnt(UROCE_CNT_CREDIT_WAITS));
+	/* B posts: its ACK of the last PSN again, with the count, held
+	 * for B's next post at most UROCE_ACK_HOLD_NS; A sends then, not
+	 * at its fallback's 1 ms */
+	for (i = 0; i < 4; i++)
+		eng_post_recv(E->b, 20 + i, 16384 + i * 4096, 4096);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_CREDIT_ACKS) == 1, "%llu credit ACKs",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TX_CREDIT_ACKS));
+	posted = E->now;
+	eng_wait(4, 4);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the held SENDs");
+	ENG_CHECK(E->now - posted < 500000, "done %llu ns after the post",
+		  (unsigned long long)(E->now - posted));
+	for (i = 0; i < 4; i++) {
+		eng_expect_ok(&E->wc_a[i], 5 + i);
+		eng_expect_ok(&E->wc_b[i], 20 + i);
+	}
+	ENG_CHECK(!memcmp(E->buf_a + 4096, E->buf_b + 16384, 1024), "SEND data");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_RNR_NAK) == 0, "an RNR NAK");
+	ENG_CHECK(eng_cnt(UROCE_CNT_CREDIT_PROBES) == 0, "a probe");
+	ENG_CHECK(eng_cnt(UROCE_CNT_DUPLICATES) == 0,
+		  "the credit ACK counted as a duplicate");
+}
+
+/* a peer that never says it posted: the credit ACK is lost */
+static uint64_t credit_acks_seen;
+
+static bool drop_credit_ack(struct eng *e, const struct eng_pkt *p)
+{
+	uint64_t n = eng_cnt(UROCE_CNT_TX_CREDIT_ACKS);
+
+	(void)e;
+	(void)p;
+	if (n == credit_acks_seen)
+		return false;
+	credit_acks_seen = n; /* the packet it counted */
+	return true;
+}
+
+static void t_credits_probe(void)
+{
+	unsigned int i, sends;
+
+	eng_setup(NULL);
+	credits_exhaust();
+	E->filter = drop_credit_ack;
+	for (i = 0; i < 2; i++)
+		eng_post_send(E->a, IBV_WR_SEND, 5 + i, 4096 + i * 1024, 1024,
+			      0, 0);
+	run_for(300000);
+	for (i = 0; i < 4; i++)
+		eng_post_recv(E->b, 20 + i, 16384 + i * 4096, 4096);
+	run_for(300000);
+	sends = eng_count_sent(is_send_req);
+	ENG_CHECK(sends == 4, "%u SEND packets before the fallback", sends);
+	/* 1 ms after A began to wait, with nothing in flight, one SEND goes
+	 * anyway (IBA's one beyond the count); its ACK brings the count */
+	eng_wait(2, 2);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the held SENDs");
+	ENG_CHECK(eng_ms() >= 1.0, "done at %.3f ms", eng_ms());
+	eng_expect_ok(&E->wc_a[0], 5);
+	eng_expect_ok(&E->wc_a[1], 6);
+	ENG_CHECK(eng_cnt(UROCE_CNT_CREDIT_PROBES) == 1, "%llu probes",
+		  (unsigned long long)eng_cnt(UROCE_CNT_CREDIT_PROBES));
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_RNR_NAK) == 0, "an RNR NAK");
+}
+
 static const struct eng_test tests[] = {
 	{ "gbn_gap", t_gbn_gap },
 	{ "duplicates", t_duplicates },
 	{ "implied_nak", t_implied_nak },
 	{ "rnr_retry", t_rnr_retry },
 	{ "rnr_exhausted", t_rnr_exhausted },
+	{ "credits_hold", t_credits_hold },
+	{ "credits_probe", t_credits_probe },
 	{ "read_resume", t_read_resume },
 	{ "atomic_replay", t_atomic_replay },
 	{ "ack_coalescing", t_ack_coalescing },
