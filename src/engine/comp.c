@@ -390,6 +390,7 @@ static void on_nak(struct uroce_qp *qp, uint32_t psn, uint8_t syn)
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_dev *dev = qp->dev;
+	bool credits = false;
 	uint8_t syn = 0;
 
 	if (qp->attr.qp_state != IBV_QPS_RTS &&
@@ -402,27 +403,24 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_count(dev, UROCE_CNT_DROP_BAD_HDR, 1);
 		return;
 	}
-	if (pkt->mask & UROCE_M_AETH)
+	if (pkt->mask & UROCE_M_AETH) {
 		syn = aeth_syn(pkt->bth + pkt->info->offset[UROCE_HDR_AETH]);
+		/* every ACK-type AETH carries the responder's credit count */
+		credits = (syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK;
+	}
 	if (uroce_psn_cmp(pkt->psn, qp->comp.psn) < 0) {
 		/* the ACK of the last PSN again, with a new credit count:
 		 * the responder posted receives (engine/resp.c
 		 * uroce_resp_rq_posted) */
-		if ((pkt->mask & UROCE_M_ACK) &&
-		    (syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK &&
+		if (credits && (pkt->mask & UROCE_M_ACK) && qp->req.e2e &&
 		    pkt->psn == uroce_psn_add(qp->comp.psn, UROCE_PSN_MASK) &&
 		    (syn & UROCE_AETH_CREDIT_MASK) != UROCE_AETH_ACK_UNLIMITED &&
-		    qp->req.e2e) {
-			uint32_t limit = qp->req.rq_limit;
-
-			uroce_req_rq_credits(qp, pkt->psn,
-					     syn & UROCE_AETH_CREDIT_MASK);
-			if (qp->req.rq_limit != limit) {
-				qp->req.credit_updates = true;
-				if (qp->attr.qp_state == IBV_QPS_RTS)
-					uroce_req_run(qp);
-				return;
-			}
+		    uroce_req_rq_credits(qp, pkt->psn,
+					 syn & UROCE_AETH_CREDIT_MASK)) {
+			qp->req.credit_updates = true;
+			if (qp->attr.qp_state == IBV_QPS_RTS)
+				uroce_req_run(qp);
+			return;
 		}
 		uroce_count(dev, UROCE_CNT_DUPLICATES, 1);
 		return;
@@ -441,10 +439,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	} else if (pkt->mask & UROCE_M_ATOMIC) {
 		on_atomic_ack(qp, pkt);
 	}
-	/* every ACK-type AETH carries the responder's credit count */
-	if ((pkt->mask & UROCE_M_AETH) &&
-	    (syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK &&
-	    qp->attr.qp_state != IBV_QPS_ERR)
+	if (credits && qp->attr.qp_state != IBV_QPS_ERR)
 		uroce_req_rq_credits(qp, pkt->psn, syn & UROCE_AETH_CREDIT_MASK);
 	uroce_comp_retire(qp);
 	if (qp->attr.qp_state == IBV_QPS_RTS)

@@ -269,8 +269,9 @@ void uroce_req_loss(struct uroce_qp *qp); /* a gap was seen */
 /* comp.psn moved by n: give the device budget back, wake waiters */
 void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
 /* an ACK-type AETH for psn counted code's receive WQEs free at the
- * responder (IBA 9.7.7.2; docs/transport.md "End-to-end credits") */
-void uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code);
+ * responder (IBA 9.7.7.2; docs/transport.md "End-to-end credits");
+ * whether the requester's limit rose */
+bool uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code);
 /* the QP stops (error, reset, destroy): give back all it holds */
 void uroce_req_release(struct uroce_qp *qp);
 static inline bool uroce_wqe_rd_atomic(const struct uroce_send_wqe *wqe)

@@ -427,16 +427,17 @@ static bool credit_ok(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
  * had seen.  It had seen every receive-taking message up to psn; of
  * those after it, none (one it has begun to take in is counted twice:
  * the count errs low, never high).  A lower limit than one already
- * known is an older view: kept the higher.
+ * known is an older view: kept the higher.  Returns whether the limit
+ * rose.
  */
-void uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code)
+bool uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code)
 {
 	struct uroce_req_state *q = &qp->req;
 	uint32_t limit, i;
 
 	if (code == UROCE_AETH_ACK_UNLIMITED) {
 		q->e2e = false;
-		return;
+		return false;
 	}
 	if (q->rq_seen != q->rq_msgs) {
 		q->rq_seen = q->rq_msgs;
@@ -455,11 +456,12 @@ void uroce_req_rq_credits(struct uroce_qp *qp, uint32_t psn, uint8_t code)
 	}
 	limit = q->rq_seen + uroce_aeth_credits(code);
 	if (q->e2e && (int32_t)(limit - q->rq_limit) <= 0)
-		return;
+		return false;
 	q->e2e = true;
 	q->rq_limit = limit;
 	q->credit_deadline_ns = 0;
 	q->credit_probe = false;
+	return true;
 }
 
 /* First look at a WQE: local key checks and its PSN range. */

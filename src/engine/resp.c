@@ -138,6 +138,20 @@ void uroce_ack_flush(struct uroce_qp *qp)
 		qp->resp.ack_msn);
 }
 
+/* qp's ACK of psn, held on the device's list (which has room, or qp on
+ * it already) until uroce_ack_flush */
+static void ack_hold(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_dev *dev = qp->dev;
+
+	if (!qp->resp.ack_pending)
+		dev->ack.ack_pending[dev->ack.nack_pending++] =
+			uqp_ibqp(qp)->qp_num;
+	qp->resp.ack_pending = true;
+	qp->resp.ack_psn = psn;
+	qp->resp.ack_msn = qp->resp.msn;
+}
+
 /*
  * ACKs are cumulative (IBA 9.7.5.1.1), so of the AckReq packets of one
  * QP in one receive burst only the last needs its ACK: at 256 QPs sharing
@@ -152,64 +166,16 @@ void uroce_send_ack(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	if (syn == UROCE_AETH_ACK_UNLIMITED && dev->ack.ack_defer &&
 	    (qp->resp.ack_pending ||
 	     dev->ack.nack_pending < UROCE_ACK_PENDING_MAX)) {
-		if (!qp->resp.ack_pending)
-			dev->ack.ack_pending[dev->ack.nack_pending++] =
-				uqp_ibqp(qp)->qp_num;
 		/* (more after a whole message of this QP in the burst: a
 		 * stream) */
-		else if (qp->resp.ack_end)
+		if (qp->resp.ack_pending && qp->resp.ack_end)
 			dev->ack.stream = true;
-		qp->resp.ack_pending = true;
+		ack_hold(qp, psn);
 		qp->resp.ack_end = false;
-		qp->resp.ack_psn = psn;
-		qp->resp.ack_msn = qp->resp.msn;
 		return;
 	}
 	uroce_ack_flush(qp);
 	ack_out(qp, syn, psn, qp->resp.msn);
-}
-
-static void hold_for_post(struct uroce_dev *dev);
-
-/*
- * Receives were posted to qp (verbs/qp.c).  If its last ACK told the
- * requester of an empty receive queue, a requester that honours credits
- * may be holding its next SEND with nothing in flight, waiting for word
- * that no ACK of its own will bring: the ACK of the last PSN goes again
- * with the new count (IBA lets a responder repeat it; the requester
- * takes a duplicate ACK's count, engine/comp.c).  It is held as a
- * burst's ACKs are for the application's next post, so that a ping-pong
- * that reposts its receive and then replies sends it with the reply, in
- * one system call; UROCE_ACK_HOLD_NS at the latest.  An ACK held already
- * will carry the count.
- */
-void uroce_resp_rq_posted(struct uroce_qp *qp)
-{
-	struct uroce_dev *dev = qp->dev;
-	enum ibv_qp_state st = qp->attr.qp_state;
-
-	uroce_assert_held(&dev->lock);
-	if (!qp->resp.rq_told_empty || qp->resp.ack_pending ||
-	    qp->rq.head == qp->rq.tail ||
-	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
-		return;
-	uroce_count(dev, UROCE_CNT_TX_CREDIT_ACKS, 1);
-	qp->resp.rq_told_empty = false;
-	if (dev->ack.nack_pending >= UROCE_ACK_PENDING_MAX) {
-		uroce_xmit_begin(dev);
-		ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
-			uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK),
-			qp->resp.msn);
-		uroce_xmit_end(dev);
-		return;
-	}
-	dev->ack.ack_pending[dev->ack.nack_pending++] = uqp_ibqp(qp)->qp_num;
-	qp->resp.ack_pending = true;
-	qp->resp.ack_end = true;
-	qp->resp.ack_psn = uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK);
-	qp->resp.ack_msn = qp->resp.msn;
-	if (!dev->ack.ack_defer)
-		hold_for_post(dev);
 }
 
 /*
@@ -272,6 +238,26 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
 	flush_held_acks(dev);
 }
 
+/* the ACKs on the list wait for the next post, UROCE_ACK_HOLD_NS at the
+ * latest */
+static void hold_for_post(struct uroce_dev *dev)
+{
+	uint64_t now;
+
+	if (!dev->ack.nack_pending ||
+	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
+		return;
+	/* (seq_cst, the mark then the thread's wake_by; it stores wake_by,
+	 * then reads the mark: one of the two sees the other) */
+	atomic_store(&dev->ack.held, true);
+	now = uroce_now_ns();
+	/* the progress thread's next look sends it in time */
+	if (uroce_ack_hold_covered(atomic_load(&dev->prog.wake_by_ns), now))
+		return;
+	/* (no system call unless nothing earlier is armed) */
+	uroce_timer_arm(dev, now + UROCE_ACK_HOLD_NS);
+}
+
 /*
  * The end of a burst that an application thread took from the socket
  * in its own poll: its ACKs wait for that application's next call, so
@@ -298,24 +284,41 @@ void uroce_ack_burst_end_for_post(struct uroce_dev *dev)
 	hold_for_post(dev);
 }
 
-/* the ACKs on the list wait for the next post, UROCE_ACK_HOLD_NS at the
- * latest */
-static void hold_for_post(struct uroce_dev *dev)
+/*
+ * Receives were posted to qp (verbs/qp.c).  If its last ACK told the
+ * requester of an empty receive queue, a requester that honours credits
+ * may be holding its next SEND with nothing in flight, waiting for word
+ * that no ACK of its own will bring: the ACK of the last PSN goes again
+ * with the new count (IBA lets a responder repeat it; the requester
+ * takes a duplicate ACK's count, engine/comp.c).  It is held as a
+ * burst's ACKs are for the application's next post, so that a ping-pong
+ * that reposts its receive and then replies sends it with the reply, in
+ * one system call; UROCE_ACK_HOLD_NS at the latest.  An ACK held already
+ * will carry the count.
+ */
+void uroce_resp_rq_posted(struct uroce_qp *qp)
 {
-	uint64_t now;
+	struct uroce_dev *dev = qp->dev;
+	enum ibv_qp_state st = qp->attr.qp_state;
+	uint32_t last = uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK);
 
-	if (!dev->ack.nack_pending ||
-	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
+	uroce_assert_held(&dev->lock);
+	if (!qp->resp.rq_told_empty || qp->resp.ack_pending ||
+	    qp->rq.head == qp->rq.tail ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
-	/* (seq_cst, the mark then the thread's wake_by; it stores wake_by,
-	 * then reads the mark: one of the two sees the other) */
-	atomic_store(&dev->ack.held, true);
-	now = uroce_now_ns();
-	/* the progress thread's next look sends it in time */
-	if (uroce_ack_hold_covered(atomic_load(&dev->prog.wake_by_ns), now))
+	uroce_count(dev, UROCE_CNT_TX_CREDIT_ACKS, 1);
+	qp->resp.rq_told_empty = false;
+	if (dev->ack.nack_pending >= UROCE_ACK_PENDING_MAX) {
+		uroce_xmit_begin(dev);
+		ack_out(qp, UROCE_AETH_ACK_UNLIMITED, last, qp->resp.msn);
+		uroce_xmit_end(dev);
 		return;
-	/* (no system call unless nothing earlier is armed) */
-	uroce_timer_arm(dev, now + UROCE_ACK_HOLD_NS);
+	}
+	ack_hold(qp, last);
+	qp->resp.ack_end = true;
+	if (!dev->ack.ack_defer)
+		hold_for_post(dev);
 }
 
 /* (lock held) the ACKs a burst left for the next post go now */

@@ -174,14 +174,18 @@ static inline uint32_t uroce_aeth_credits(uint8_t code)
 	return (code & 1) ? 3u << ((code >> 1) - 1) : 1u << (code >> 1);
 }
 
-/* The code for n receive WQEs: the largest whose count is at most n. */
+/* The code for n receive WQEs: the largest whose count is at most n
+ * (every ACK: from the top bit of n, not by walking the table). */
 static inline uint8_t uroce_aeth_credit_code(uint32_t n)
 {
-	uint8_t c = 0;
+	uint32_t k;
 
-	while (c < 30 && uroce_aeth_credits((uint8_t)(c + 1)) <= n)
-		c++;
-	return c;
+	if (n < 2)
+		return (uint8_t)n;
+	k = 31u - (uint32_t)__builtin_clz(n); /* 2^k <= n, k >= 1 */
+	if (k >= 15)
+		return 30;
+	return (uint8_t)(2 * k + (n >= 3u << (k - 1)));
 }
 
 /* ---- PSN arithmetic (24-bit, IBA 9.7.1) ---- */

@@ -298,6 +298,33 @@ static void test_psn(void **state)
 
 /* ---- header accessors ---- */
 
+/* AETH credit codes (IBA 9.7.5.1.1's table) and the code for a count */
+static void test_aeth_credits(void **state)
+{
+	static const uint32_t table[31] = {
+		0,    1,    2,	  3,	 4,	6,     8,     12,
+		16,   24,   32,	  48,	 64,	96,    128,   192,
+		256,  384,  512,  768,	 1024,	1536,  2048,  3072,
+		4096, 6144, 8192, 12288, 16384, 24576, 32768,
+	};
+	uint32_t n;
+	uint8_t c;
+
+	(void)state;
+	for (c = 0; c <= 30; c++)
+		assert_int_equal(uroce_aeth_credits(c), table[c]);
+	/* the largest code whose count is at most n: never more than there
+	 * are, and the next code says more */
+	for (n = 0; n <= 70000; n++) {
+		c = uroce_aeth_credit_code(n);
+		assert_true(c <= 30);
+		assert_true(table[c] <= n);
+		if (c < 30)
+			assert_true(table[c + 1] > n);
+	}
+	assert_int_equal(uroce_aeth_credit_code(UINT32_MAX), 30);
+}
+
 static void test_bth(void **state)
 {
 	static const uint8_t want[UROCE_BTH_LEN] = {
@@ -694,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_opcode_spot),
 		cmocka_unit_test(test_mtu),
 		cmocka_unit_test(test_psn),
+		cmocka_unit_test(test_aeth_credits),
 		cmocka_unit_test(test_bth),
 		cmocka_unit_test(test_ext_headers),
 		cmocka_unit_test(test_icrc_vectors),
