@@ -15,9 +15,12 @@ Per run: every flow's throughput (what it reports), their sum over the
 bottleneck's rate (the utilisation), Jain's fairness index over the
 flows, and the median round trip of a ping through the same queue during
 the run (a UDP echo every 50 ms: this host has no ping(8)).  dcqcn runs
-with a CE marker in front of the receiver: the fault tests' nfq_impair
-with a phantom queue drained at the bottleneck's rate
-(no qdisc of this kernel marks ECN)."""
+with a CE marker in front of the bottleneck's queue, since no qdisc of
+this kernel marks ECN: bench/ce_marker.bpf.c, an eBPF tc classifier on
+the htb's device, with a phantom queue drained at 98 % of the
+bottleneck's rate (htb also counts each datagram's headers of a GSO
+train), marking above INCAST_MARK_KB.  It is built for these figures
+(bench/CMakeLists.txt: CE_MARKER_MBIT, CE_MARKER_KB): keep them equal."""
 
 import os
 import re
@@ -36,7 +39,8 @@ INCAST_MTU = 9000
 INCAST_NET = "10.213.24"
 INCAST_MODES = ("off", "dcqcn", "delay")
 INCAST_MARK_KB = 64           # the CE marker's threshold (phantom queue)
-NFQ_QUEUE = 24
+INCAST_MARK_MBIT = 1960       # ... and its drain rate
+INCAST_DEV = "ubv1"           # the client side's end (make_veth: server in A)
 PING_PORT = 7024
 
 # The ping through the queue: a UDP echo (this host has no ping(8)), 64
@@ -101,7 +105,7 @@ class Incast:
             log(f"incast skipped: {why}")
             self._incast = False
             return False
-        dev = "ubv1"            # the client side's end (make_veth: server in A)
+        dev = INCAST_DEV
         for c in (["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",
                    "default", "1"],
                   ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
@@ -125,33 +129,25 @@ class Incast:
                            str(secs)], "client"), self.plain_env(), self.logpath("incast-ping"))
 
     def marker(self, p, on):
-        """nfq_impair marking CE in front of the receiver (dcqcn), or off."""
-        rule = ["iptables", "-A" if on else "-D", "INPUT", "-p", "udp", "--dport", "4791",
-                "-j", "NFQUEUE", "--queue-num", str(NFQ_QUEUE)]
+        """The CE marker on the bottleneck (dcqcn), or off: ce_marker.o
+        (bench/ce_marker.bpf.c) on the egress of the htb's device, in
+        front of its queue."""
+        tc = ["tc", "qdisc", "add" if on else "del", "dev", INCAST_DEV, "clsact"]
         if not on:
-            subprocess.run(p.wrap(rule, "server"), capture_output=True)
-            if getattr(self, "_nfq", None):
-                self._nfq.kill()
-                self._nfq = None
+            subprocess.run(p.wrap(tc, "client"), capture_output=True)
             return True
-        nfq = os.path.join(self.build, "tests", "fault", "nfq_impair")
-        if not os.path.exists(nfq):
+        obj = os.path.join(self.build, "bench", "ce_marker.o")
+        if not os.path.exists(obj):
             return False
-        ready = os.path.join(self.work, "nfq.ready")
-        if os.path.exists(ready):
-            os.unlink(ready)
-        self._nfq = Run(p.wrap([nfq, "--queue", str(NFQ_QUEUE), "--ce-mbps",
-                                str(INCAST_MBIT), "--ce-kbytes", str(INCAST_MARK_KB),
-                                "--ready", ready], "server"),
-                        self.plain_env(), self.logpath("incast-nfq"))
-        for _ in range(100):
-            if os.path.exists(ready) and os.path.getsize(ready):
-                break
-            time.sleep(0.05)
-        else:
-            self._nfq.kill()
-            return False
-        return subprocess.run(p.wrap(rule, "server"), capture_output=True).returncode == 0
+        filt = ["tc", "filter", "add", "dev", INCAST_DEV, "egress", "bpf",
+                "direct-action", "obj", obj, "sec", "tc"]
+        for c in (tc, filt):
+            r = subprocess.run(p.wrap(c, "client"), capture_output=True, text=True)
+            if r.returncode:
+                log(f"  no CE marker: {' '.join(c)}: {r.stderr.strip()}")
+                self.marker(p, False)
+                return False
+        return True
 
     def incast_run(self, p, tag, nroce, ntcp, mode):
         """nroce ib_write_bw and ntcp iperf3 flows at once, INCAST_SECS
@@ -176,7 +172,7 @@ class Incast:
                 return None
         marked = mode == "dcqcn" and self.marker(p, True)
         if mode == "dcqcn" and not marked:
-            log(f"  {tag}: no CE marker (tests/fault/nfq_impair not built?)")
+            log(f"  {tag}: no CE marker (bench/ce_marker.o not built?)")
         for i, port in enumerate(roce_ports):
             args = ["ib_write_bw", "-F", "-p", str(port), "-D", str(INCAST_SECS),
                     "--report_gbits", p.server_addr]
@@ -265,9 +261,10 @@ def incast_section(R):
          f"Two namespaces joined by veth (MTU {INCAST_MTU}, IB MTU 4096), the sender "
          f"side's egress shaped to {INCAST_MBIT} Mbit/s by htb over a 1000-packet pfifo. "
          f"{INCAST_FLOWS} flows for {INCAST_SECS} s: iperf3 TCP, or ib_write_bw 64 KiB "
-         "(one shared address per side) with each UROCE_CC; dcqcn with nfq_impair marking "
-         f"CE above {INCAST_MARK_KB} KB of a phantom queue drained at {INCAST_MBIT} Mbit/s "
-         "in front of the receiver. Utilisation: the flows' own throughput summed over "
+         "(one shared address per side) with each UROCE_CC; dcqcn with an eBPF classifier "
+         f"(bench/ce_marker.bpf.c) in front of the htb queue marking CE above "
+         f"{INCAST_MARK_KB} KB of a phantom queue drained at {INCAST_MARK_MBIT} Mbit/s. "
+         "Utilisation: the flows' own throughput summed over "
          f"{INCAST_MBIT / 1000:g} Gbit/s; ping: the median round trip of a 64-byte UDP "
          "echo every 50 ms through the queue during the run "
          f"(idle: {fmt(idle, 3)} ms); load: the 1-minute load "
