@@ -98,8 +98,10 @@ static void alpha_decay(struct uroce_cc_state *cc, uint64_t now)
  * DCQCN's rate increase, once per CC_INC_NS without a CNP: F fast
  * recovery steps halve the distance to the target rate (the rate before
  * the last cut), then the target grows additively, then hyper-additively.
- * A QP back above the rate it had before the first cut is no longer
- * paced at all.
+ * A QP back above the fastest rate it was measured at is no longer paced
+ * at all, but not before the additive steps are over (10 ms without a
+ * CNP): unpaced, its whole window goes at once, and a QP unpaced after
+ * its fast recovery came back to the queue it had just drained.
  */
 static void rate_increase(struct uroce_qp *qp, uint64_t now)
 {
@@ -113,7 +115,7 @@ static void rate_increase(struct uroce_qp *qp, uint64_t now)
 		else if (cc->stage > CC_FAST_STAGES)
 			cc->target += CC_RAI;
 		cc->rate = (cc->rate + cc->target) / 2;
-		if (cc->rate >= cc->free_rate) {
+		if (cc->stage > 2 * CC_FAST_STAGES && cc->rate >= cc->free_rate) {
 			cc->rate = 0; /* recovered: unpaced again */
 			uroce_count(qp->dev, UROCE_CNT_CC_RECOVERED, 1);
 		}
@@ -160,14 +162,21 @@ static void pace_start(struct uroce_cc_state *cc, uint64_t now)
 }
 
 /*
- * Reaction point: a CNP for qp.  A cut of an unpaced QP starts from the
- * fastest rate it was measured at.  DCQCN: target = rate, rate *= 1 -
- * alpha / 2, alpha = (1 - g) alpha + g.
+ * Reaction point: a CNP for qp.  A cut of an unpaced QP starts from what
+ * its window lets through in a round trip, or from the fastest rate it
+ * was measured at if that is less.  DCQCN starts from the line rate,
+ * which a socket does not know: the fastest rate stands for that, the
+ * rate at which the QP is unpaced again.  But a window of 100 us holds a
+ * GSO train or two, so that rate read tens of Gbit/s where the QP got a
+ * fraction of one through the bottleneck, and no cut brought it down to
+ * what it got (the incast benchmark, docs/congestion.md).  DCQCN: target
+ * = rate, rate *= 1 - alpha / 2, alpha = (1 - g) alpha + g.  The window
+ * shrinks too, once a round trip (uroce_req_ecn).
  */
 void uroce_cc_cnp(struct uroce_qp *qp)
 {
 	struct uroce_cc_state *cc = &qp->cc;
-	uint64_t now = uroce_now_ns();
+	uint64_t now = uroce_now_ns(), w;
 
 	qp->cc.cnp_rx++;
 	if (!qp->dev->cc.on || !uroce_qp_reliable(qp))
@@ -177,6 +186,11 @@ void uroce_cc_cnp(struct uroce_qp *qp)
 		rate_increase(qp, now);
 	if (!cc->rate) {
 		pace_start(cc, now);
+		w = uroce_req_window_rate(qp);
+		if (w && w < cc->rate)
+			cc->rate = w;
+		if (cc->rate < CC_MIN_RATE)
+			cc->rate = CC_MIN_RATE;
 		if (!cc->cuts)
 			cc->alpha = CC_ALPHA_ONE;
 	}
@@ -184,6 +198,7 @@ void uroce_cc_cnp(struct uroce_qp *qp)
 	cc->rate -= cc->rate * cc->alpha / (2 * CC_ALPHA_ONE);
 	if (cc->rate < CC_MIN_RATE)
 		cc->rate = CC_MIN_RATE;
+	uroce_req_ecn(qp, cc->alpha);
 	cc->alpha += (CC_ALPHA_ONE - cc->alpha) >> CC_G_SHIFT;
 	cc->alpha_ns = now;
 	cc->inc_ns = now;

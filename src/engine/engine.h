@@ -266,6 +266,10 @@ void uroce_req_rewind(struct uroce_qp *qp); /* go back to comp.psn */
 void uroce_req_arm(struct uroce_qp *qp);    /* (re)start the ack timer */
 void uroce_req_progress(struct uroce_qp *qp, uint32_t acked);
 void uroce_req_loss(struct uroce_qp *qp); /* a gap was seen */
+/* a CNP came (DCQCN's alpha, of 1024): the window shrinks */
+void uroce_req_ecn(struct uroce_qp *qp, uint32_t alpha);
+/* bytes/s the window lets through in a round trip, 0: no RTT yet */
+uint64_t uroce_req_window_rate(struct uroce_qp *qp);
 /* comp.psn moved by n: give the device budget back, wake waiters */
 void uroce_req_credit(struct uroce_qp *qp, uint32_t n);
 /* an ACK-type AETH for psn counted code's receive WQEs free at the

@@ -74,6 +74,10 @@ static uint32_t flow_window(struct uroce_qp *qp)
 	return w < UROCE_TX_WINDOW_MIN ? UROCE_TX_WINDOW_MIN : w;
 }
 
+/* after a CNP's cut (uroce_req_ecn), the window grows by a packet a
+ * round trip; it slow-starts again this long after the last cut */
+#define ECN_CA_NS 100000000ull
+
 /*
  * The window actually used (a congestion window): a timeout drops it to a
  * few packets, a gap halves it, and every packet acknowledged adds one,
@@ -216,8 +220,18 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 	 * RTT sample was above its target (engine/cc.c): a slow start ends
 	 * before the filter lets the control see the queue it builds; a
 	 * paced QP's window grows, the rate is its limit */
-	if (!qp->dev->cc.delay || !qp->cc.hold || qp->cc.rate)
+	if (qp->req.ecn_cut_ns &&
+	    uroce_now_ns() - qp->req.ecn_cut_ns < ECN_CA_NS) {
+		/* a CNP cut it lately: one packet a round trip, as after an
+		 * ECN cut in TCP (uroce_req_ecn) */
+		qp->req.ca_acked += acked;
+		if (qp->req.ca_acked >= c) {
+			qp->req.ca_acked -= c;
+			qp->req.cwnd = c + 1 > w ? w : c + 1;
+		}
+	} else if (!qp->dev->cc.delay || !qp->cc.hold || qp->cc.rate) {
 		qp->req.cwnd = c + acked > w ? w : c + acked;
+	}
 	/* the timed PSN is covered: an RTT sample */
 	if (qp->req.rtt_sent_ns &&
 	    uroce_psn_cmp(qp->comp.psn, qp->req.rtt_psn) > 0) {
@@ -242,6 +256,37 @@ void uroce_req_loss(struct uroce_qp *qp)
 	qp->req.cwnd = cur_window(qp) / 2;
 	if (qp->req.cwnd < UROCE_TX_WINDOW_MIN)
 		qp->req.cwnd = UROCE_TX_WINDOW_MIN;
+}
+
+/*
+ * A CNP under DCQCN (engine/cc.c): besides the rate, the window shrinks
+ * by alpha / 2, at most once a round trip (DCTCP's rule, RFC 8257).  The
+ * rate alone does not keep the queue short here: its feedback comes
+ * every few milliseconds on a loaded host, not every 50 us as on a NIC,
+ * and between CNPs the rate recovers to more than the window lets
+ * through, so the window (256 packets a QP) was what filled the queue.
+ */
+void uroce_req_ecn(struct uroce_qp *qp, uint32_t alpha)
+{
+	uint64_t now = uroce_now_ns();
+	uint32_t c;
+
+	uroce_assert_held(&qp->dev->lock);
+	if (qp->req.ecn_cut_ns && now - qp->req.ecn_cut_ns < qp->req.srtt_ns)
+		return;
+	qp->req.ecn_cut_ns = now;
+	c = cur_window(qp);
+	c -= (uint32_t)((uint64_t)c * alpha / (2 * 1024));
+	qp->req.cwnd = c < UROCE_TX_WINDOW_MIN ? UROCE_TX_WINDOW_MIN : c;
+	qp->req.ca_acked = 0;
+}
+
+uint64_t uroce_req_window_rate(struct uroce_qp *qp)
+{
+	if (!qp->req.srtt_ns)
+		return 0;
+	return (uint64_t)cur_window(qp) * full_pkt(qp) * 1000000000ull /
+	       qp->req.srtt_ns;
 }
 
 static uint32_t max_rd(const struct uroce_qp *qp)

@@ -187,6 +187,8 @@ struct uroce_req_state {
 	unsigned int retry_left;
 	unsigned int rnr_retry_left;
 	uint32_t cwnd;	     /* packets; shrinks on timeout */
+	uint32_t ca_acked;   /* congestion avoidance: acked toward +1 */
+	uint64_t ecn_cut_ns; /* the window's last cut for a CNP */
 	uint32_t ring_slots; /* the peer's ring, 0: not by a ring */
 	uint64_t path_ns;    /* when ring_slots was asked */
 	uint32_t backoff;    /* consecutive timeouts, for the timer */
