@@ -519,7 +519,14 @@ static int start_wqe(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	    uroce_sge_check(qp->dev, qp->pd, wqe->sge, wqe->num_sge, access))
 		return -EACCES;
 	uroce_wqe_to(qp, wqe, UROCE_WQE_PENDING, IBV_WC_SUCCESS);
-	wqe->rq_msg = takes_recv(wqe) ? ++qp->req.rq_msgs : 0;
+	wqe->rq_msg = 0;
+	if (takes_recv(wqe)) {
+		/* numbered from 1, 0 is "takes none": past 2^32 the count
+		 * skips 0, which errs low (uroce_req_rq_credits) */
+		if (!++qp->req.rq_msgs)
+			++qp->req.rq_msgs;
+		wqe->rq_msg = qp->req.rq_msgs;
+	}
 	wqe->seg = seg_of(qp, wqe);
 	wqe->first_psn = qp->req.psn;
 	wqe->npkts = npkts_of(wqe);

@@ -664,6 +664,49 @@ static void t_credits_hold(void)
 		  "the credit ACK counted as a duplicate");
 }
 
+/*
+ * Past 2^32 receive-taking messages the count wraps: none is numbered 0
+ * (that means "takes no receive", and the credit count would skip it),
+ * and the SENDs across the wrap go within the count, no RNR NAK.
+ */
+static void t_credits_wrap(void)
+{
+	struct uroce_qp *a;
+	unsigned int i, mask;
+
+	eng_setup(NULL);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	a->req.rq_msgs = 0xfffffffeu;
+	for (i = 0; i < 4; i++)
+		eng_post_recv(E->b, 10 + i, i * 4096, 4096);
+	for (i = 0; i < 3; i++)
+		eng_post_send(E->a, IBV_WR_SEND, 1 + i, i * 1024, 1024, 0, 0);
+	mask = a->sq.size - 1;
+	for (i = 0; i < 3; i++) {
+		const struct uroce_send_wqe *w = &a->sq.wqe[i & mask];
+
+		ENG_CHECK(uroce_wqe_started(w), "SEND %u not started", i);
+		ENG_CHECK(w->rq_msg != 0, "SEND %u numbered 0", i);
+	}
+	eng_wait(3, 3);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the SENDs");
+	for (i = 0; i < 3; i++) {
+		eng_expect_ok(&E->wc_a[i], 1 + i);
+		eng_expect_ok(&E->wc_b[i], 10 + i);
+		ENG_CHECK(!memcmp(E->buf_a + i * 1024, E->buf_b + i * 4096, 1024),
+			  "SEND %u's data", i);
+	}
+	/* one receive left: one more SEND goes, the next waits for room */
+	for (i = 0; i < 2; i++)
+		eng_post_send(E->a, IBV_WR_SEND, 4 + i, 4096 + i * 1024, 1024,
+			      0, 0);
+	run_for(300000);
+	ENG_CHECK(eng_count_sent(is_send_req) == 4, "%u SEND packets",
+		  eng_count_sent(is_send_req));
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_RNR_NAK) == 0, "an RNR NAK");
+}
+
 /* a peer that never says it posted: the credit ACK is lost */
 static uint64_t credit_acks_seen;
 
@@ -715,6 +758,7 @@ static const struct eng_test tests[] = {
 	{ "rnr_exhausted", t_rnr_exhausted },
 	{ "credits_hold", t_credits_hold },
 	{ "credits_probe", t_credits_probe },
+	{ "credits_wrap", t_credits_wrap },
 	{ "read_resume", t_read_resume },
 	{ "atomic_replay", t_atomic_replay },
 	{ "ack_coalescing", t_ack_coalescing },
