@@ -143,9 +143,10 @@ static void rate_measure(struct uroce_cc_state *cc, uint64_t now, uint32_t bytes
 /*
  * An unpaced QP about to be cut starts pacing from the fastest rate it
  * was seen to send at, the last full window or the one under way (DCQCN
- * starts from the line rate, which a socket does not know).
+ * starts from the line rate, which a socket does not know), but from no
+ * more than cap (0: none), what the caller knows it gets through.
  */
-static void pace_start(struct uroce_cc_state *cc, uint64_t now)
+static void pace_start(struct uroce_cc_state *cc, uint64_t now, uint64_t cap)
 {
 	uint64_t dt = now - cc->win_ns, est = cc->sent_rate;
 
@@ -157,6 +158,8 @@ static void pace_start(struct uroce_cc_state *cc, uint64_t now)
 	if (cc->free_rate < CC_MIN_RATE)
 		cc->free_rate = CC_MIN_RATE;
 	cc->rate = cc->free_rate;
+	if (cap && cap < cc->rate)
+		cc->rate = cap < CC_MIN_RATE ? CC_MIN_RATE : cap;
 	cc->tokens = 0;
 	cc->tok_ns = now;
 }
@@ -176,7 +179,7 @@ static void pace_start(struct uroce_cc_state *cc, uint64_t now)
 void uroce_cc_cnp(struct uroce_qp *qp)
 {
 	struct uroce_cc_state *cc = &qp->cc;
-	uint64_t now = uroce_now_ns(), w;
+	uint64_t now = uroce_now_ns();
 
 	qp->cc.cnp_rx++;
 	if (!qp->dev->cc.on || !uroce_qp_reliable(qp))
@@ -185,12 +188,7 @@ void uroce_cc_cnp(struct uroce_qp *qp)
 	if (cc->rate)
 		rate_increase(qp, now);
 	if (!cc->rate) {
-		pace_start(cc, now);
-		w = uroce_req_window_rate(qp);
-		if (w && w < cc->rate)
-			cc->rate = w;
-		if (cc->rate < CC_MIN_RATE)
-			cc->rate = CC_MIN_RATE;
+		pace_start(cc, now, uroce_req_window_rate(qp));
 		if (!cc->cuts)
 			cc->alpha = CC_ALPHA_ONE;
 	}
@@ -295,11 +293,7 @@ void uroce_cc_delay(struct uroce_qp *qp, uint64_t r)
 	if (!cc->rate) {
 		/* start from what it delivered, not from the bursts it sent:
 		 * through a shared queue that is its share */
-		pace_start(cc, now);
-		if (cc->dlv_rate && cc->dlv_rate < cc->rate)
-			cc->rate = cc->dlv_rate;
-		if (cc->rate < CC_MIN_RATE)
-			cc->rate = CC_MIN_RATE;
+		pace_start(cc, now, cc->dlv_rate);
 	}
 	if (!cc->streak_rate)
 		cc->streak_rate = cc->rate;
