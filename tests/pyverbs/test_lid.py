@@ -157,21 +157,37 @@ class LidTest(u.VerbsTestCase):
         """A segment left by a dead process names a LID nobody holds: no
         address."""
         lid = self.unused_lid()
-        dead = subprocess.Popen(['true'])
-        dead.wait()
-        path = f'/dev/shm/uroce.{dead.pid}'
-        if os.path.exists(path):
-            self.skipTest(f'{path} exists')
-        # our own segment, as the dead pid's, with the unused LID
-        shutil.copyfile(f'/dev/shm/uroce.{os.getpid()}', path)
-        self.addCleanup(lambda: os.path.exists(path) and os.unlink(path))
-        with open(path, 'r+b') as f:
-            hdr_size, = struct.unpack('<I', f.read(16)[SHM_HDR_SIZE_OFF:16])
-            f.seek(SHM_PID_OFF)
-            f.write(struct.pack('<i', dead.pid))
-            f.seek(hdr_size - 4)
-            f.write(struct.pack('<H', lid))
-        self.assertRDMAError(errno.EINVAL, AH, self.pd, attr=lid_ah_attr(lid))
+        # Any uroce process that opens its device meanwhile removes a
+        # dead pid's segment (engine/shm.c remove_stale): the segment is
+        # made under a name that sweep passes over, renamed into place,
+        # and the lookup counts only if the segment is still there after
+        # it; else again, with another dead pid.
+        for _ in range(20):
+            dead = subprocess.Popen(['true'])
+            dead.wait()
+            path = f'/dev/shm/uroce.{dead.pid}'
+            if os.path.exists(path):
+                continue
+            # our own segment, as the dead pid's, with the unused LID
+            tmp = f'/dev/shm/uroce-test-lid.{os.getpid()}'
+            shutil.copyfile(f'/dev/shm/uroce.{os.getpid()}', tmp)
+            with open(tmp, 'r+b') as f:
+                hdr_size, = struct.unpack(
+                    '<I', f.read(16)[SHM_HDR_SIZE_OFF:16])
+                f.seek(SHM_PID_OFF)
+                f.write(struct.pack('<i', dead.pid))
+                f.seek(hdr_size - 4)
+                f.write(struct.pack('<H', lid))
+            os.rename(tmp, path)
+            try:
+                self.assertRDMAError(errno.EINVAL, AH, self.pd,
+                                     attr=lid_ah_attr(lid))
+                if os.path.exists(path):
+                    return
+            finally:
+                if os.path.exists(path):
+                    os.unlink(path)
+        self.fail('the dead segment was swept before every lookup')
 
     def unused_lid(self):
         """A unicast LID that no uroce device holds now or can take while
