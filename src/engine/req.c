@@ -31,14 +31,21 @@ static uint32_t tx_window(const struct uroce_qp *qp)
 
 /* the peer's ring in packets, 0 when packets to it go by UDP (asked
  * again after PATH_CHECK_NS, on the coarse clock: this is asked for
- * every packet) */
+ * every packet; and at once when a ring came up: the first packet to a
+ * same-host peer connects its ring, and the window of 1 KiB packets the
+ * requester went on with for a millisecond filled the ring and went on
+ * through the overflow queue, docs/local.md) */
 static uint32_t ring_slots(struct uroce_qp *qp)
 {
 	const struct uroce_pkt_io *io = qp->dev->net.io;
 	uint64_t now = uroce_coarse_ns();
+	uint32_t gen = atomic_load_explicit(&qp->dev->net.path_gen,
+					    memory_order_relaxed);
 
-	if (!qp->req.path_ns || now - qp->req.path_ns > PATH_CHECK_NS) {
+	if (!qp->req.path_ns || now - qp->req.path_ns > PATH_CHECK_NS ||
+	    gen != qp->req.path_gen) {
 		qp->req.path_ns = now;
+		qp->req.path_gen = gen;
 		qp->req.ring_slots =
 			io && io->ring_window ?
 				io->ring_window(qp->dev, &qp->peer,

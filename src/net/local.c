@@ -355,6 +355,7 @@ static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 	o->head = 0;
 	atomic_store(&o->fd, sv[1]);
 	o->up = true;
+	atomic_fetch_add_explicit(&dev->net.path_gen, 1, memory_order_relaxed);
 	epoll_add(dev, &o->w, sv[1]);
 	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
 	return 0;
@@ -434,6 +435,7 @@ int lr_out_connect(struct uroce_dev *dev, struct uroce_local *L, struct lout *o)
 		goto fail;
 	atomic_store(&o->fd, fd);
 	o->up = true;
+	atomic_fetch_add_explicit(&dev->net.path_gen, 1, memory_order_relaxed);
 	epoll_add(dev, &o->w, fd);
 	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
 	return 0;

@@ -128,6 +128,10 @@ struct uroce_net {
 					 * NULL when the socket is alone */
 	struct uroce_local *local_path; /* net/local.c: the same-host
 					 * path, NULL with UROCE_LOCAL=0 */
+	_Atomic uint32_t path_gen;	/* moves when a ring comes up: what
+					 * a requester knew of its peer's
+					 * path is asked again (engine/req.c
+					 * ring_slots) */
 	/* the IP header fields of the datagram being delivered (rx_lock:
 	 * set by uroce_net_poll around uroce_recv; zero for ring packets
 	 * and anything else without an IP header) */

@@ -191,6 +191,7 @@ struct uroce_req_state {
 	uint64_t ecn_cut_ns; /* the window's last cut for a CNP */
 	uint32_t ring_slots; /* the peer's ring, 0: not by a ring */
 	uint64_t path_ns;    /* when ring_slots was asked */
+	uint32_t path_gen;   /* dev->net.path_gen then */
 	uint32_t backoff;    /* consecutive timeouts, for the timer */
 	bool need_retry;
 	/* RTT (RFC 6298): one PSN timed at a time, never a resent one

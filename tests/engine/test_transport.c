@@ -494,6 +494,41 @@ static void t_ring_packets(void)
 		  "READ data");
 }
 
+/*
+ * The first packet to a same-host peer connects its ring (net/local.c):
+ * the requester asks for the path again at once (dev->net.path_gen), not
+ * after its millisecond, so the next WRITE already goes in packets of
+ * the ring's size and under the ring's window; with the old answer it
+ * went on in packets of the path MTU, a UDP window of them, and filled
+ * the ring (integration.local_bidir).
+ */
+static void t_ring_comes_up(void)
+{
+	struct eng_opts o = { 0 };
+
+	eng_setup(&o);
+	eng_pattern();
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(0),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "first WRITE");
+	ENG_CHECK(eng_count_sent(is_first_data_req) == 65536 / 1024,
+		  "%u packets before the ring",
+		  eng_count_sent(is_first_data_req));
+	E->o.ring = RING_SLOTS;
+	atomic_fetch_add(&E->dev->net.path_gen, 1);
+	ENG_CHECK(eng_ms() < 1.0, "at %.3f ms: past the path's check", eng_ms());
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 2, 65536, 65536, rva(65536),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "second WRITE");
+	eng_expect_ok(&E->wc_a[0], 2);
+	ENG_CHECK(eng_count_sent(is_first_wide_req) == 65536 / UROCE_RING_MTU,
+		  "%u packets of the ring's size after it came up",
+		  eng_count_sent(is_first_wide_req));
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 2 * 65536), "WRITE data");
+}
+
 /* The same loss, duplication and reordering as the soak, through a ring
  * (where none of it happens, but for RC's go-back-N it is all one). */
 static void t_ring_soak(void)
@@ -765,6 +800,7 @@ static const struct eng_test tests[] = {
 	{ "destroy_mid_burst", t_destroy_mid_burst },
 	{ "soak", t_soak },
 	{ "ring_packets", t_ring_packets },
+	{ "ring_comes_up", t_ring_comes_up },
 	{ "ring_soak", t_ring_soak },
 	{ "ring_wide_by_udp", t_ring_wide_by_udp },
 	{ "timer_walk", t_timer_walk },

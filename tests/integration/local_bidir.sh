@@ -72,9 +72,9 @@ for side in server client; do
 		"tx_write_pkts=$wpkts tx_write_bytes=$wbytes"
 	# 2 000 WRITEs of 64 KiB each way, through the ring, in packets of
 	# 32 KiB (UROCE_RING_MTU): 2 a WRITE.  Of 1 KiB, the path MTU's,
-	# there would be 64 a WRITE.  The first WRITEs go in packets of 1
-	# KiB until the requester knows the peer's ring (late on a loaded
-	# machine: there 17 KiB a packet on average), so the packets of 32
+	# there would be 64 a WRITE.  The WRITEs started before the first
+	# packet connected the ring go in packets of 1 KiB (one, here;
+	# docs/local.md "Packets of the ring's size"), so the packets of 32
 	# KiB are counted from the bytes: n1 + n32 packets carry 1 KiB n1 +
 	# 32 KiB n32 = the 2 000 WRITEs; most WRITEs must go in them.
 	[ "$pkts" -gt 4000 ] || fail "$side: $pkts packets through the ring"
