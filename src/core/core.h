@@ -189,9 +189,13 @@ uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
 /* the same a few ms coarse, cheaper (CLOCK_MONOTONIC_COARSE): for
  * checks made every so many ms, not for timers or RTTs */
 uint64_t uroce_coarse_ns(void);
-/* the calling thread's run delay so far, in ns (the second field of its
- * schedstat; 0 where the kernel keeps none): core/proc.c */
-uint64_t uroce_run_delay(void);
+/* the calling thread's run delay so far, in ns, and in *slices the times
+ * it was put on a core (the second and third fields of its schedstat; 0
+ * where the kernel keeps none): core/proc.c */
+uint64_t uroce_run_delay(uint64_t *slices);
+/* the last minute's load average is above the CPUs this process may use
+ * (true where that cannot be read): core/proc.c */
+bool uroce_cpus_crowded(void);
 /* set the fake clock (engine tests), 0 for the real one again */
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and

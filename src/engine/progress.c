@@ -535,8 +535,11 @@ static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
 /* may a spin of g start now (spin.h)?  Samples the run delay when due */
 static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
 {
-	if (uroce_spin_sample_due(g, now))
-		uroce_spin_sample(g, now, uroce_run_delay());
+	if (uroce_spin_sample_due(g, now)) {
+		uint64_t slices, delay = uroce_run_delay(&slices);
+
+		uroce_spin_sample(g, now, delay, slices, uroce_cpus_crowded());
+	}
 	return uroce_spin_may(g, now);
 }
 
@@ -633,7 +636,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct uroce_wait_look look = { 0, 0, false };
-	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0, 0 };
 	struct epoll_event ev[4];
 
 	short_slice();

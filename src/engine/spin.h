@@ -12,7 +12,12 @@
  * UROCE_SPIN_PREEMPT_NS apart only when something else ran in between;
  * and, sampled at most every UROCE_SPIN_SAMPLE_NS, the time the thread
  * spent runnable but waiting for a core (its schedstat run delay) was
- * more than an eighth of the time since the last sample.  Then the spin
+ * more than an eighth of the time since the last sample, and either the
+ * machine has had more to run than CPUs (the last minute's load
+ * average) or the waits were longer than UROCE_SPIN_PREEMPT_NS on
+ * average (behind another task's slice, not an idle core waking: a
+ * thread that sleeps and wakes every few microseconds waits that long
+ * for its core each time, which is no one else's use of it).  Then the spin
  * stops or does not start, and none of this governor starts for a
  * back-off that doubles at each such sign (UROCE_SPIN_BACKOFF_MIN_NS to
  * _MAX_NS), is halved by each spin that caught what it waited for, and
@@ -41,6 +46,7 @@ struct uroce_spin_gov {
 	uint64_t preempted; /* when a preemption was last seen */
 	uint64_t sampled;   /* when the run delay was last sampled */
 	uint64_t delay;	    /* ... and what it was */
+	uint64_t slices;    /* ... and the times on a core then */
 };
 
 /* a preemption seen at now: no spin for the back-off, which doubles */
@@ -62,14 +68,21 @@ static inline bool uroce_spin_sample_due(const struct uroce_spin_gov *g,
 	return !g->sampled || now - g->sampled >= UROCE_SPIN_SAMPLE_NS;
 }
 
-/* the thread's run delay so far (ns runnable but not running), at now */
+/* the thread's run delay so far (ns runnable but not running) and the
+ * times it was put on a core, at now; crowded: the machine has had more
+ * to run than CPUs lately */
 static inline void uroce_spin_sample(struct uroce_spin_gov *g, uint64_t now,
-				     uint64_t delay)
+				     uint64_t delay, uint64_t slices,
+				     bool crowded)
 {
-	if (g->sampled && delay - g->delay > (now - g->sampled) / 8)
+	uint64_t waited = delay - g->delay;
+
+	if (g->sampled && waited > (now - g->sampled) / 8 &&
+	    (crowded || waited > (slices - g->slices) * UROCE_SPIN_PREEMPT_NS))
 		uroce_spin_backoff(g, now);
 	g->sampled = now;
 	g->delay = delay;
+	g->slices = slices;
 }
 
 /* may a spin start now? */

@@ -205,7 +205,7 @@ static void t_two_cqs_one_channel(void)
  * start again at once */
 static void t_spin_own_core(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS;
 
 	eng_setup(NULL); /* (the harness reports on its device) */
@@ -228,7 +228,7 @@ static void t_spin_own_core(void)
  * UROCE_SPIN_CALM_NS without one */
 static void t_spin_backoff(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS, want = UROCE_SPIN_BACKOFF_MIN_NS;
 	int i;
 
@@ -290,7 +290,7 @@ static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want
  * none (a rare preemption on an idle machine costs little) */
 static void t_spin_caught(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
 
 	eng_setup(NULL);
@@ -307,34 +307,52 @@ static void t_spin_caught(void)
 }
 
 /* a thread that waited for a core more than an eighth of the time
- * between two samples of its run delay (a loaded machine, seen outside
- * the spins too) does not spin: it backs off as if a spin had been
- * preempted; one that waited less spins on */
+ * between two samples of its run delay does not spin (it backs off as
+ * if a spin had been preempted) when the machine has had more to run
+ * than CPUs, or when it waited more than UROCE_SPIN_PREEMPT_NS a time on
+ * a core (behind another task's slice); waits of a few microseconds a
+ * time on a machine with CPUs to spare are an idle core waking, and it
+ * spins on; so does one that waited less */
 static void t_spin_run_delay(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
 	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
-	uint64_t s = UROCE_SPIN_SAMPLE_NS;
+	uint64_t s = UROCE_SPIN_SAMPLE_NS, d = 1000000, n = 100;
 
 	eng_setup(NULL);
 	ENG_CHECK(uroce_spin_sample_due(&g, t), "no first sample");
-	uroce_spin_sample(&g, t, 1000000);
+	uroce_spin_sample(&g, t, d, n, true);
 	ENG_CHECK(uroce_spin_may(&g, t), "the first sample stopped spins");
 	ENG_CHECK(!uroce_spin_sample_due(&g, t + s - 1), "a sample too soon");
 	ENG_CHECK(uroce_spin_sample_due(&g, t + s), "no sample due");
-	/* an eighth of the interval waited: still ours */
+	/* an eighth of the interval waited, crowded: still ours */
 	t += s;
-	uroce_spin_sample(&g, t, 1000000 + s / 8);
+	d += s / 8;
+	n += 1;
+	uroce_spin_sample(&g, t, d, n, true);
 	ENG_CHECK(uroce_spin_may(&g, t), "an eighth waited stopped spins");
-	/* more: loaded, a back-off of the least, then twice that */
+	/* a quarter, in 50 waits of 5 us, CPUs to spare: an idle core's
+	 * wake-ups, still ours */
 	t += s;
-	uroce_spin_sample(&g, t, 1000000 + s / 8 + s / 8 + 1);
-	ENG_CHECK(!uroce_spin_may(&g, t + m - 1), "loaded: a spin");
+	d += s / 4;
+	n += 50;
+	uroce_spin_sample(&g, t, d, n, false);
+	ENG_CHECK(uroce_spin_may(&g, t), "idle-core wake-ups stopped spins");
+	/* the same waits on a crowded machine: a back-off of the least */
+	t += s;
+	d += s / 4;
+	n += 50;
+	uroce_spin_sample(&g, t, d, n, true);
+	ENG_CHECK(!uroce_spin_may(&g, t + m - 1), "crowded: a spin");
 	ENG_CHECK(uroce_spin_may(&g, t + m), "no spin after the back-off");
+	/* a quarter in 2 waits, CPUs to spare: behind another task's slice,
+	 * a back-off twice the first */
 	t += s;
-	uroce_spin_sample(&g, t, 1000000 + s);
+	d += s / 4;
+	n += 2;
+	uroce_spin_sample(&g, t, d, n, false);
 	ENG_CHECK(!uroce_spin_may(&g, t + 2 * m - 1),
-		  "the second back-off is not twice the first");
+		  "long waits: a spin, or the back-off is not twice the first");
 	ENG_CHECK(uroce_spin_may(&g, t + 2 * m), "no spin after the second");
 }
 
