@@ -315,6 +315,17 @@ out:
 	return err;
 }
 
+/* a ring to o is up on its connection fd: the poller watches fd, and
+ * requesters ask for their peers' paths again (engine/req.c ring_slots) */
+static void out_up(struct uroce_dev *dev, struct lout *o, int fd)
+{
+	atomic_store(&o->fd, fd);
+	o->up = true;
+	atomic_fetch_add_explicit(&dev->net.path_gen, 1, memory_order_relaxed);
+	epoll_add(dev, &o->w, fd);
+	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+}
+
 /*
  * Packets to ourselves (two QPs of this process): a ring of our own,
  * made without a handshake (we would wait for our own progress thread);
@@ -353,11 +364,7 @@ static int self_ring(struct uroce_dev *dev, struct uroce_local *L,
 	o->self = true;
 	o->alone = !dev->net.share;
 	o->head = 0;
-	atomic_store(&o->fd, sv[1]);
-	o->up = true;
-	atomic_fetch_add_explicit(&dev->net.path_gen, 1, memory_order_relaxed);
-	epoll_add(dev, &o->w, sv[1]);
-	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+	out_up(dev, o, sv[1]);
 	return 0;
 }
 
@@ -433,11 +440,7 @@ int lr_out_connect(struct uroce_dev *dev, struct uroce_local *L, struct lout *o)
 	}
 	if (take_answer(L, o, fd, o->sbyte))
 		goto fail;
-	atomic_store(&o->fd, fd);
-	o->up = true;
-	atomic_fetch_add_explicit(&dev->net.path_gen, 1, memory_order_relaxed);
-	epoll_add(dev, &o->w, fd);
-	uroce_count(dev, UROCE_CNT_LOCAL_CONNECTS, 1);
+	out_up(dev, o, fd);
 	return 0;
 fail:
 	close(fd);
