@@ -460,6 +460,7 @@ void uroce_wqe_queue(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		tx->queued_head = qp;
 	}
 	atomic_store_explicit(&tx->settle, true, memory_order_relaxed);
+	uroce_tx_settles = true; /* (this thread sends it: uroce_tx_drain) */
 }
 
 void uroce_comp_release(struct uroce_qp *qp)

@@ -91,6 +91,10 @@ struct uroce_tx {
 	struct uroce_txbatch *txb_free;
 	int txb_count; /* batches allocated */
 	_Atomic int txq_len;
+	/* a receiving thread in send_queued holds tx_lock and looks at
+	 * the queue again after it lets go: another that may defer leaves
+	 * its batches to it (engine/xmit.c) */
+	_Atomic bool draining;
 	/* completions that wait for their packets (engine/comp.c) */
 	uint64_t open_seq;	      /* the last opened batch's (dev->lock) */
 	_Atomic uint64_t sent_seq;    /* batches up to it have gone */
@@ -408,8 +412,17 @@ void uroce_xmit_begin(struct uroce_dev *dev);
 void uroce_xmit_end(struct uroce_dev *dev);
 /* send what uroce_xmit_end queued; call without dev->lock.  Returns once
  * everything queued before the call is with the kernel (waiting for a
- * thread that is sending, which may send ours) */
+ * thread that is sending, which may send ours), or, in a thread that may
+ * defer (below), once a thread that is draining the queue has it */
 void uroce_tx_drain(struct uroce_dev *dev);
+/* this thread's uroce_tx_drain may leave its batches to another such
+ * thread that is draining the queue, and return before they are sent:
+ * the progress thread, and an application thread receiving in its poll or
+ * its wait, never a verb's (engine/xmit.c) */
+extern __thread bool uroce_tx_defer;
+/* ... but not a batch with WQEs that complete once it has gone
+ * (uroce_wqe_queue): their thread sends and settles them itself */
+extern __thread bool uroce_tx_settles;
 /* a send error that will not mend by itself (no route, a refused
  * destination): a UC/UD WQE fails; ENOBUFS, EPERM and the like are loss,
  * and so is everything on RC, whose retries decide */

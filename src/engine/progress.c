@@ -640,6 +640,7 @@ static void *progress_main(void *arg)
 	struct epoll_event ev[4];
 
 	short_slice();
+	uroce_tx_defer = true;
 	/* its looks on time: a held ACK counts on the next one
 	 * (uroce_ack_hold_covered), and the default slack is 50 us */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -777,7 +778,9 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	if (pthread_mutex_trylock(&dev->prog.rx_lock))
 		return;
 	app_rx = true;
+	uroce_tx_defer = true;
 	n = uroce_net_poll(dev);
+	uroce_tx_defer = false;
 	app_rx = false;
 	rings = uroce_local_rings(dev); /* (the poll writes it: rx_lock) */
 	pthread_mutex_unlock(&dev->prog.rx_lock);
@@ -818,7 +821,9 @@ static int wait_rx(struct uroce_dev *dev, bool sock, bool bell)
 	if (bell)
 		uroce_local_bell_take(dev);
 	waiter_rx = true;
+	uroce_tx_defer = true;
 	n = uroce_net_poll(dev);
+	uroce_tx_defer = false;
 	waiter_rx = false;
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 	return n;

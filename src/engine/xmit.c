@@ -195,24 +195,58 @@ static void txq_send_all(struct uroce_dev *dev)
 	}
 }
 
+__thread bool uroce_tx_defer, uroce_tx_settles;
+
+/*
+ * Send the sealed batches.  A thread that finds another sending waits for
+ * it (a verb must not return before its packets are with the kernel: a
+ * program may exit right after rdma_disconnect, as rping does, and a DREQ
+ * left in our queue would die with it), unless both may defer
+ * (uroce_tx_defer: receiving threads) and the other is here, draining:
+ * that one looks at the queue again after it lets tx_lock go, so a batch
+ * sealed before our trylock is sent by it.  Waiting there cost the
+ * progress thread a futex sleep and the sender a wake-up per GSO train it
+ * sent.  A verb's thread is not left others' batches: it is on the
+ * application's path.  Nor does a device defer once a same-host ring came
+ * up: a ring's send is a copy, no system call, and nothing measured
+ * better there (docs/datapath.md, "One sender at a time").
+ */
 static void send_queued(struct uroce_dev *dev)
 {
-	if (!atomic_load(&dev->tx.txq_len))
+	if (!atomic_load(&dev->tx.txq_len)) {
+		uroce_tx_settles = false;
 		return;
-	pthread_mutex_lock(&dev->tx.tx_lock);
-	txq_send_all(dev);
-	pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
+	/* (a device whose same-host rings came up: below) */
+	if (!uroce_tx_defer ||
+	    atomic_load_explicit(&dev->net.path_gen, memory_order_relaxed)) {
+		pthread_mutex_lock(&dev->tx.tx_lock);
+		txq_send_all(dev);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+		uroce_tx_settles = false;
+		return;
+	}
+	if (pthread_mutex_trylock(&dev->tx.tx_lock)) {
+		if (!uroce_tx_settles && atomic_load(&dev->tx.draining))
+			return;
+		pthread_mutex_lock(&dev->tx.tx_lock);
+	}
+	do {
+		atomic_store(&dev->tx.draining, true);
+		txq_send_all(dev);
+		atomic_store(&dev->tx.draining, false);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+		/* (seq_cst: a batch sealed before a deferring thread's
+		 * trylock is counted here) */
+	} while (atomic_load(&dev->tx.txq_len) &&
+		 !pthread_mutex_trylock(&dev->tx.tx_lock));
+	uroce_tx_settles = false;
 }
 
 void uroce_tx_drain(struct uroce_dev *dev)
 {
-	/*
-	 * Wait for a thread that is sending: it may send ours too.  A verb
-	 * must not return before its packets are with the kernel: a program
-	 * may exit right after rdma_disconnect (rping does), and a DREQ left
-	 * in our queue would die with it.  A batch counts in txq_len until
-	 * it has gone, so 0 means everything queued before has.
-	 */
+	/* A batch counts in txq_len until it has gone, so 0 means
+	 * everything queued before has. */
 	send_queued(dev);
 	/* completions that waited for these packets (engine/comp.c) */
 	if (atomic_load_explicit(&dev->tx.settle, memory_order_relaxed)) {
