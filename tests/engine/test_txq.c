@@ -6,7 +6,8 @@
  * draining the send queue leaves its batch to that thread and returns; the
  * draining thread sends it after its own, nothing is left behind, and the
  * order on the wire is the order of sealing.  A verb's thread waits, and
- * is not left others' batches: a receiving thread waits for it.
+ * is not left others' batches: a receiving thread waits for it; and on a
+ * device whose same-host rings came up everybody waits.
  *
  * The wire's sendmmsg is gated: the first thread to send (H) stops inside
  * it, holding tx_lock, until the test opens the gate.  These are the only
@@ -103,10 +104,11 @@ static bool joined_within(pthread_t t, long ms)
 	return pthread_timedjoin_np(t, NULL, &ts) == 0;
 }
 
-/* H and T each a receiving thread (that may defer) or a verb's */
-static void run(bool h_may, bool t_may)
+/* H and T each a receiving thread (that may defer) or a verb's; rings:
+ * a same-host ring of the device came up (then nobody defers) */
+static void run(bool h_may, bool t_may, bool rings)
 {
-	bool may_defer = h_may && t_may;
+	bool may_defer = h_may && t_may && !rings;
 	struct eng_opts o;
 	pthread_t h, t;
 	bool t_done;
@@ -118,6 +120,8 @@ static void run(bool h_may, bool t_may)
 	g_gated = *g_wire;
 	g_gated.send_runs = gate_send_runs;
 	E->dev->net.io = &g_gated;
+	if (rings)
+		atomic_store(&E->dev->net.path_gen, 1);
 
 	h_defers = h_may;
 	t_defers = t_may;
@@ -153,23 +157,29 @@ static void run(bool h_may, bool t_may)
 
 static void t_tx_defer(void)
 {
-	run(true, true);
+	run(true, true, false);
 }
 
 static void t_tx_verb_waits(void)
 {
-	run(true, false);
+	run(true, false, false);
 }
 
 static void t_tx_verb_not_left(void)
 {
-	run(false, true);
+	run(false, true, false);
+}
+
+static void t_tx_rings_wait(void)
+{
+	run(true, true, true);
 }
 
 static const struct eng_test tests[] = {
 	{ "tx_defer", t_tx_defer },
 	{ "tx_verb_waits", t_tx_verb_waits },
 	{ "tx_verb_not_left", t_tx_verb_not_left },
+	{ "tx_rings_wait", t_tx_rings_wait },
 };
 
 int main(int argc, char **argv)
