@@ -213,32 +213,28 @@ __thread bool uroce_tx_defer, uroce_tx_settles;
  */
 static void send_queued(struct uroce_dev *dev)
 {
+	/* (a device whose same-host rings came up: above) */
+	bool may = uroce_tx_defer && !atomic_load_explicit(&dev->net.path_gen,
+							   memory_order_relaxed);
+
 	if (!atomic_load(&dev->tx.txq_len)) {
 		uroce_tx_settles = false;
 		return;
 	}
-	/* (a device whose same-host rings came up: below) */
-	if (!uroce_tx_defer ||
-	    atomic_load_explicit(&dev->net.path_gen, memory_order_relaxed)) {
-		pthread_mutex_lock(&dev->tx.tx_lock);
-		txq_send_all(dev);
-		pthread_mutex_unlock(&dev->tx.tx_lock);
-		uroce_tx_settles = false;
-		return;
-	}
 	if (pthread_mutex_trylock(&dev->tx.tx_lock)) {
-		if (!uroce_tx_settles && atomic_load(&dev->tx.draining))
+		if (may && !uroce_tx_settles && atomic_load(&dev->tx.draining))
 			return;
 		pthread_mutex_lock(&dev->tx.tx_lock);
 	}
 	do {
-		atomic_store(&dev->tx.draining, true);
+		atomic_store(&dev->tx.draining, may);
 		txq_send_all(dev);
 		atomic_store(&dev->tx.draining, false);
 		pthread_mutex_unlock(&dev->tx.tx_lock);
 		/* (seq_cst: a batch sealed before a deferring thread's
-		 * trylock is counted here) */
-	} while (atomic_load(&dev->tx.txq_len) &&
+		 * trylock is counted here; a thread that may not defer was
+		 * left nothing) */
+	} while (may && atomic_load(&dev->tx.txq_len) &&
 		 !pthread_mutex_trylock(&dev->tx.tx_lock));
 	uroce_tx_settles = false;
 }
