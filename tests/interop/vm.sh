@@ -16,6 +16,11 @@
 #   vm.sh check                 exit 77 (with the reason) if this machine
 #                               cannot run the guest, 0 if it can
 #   vm.sh status                print the guest's state
+#   vm.sh dump                  what a guest that stopped answering is
+#                               doing: QEMU's view (monitor), the kernel's
+#                               (sysrq w, l, t) and its console since the
+#                               last dump.  `exec` does this by itself when
+#                               the guest does not answer
 #
 # Everything runs on this machine: the guest is reachable only over the tap
 # link, a private /24 of its own (10.77.0.0/24 by default, no NAT: the
@@ -36,7 +41,7 @@
 # Environment:
 #   UROCE_INTEROP_CACHE  download and build cache
 #                        (default ${XDG_CACHE_HOME:-~/.cache}/uroce-interop)
-#   UROCE_INTEROP_STATE  run-time state: pid file, console log
+#   UROCE_INTEROP_STATE  run-time state: pid file, console log, monitor
 #                        (default /tmp/uroce-interop)
 #   UROCE_INTEROP_NET    the first three octets of the link (default 10.77.0)
 #   UROCE_INTEROP_TAP    the tap's name (default uroce-tap0)
@@ -319,7 +324,80 @@ cmd_exec() {
 	done
 	(($#)) || die "exec: no command"
 	[[ -s $state/qemu.pid ]] || die "exec: the guest is not running (vm.sh up)"
-	gexec "$tmo" "$*"
+	local rc=0
+	gexec "$tmo" "$*" || rc=$?
+	((rc == 124 || rc == 125)) && guest_post_mortem
+	return "$rc"
+}
+
+# qmon COMMAND...: runs QEMU monitor (HMP) commands, prints their output.
+qmon() {
+	python3 - "$state/monitor.sock" "$@" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    sys.stderr.write("vm: no QEMU monitor at %s: %s\n" % (sys.argv[1], e))
+    sys.exit(1)
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
+until_prompt()
+for cmd in sys.argv[2:]:
+    s.sendall(cmd.encode() + b"\n")
+    lines = until_prompt().replace("\r", "").split("\n")[1:-1]
+    print("(qemu) " + cmd)
+    for l in lines:
+        print("  " + l)
+EOF
+}
+
+# guest_post_mortem: the guest did not answer.  Say whether QEMU is still
+# there and show what the guest's console printed since the last time (a
+# panic, an oops, a stuck queue: loglevel=5 lets warnings through), so a CI
+# log says why the guest went away, once.
+guest_post_mortem() {
+	local log=$state/console.log shown=0 now
+	if qemu_alive; then
+		say "QEMU (pid $(cat "$state/qemu.pid")) is still running; its view of the guest (CPU, eth0's receive and send rings):"
+		local vq=/machine/peripheral/nic0/virtio-backend
+		qmon "info status" "info registers" "info virtio-queue-status $vq 0" \
+			"info virtio-queue-status $vq 1" >&2
+		# The kernel's own view (sysrq_always_enabled): console
+		# loglevel 8, blocked tasks, the CPU's stack, all tasks, back to
+		# loglevel 5; then wait until the console has settled.
+		qmon "sendkey alt-sysrq-8" "sendkey alt-sysrq-w" "sendkey alt-sysrq-l" \
+			"sendkey alt-sysrq-t" "sendkey alt-sysrq-5" >/dev/null
+		local size=-1 still=0
+		for _ in $(seq 1 60); do
+			sleep 0.5
+			if [[ $(stat -c %s "$log") == "$size" ]]; then
+				((++still >= 4)) && break
+			else
+				still=0 size=$(stat -c %s "$log")
+			fi
+		done
+	else
+		say "QEMU has exited: the guest rebooted or powered off (-no-reboot; panic=-1)"
+	fi
+	[[ -s $log ]] || return 0
+	[[ -s $state/console_seen ]] && shown=$(cat "$state/console_seen")
+	now=$(wc -l <"$log")
+	if ((now > shown)); then
+		say "the guest's console, lines $((shown + 1))-$now (last 2000 at most):"
+		tail -n +"$((shown + 1))" "$log" | tail -n 2000 >&2
+		echo "$now" >"$state/console_seen"
+	fi
 }
 
 # ---------------------------------------------------------------- up/down
@@ -341,20 +419,23 @@ cmd_up() {
 	fi
 	cmd_build || exit 1
 	mkdir -p "$state"
-	rm -rf "$state/console.log" "$state/ready" "$state/accounting" "$state/logs"
+	rm -rf "$state/console.log" "$state/console_seen" "$state/ready" "$state/accounting" "$state/logs"
 	local t0=$SECONDS
 	ip link del "$tap" 2>/dev/null
 	ip tuntap add dev "$tap" mode tap || die "ip tuntap add $tap failed"
 	ip addr add "$host_ip/24" dev "$tap" || die "ip addr add $host_ip/24 dev $tap failed"
 	ip link set "$tap" up || die "ip link set $tap up failed"
-	# Deterministic MAC for the guest, a locally administered one.
+	# Deterministic MAC for the guest, a locally administered one.  A
+	# link speed, or rxe warns "speed is unknown" on the console (which
+	# takes warnings) at every QP.  The monitor is for guest_post_mortem.
 	"$qemu" -machine q35 -accel "$accel" -m 1024 -smp "$smp" \
 		-kernel "$guest_dir/vmlinuz" -initrd "$guest_dir/initrd.img" \
-		-append "console=ttyS0 quiet loglevel=4 panic=-1 uroce.ip=$guest_ip/24 uroce.port=$ctl_port" \
-		-display none -serial "file:$state/console.log" -monitor none \
+		-append "console=ttyS0 quiet loglevel=5 panic=-1 sysrq_always_enabled uroce.ip=$guest_ip/24 uroce.port=$ctl_port" \
+		-display none -serial "file:$state/console.log" \
+		-monitor "unix:$state/monitor.sock,server=on,wait=off" \
 		-no-reboot \
 		-netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
-		-device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:02 \
+		-device virtio-net-pci,id=nic0,netdev=n0,mac=52:54:00:77:00:02,speed=10000,duplex=full \
 		-pidfile "$state/qemu.pid" -daemonize ||
 		{ cmd_down; die "$qemu failed to start"; }
 	say "guest booting (qemu pid $(cat "$state/qemu.pid"), console in $state/console.log)"
@@ -432,5 +513,6 @@ exec) cmd_exec "$@" ;;
 down) cmd_down ;;
 check) cmd_check ;;
 status) cmd_status ;;
-*) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+dump) qemu_alive || die "the guest is not running"; guest_post_mortem ;;
+*) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
