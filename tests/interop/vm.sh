@@ -330,9 +330,18 @@ cmd_exec() {
 	return "$rc"
 }
 
+# The monitor's socket: in the state directory unless that path is too
+# long for a UNIX socket (108 bytes with the NUL), then in /tmp under a
+# name made from the state directory's.
+mon_sock() {
+	local sock=$state/monitor.sock
+	((${#sock} < 100)) || sock=/tmp/uroce-interop-$(cksum <<<"$state" | cut -d' ' -f1).sock
+	echo "$sock"
+}
+
 # qmon COMMAND...: runs QEMU monitor (HMP) commands, prints their output.
 qmon() {
-	python3 - "$state/monitor.sock" "$@" <<'EOF'
+	python3 - "$(mon_sock)" "$@" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(5)
@@ -373,6 +382,10 @@ guest_post_mortem() {
 		local vq=/machine/peripheral/nic0/virtio-backend
 		qmon "info status" "info registers" "info virtio-queue-status $vq 0" \
 			"info virtio-queue-status $vq 1" >&2
+		# (the host's side of the link: what QEMU did not read from the
+		# tap shows as its tx drops; whether the guest answers ARP)
+		ip -s link show dev "$tap" >&2
+		ip neigh show dev "$tap" >&2
 		# The kernel's own view (sysrq_always_enabled): console
 		# loglevel 8, blocked tasks, the CPU's stack, all tasks, back to
 		# loglevel 5; then wait until the console has settled.
@@ -432,7 +445,7 @@ cmd_up() {
 		-kernel "$guest_dir/vmlinuz" -initrd "$guest_dir/initrd.img" \
 		-append "console=ttyS0 quiet loglevel=5 panic=-1 sysrq_always_enabled uroce.ip=$guest_ip/24 uroce.port=$ctl_port" \
 		-display none -serial "file:$state/console.log" \
-		-monitor "unix:$state/monitor.sock,server=on,wait=off" \
+		-monitor "unix:$(mon_sock),server=on,wait=off" \
 		-no-reboot \
 		-netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
 		-device virtio-net-pci,id=nic0,netdev=n0,mac=52:54:00:77:00:02,speed=10000,duplex=full \
@@ -490,7 +503,7 @@ cmd_down() {
 		kill "$gpid" 2>/dev/null
 		wait "$gpid" 2>/dev/null
 	fi
-	rm -f "$state/qemu.pid" "$state/ready"
+	rm -f "$state/qemu.pid" "$state/ready" "$(mon_sock)"
 	if ip link show "$tap" >/dev/null 2>&1; then
 		ip link del "$tap" || say "could not remove $tap"
 	fi
@@ -514,5 +527,5 @@ down) cmd_down ;;
 check) cmd_check ;;
 status) cmd_status ;;
 dump) qemu_alive || die "the guest is not running"; guest_post_mortem ;;
-*) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
