@@ -219,6 +219,10 @@ struct uroce_progress {
 	bool running;		    /* thread started, not yet joined */
 	_Atomic bool stopping;	    /* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns; /* what timerfd is set to, 0 = none */
+	/* the same, for a thread that reads it without dev->lock: an
+	 * application's poll runs what came due (uroce_progress_poll); 0
+	 * while a pass runs */
+	_Atomic uint64_t due_ns;
 	/* verbs/cq.c sets it when a completion found its CQ overrun;
 	 * engine/cq_err.c acts on it from the timer pass */
 	bool cq_overrun_pending;

@@ -28,11 +28,18 @@
 #include "dev.h"
 #include "engine/spin.h"
 
+static void armed_set(struct uroce_dev *dev, uint64_t deadline_ns)
+{
+	dev->prog.armed_deadline_ns = deadline_ns;
+	atomic_store_explicit(&dev->prog.due_ns, deadline_ns,
+			      memory_order_relaxed);
+}
+
 static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 {
 	struct itimerspec its;
 
-	dev->prog.armed_deadline_ns = deadline_ns;
+	armed_set(dev, deadline_ns);
 	if (dev->prog.timerfd < 0)
 		return; /* an offline device: the caller runs timers */
 	memset(&its, 0, sizeof(its));
@@ -82,7 +89,7 @@ void uroce_timers_run(struct uroce_dev *dev)
 	}
 	uroce_count(dev, UROCE_CNT_TIMER_PASSES, 1);
 	uroce_count(dev, UROCE_CNT_TIMER_IDLE_PASSES, idle);
-	dev->prog.armed_deadline_ns = 0;
+	armed_set(dev, 0);
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
 	/* ACKs held for a post that did not come (UROCE_ACK_HOLD_NS) */
@@ -762,6 +769,30 @@ void uroce_progress_empty_poll(struct uroce_dev *dev)
 		uroce_ack_release_unlocked(dev);
 }
 
+/*
+ * A deadline that came due while an application thread spins on its CQ
+ * is run by that thread, in its poll: a paced QP's next train above all
+ * (docs/congestion.md, "Pacing").  The progress thread would run it when
+ * its timerfd wakes it, but on a core that spinning threads keep busy it
+ * waits for a slice, milliseconds on 2 cores shared by 16 processes, and
+ * a paced QP that waits past its burst sends less than its rate.  The
+ * one thread that takes the deadline (due_ns to 0) runs the pass; the
+ * pass re-arms the timerfd for the next, so the progress thread does not
+ * wake for this one.  After the poll's receive: an ACK waiting in the
+ * socket clears the deadline of the probe it makes needless.
+ */
+static void app_timers(struct uroce_dev *dev, uint64_t now)
+{
+	uint64_t due = atomic_load_explicit(&dev->prog.due_ns,
+					    memory_order_relaxed);
+
+	if (due && now >= due &&
+	    atomic_compare_exchange_strong_explicit(&dev->prog.due_ns, &due, 0,
+						    memory_order_relaxed,
+						    memory_order_relaxed))
+		uroce_timers_run(dev);
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	uint64_t now;
@@ -775,8 +806,10 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&dev->prog.app_rx_ns, now, memory_order_relaxed);
 	uroce_progress_empty_poll(dev);
-	if (pthread_mutex_trylock(&dev->prog.rx_lock))
+	if (pthread_mutex_trylock(&dev->prog.rx_lock)) {
+		app_timers(dev, now);
 		return;
+	}
 	app_rx = true;
 	uroce_tx_defer = true;
 	n = uroce_net_poll(dev);
@@ -784,6 +817,7 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	app_rx = false;
 	rings = uroce_local_rings(dev); /* (the poll writes it: rx_lock) */
 	pthread_mutex_unlock(&dev->prog.rx_lock);
+	app_timers(dev, now);
 	app_poll_yield(n, now, rings);
 }
 
@@ -1250,7 +1284,7 @@ static void close_fds(struct uroce_dev *dev)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
-	dev->prog.armed_deadline_ns = 0;
+	armed_set(dev, 0);
 }
 
 int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
