@@ -173,9 +173,11 @@
 	X(WAIT_SPIN_PREEMPT, "wait_spin_preempt") \
 	X(WAIT_SPIN_TIMEOUT, "wait_spin_timeout") \
 	X(WAIT_SPIN_PKTS, "wait_spin_pkts") \
-	/* engine/progress.c: the engine's timer passes, and those that \
-	 * found no held ACK, no deadline due */ \
+	/* engine/progress.c: the engine's timer passes, those that \
+	 * found no held ACK, no deadline due, and those an application's \
+	 * poll ran (app_timers) */ \
 	X(TIMER_PASSES, "timer_passes") \
-	X(TIMER_IDLE_PASSES, "timer_idle_passes")
+	X(TIMER_IDLE_PASSES, "timer_idle_passes") \
+	X(TIMER_APP_PASSES, "timer_app_passes")
 
 #endif /* UROCE_CORE_COUNTERS_H */

@@ -789,8 +789,10 @@ static void app_timers(struct uroce_dev *dev, uint64_t now)
 	if (due && now >= due &&
 	    atomic_compare_exchange_strong_explicit(&dev->prog.due_ns, &due, 0,
 						    memory_order_relaxed,
-						    memory_order_relaxed))
+						    memory_order_relaxed)) {
+		uroce_count(dev, UROCE_CNT_TIMER_APP_PASSES, 1);
 		uroce_timers_run(dev);
+	}
 }
 
 void uroce_progress_poll(struct uroce_dev *dev)
