@@ -79,12 +79,6 @@ stop_marker() {
 	rm -f "$dir/nfq.ready"
 }
 
-# stat FILE NAME: a counter from the uroce-stats: line UROCE_STATS=1 printed
-stat() {
-	sed -n 's/.*uroce-stats: //p' "$1" | tr ' ' '\n' |
-		sed -n "s/^$2=//p" | head -1
-}
-
 # watch_qp PID: while the client under PID (timeout's child) runs, `uroce
 # qps --json` of it until its QP shows a pacing rate, CNPs received and cuts
 watch_qp() {
@@ -161,10 +155,10 @@ done
 
 bw_cc=$(cat "$dir/cc.bw")
 bw_off=$(cat "$dir/off.bw")
-ce=$(stat "$dir/cc.srv" rx_ecn_ce)
-cnp_tx=$(stat "$dir/cc.srv" tx_cnp_pkts)
-cnp_rx=$(stat "$dir/cc.cli" rx_cnp_pkts)
-cuts=$(stat "$dir/cc.cli" cc_rate_cuts)
+ce=$(uroce_stat "$dir/cc.srv" rx_ecn_ce)
+cnp_tx=$(uroce_stat "$dir/cc.srv" tx_cnp_pkts)
+cnp_rx=$(uroce_stat "$dir/cc.cli" rx_cnp_pkts)
+cuts=$(uroce_stat "$dir/cc.cli" cc_rate_cuts)
 marked=$(sed -n 's/.*marked=\([0-9]*\).*/\1/p' "$dir/nfq.stats.both")
 uroce_say "with CC: ${bw_cc} MB/s, without: ${bw_off} MB/s; marked $marked," \
 	"CE seen $ce, CNPs sent $cnp_tx, received $cnp_rx, rate cuts $cuts"
@@ -176,14 +170,14 @@ uroce_say "with CC: ${bw_cc} MB/s, without: ${bw_off} MB/s; marked $marked," \
 # every CNP that found A's QP cut its rate; the rest came after the
 # client destroyed its QP (the marks of its last packets), or found it
 # out of RTR, and were dropped as for no QP or a bad header
-unknown=$(stat "$dir/cc.cli" drop_unknown_qp)
-badhdr=$(stat "$dir/cc.cli" drop_bad_hdr)
+unknown=$(uroce_stat "$dir/cc.cli" drop_unknown_qp)
+badhdr=$(uroce_stat "$dir/cc.cli" drop_bad_hdr)
 late=$((${unknown:-0} + ${badhdr:-0}))
 ((cuts <= cnp_rx && cnp_rx - cuts <= late)) ||
 	fail "$cnp_rx CNPs but $cuts cuts ($late packets dropped as late)"
 ((qp_seen)) || fail "uroce qps never showed the QP paced with CNPs:" \
 	"$(head -c 2000 "$dir/qps.json")"
-[[ $(stat "$dir/off.srv" rx_ecn_ce) == 0 && $(stat "$dir/off.cli" rx_cnp_pkts) == 0 ]] ||
+[[ $(uroce_stat "$dir/off.srv" rx_ecn_ce) == 0 && $(uroce_stat "$dir/off.cli" rx_cnp_pkts) == 0 ]] ||
 	fail "marks or CNPs without CC"
 awk -v a="$bw_cc" -v b="$bw_off" 'BEGIN { exit !(a > 0 && b > 0 && a < 0.7 * b) }' ||
 	fail "the marked flow did not yield: $bw_cc MB/s against $bw_off"

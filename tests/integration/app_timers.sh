@@ -39,29 +39,21 @@ fail() {
 	done
 	uroce_die "app_timers: $*"
 }
-stat() {	# stat FILE NAME: a counter of the uroce-stats line at exit
-	grep -h '^uroce-stats:' "$1" | tail -n 1 | tr ' ' '\n' |
-		sed -n "s/^$2=//p"
-}
 
 # 600 WRITEs of 64 KiB: 39 MB, about 0.8 s at 400 Mbit/s
 args=(-F -c UC -s 65536 -n 600 --report_gbits -p "$port")
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" >"$work/server.out" \
 	2>"$work/server.err" &
 spid=$!
-# the server listens on its TCP port: bounded poll (20 s)
-for ((i = 0; i < 400; i++)); do
-	ss -ltn 2>/dev/null | grep -q ":$port " && break
-	kill -0 "$spid" 2>/dev/null || fail "server exited"
-	sleep 0.05
-done
+uroce_wait_listen "$spid" "$port" $(($(date +%s) + 20)) ||
+	fail "the server did not listen on $port"
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" 127.0.0.1 \
 	>"$work/client.out" 2>"$work/client.err" || fail "client failed"
 wait "$spid" || fail "server failed"
 spid=
-passes=$(stat "$work/client.err" timer_passes)
-app=$(stat "$work/client.err" timer_app_passes)
-wbytes=$(stat "$work/client.err" tx_write_bytes)
+passes=$(uroce_stat "$work/client.err" timer_passes)
+app=$(uroce_stat "$work/client.err" timer_app_passes)
+wbytes=$(uroce_stat "$work/client.err" tx_write_bytes)
 if [ -z "$passes" ] || [ -z "$app" ] || [ -z "$wbytes" ]; then
 	fail "no counters"
 fi

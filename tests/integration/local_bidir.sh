@@ -40,10 +40,6 @@ fail() {
 	done
 	uroce_die "local_bidir: $*"
 }
-stat() {	# stat FILE NAME: a counter of the uroce-stats line at exit
-	grep -h '^uroce-stats:' "$1" | tail -n 1 | tr ' ' '\n' |
-		sed -n "s/^$2=//p"
-}
 
 args=(-F -b -m 1024 -s 65536 -n 2000 -p "$port")
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" >"$work/server.out" \
@@ -61,14 +57,14 @@ wait "$spid" || fail "server failed"
 spid=
 total=0
 for side in server client; do
-	pkts=$(stat "$work/$side.err" tx_local_pkts)
-	queued=$(stat "$work/$side.err" local_queued)
+	pkts=$(uroce_stat "$work/$side.err" tx_local_pkts)
+	queued=$(uroce_stat "$work/$side.err" local_queued)
 	if [ -z "$pkts" ] || [ -z "$queued" ]; then fail "$side: no counters"; fi
-	wpkts=$(stat "$work/$side.err" tx_write_pkts)
-	wbytes=$(stat "$work/$side.err" tx_write_bytes)
+	wpkts=$(uroce_stat "$work/$side.err" tx_write_pkts)
+	wbytes=$(uroce_stat "$work/$side.err" tx_write_bytes)
 	[ -n "$wpkts" ] && [ "$wpkts" -gt 0 ] || fail "$side: no WRITE packets"
 	echo "local_bidir: $side: tx_local_pkts=$pkts local_queued=$queued" \
-		"local_room_bells=$(stat "$work/$side.err" local_room_bells)" \
+		"local_room_bells=$(uroce_stat "$work/$side.err" local_room_bells)" \
 		"tx_write_pkts=$wpkts tx_write_bytes=$wbytes"
 	# 2 000 WRITEs of 64 KiB each way, through the ring, in packets of
 	# 32 KiB (UROCE_RING_MTU): 2 a WRITE.  Of 1 KiB, the path MTU's,

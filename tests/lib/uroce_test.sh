@@ -103,6 +103,13 @@ uroce_one_opts() {
 	cmd=("$@")
 }
 
+# uroce_stat FILE NAME: counter NAME of the last summary UROCE_STATS=1
+# printed at exit in FILE (the uroce-stats: line, on stderr), or empty
+uroce_stat() {
+	sed -n 's/.*uroce-stats: //p' "$1" | tail -n 1 | tr ' ' '\n' |
+		sed -n "s/^$2=//p"
+}
+
 uroce_port_listening() {
 	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
 }
