@@ -84,6 +84,7 @@ class QperfTest(unittest.TestCase):
         self.assertAlmostEqual(parsers.qperf("rc_lat:\n    latency  =  880 ns\n")["lat_us"],
                                0.88)
         self.assertAlmostEqual(parsers.qperf("rc_bw:\n    bw  =  500 MB/sec\n")["gbps"], 4.0)
+        self.assertAlmostEqual(parsers.qperf("rc_bw:\n    bw  =  1,000 MB/sec\n")["gbps"], 8.0)
         self.assertIsNone(parsers.qperf("qperf: failed to connect\n"))
 
 

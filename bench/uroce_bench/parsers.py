@@ -88,11 +88,12 @@ QPERF_LAT_SCALE = {"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6}
 
 def qperf(text):
     """One qperf test: {"gbps": ...} for a bandwidth, {"lat_us": ...} for a
-    latency (qperf picks the unit; decimal prefixes)."""
-    m = re.search(r"(bw|latency)\s*=\s*([\d.]+)\s*(\S+)", text)
+    latency (qperf picks the unit; decimal prefixes; thousands grouped
+    with commas, "1,000 MB/sec")."""
+    m = re.search(r"(bw|latency)\s*=\s*([\d.,]+)\s*(\S+)", text)
     if not m:
         return None
-    val, unit = float(m.group(2)), m.group(3)
+    val, unit = float(m.group(2).replace(",", "")), m.group(3)
     if m.group(1) == "bw":
         return {"gbps": val * QPERF_BW_SCALE.get(unit, 1) * 8 / 1e9}
     return {"lat_us": val * QPERF_LAT_SCALE.get(unit, 1)}

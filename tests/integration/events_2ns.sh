@@ -85,8 +85,9 @@ done
 ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
 	timeout -k 5 60 qperf -lp "$port" -t 1 "$addrA" rc_bw rc_lat \
 	quit >"$log.cli" 2>&1 || fail "qperf: $(uroce_rc_text $?)"
-grep -q 'bw *= *[0-9.]* [KMG]B/sec' "$log.cli" &&
-	grep -q 'latency *= *[0-9.]* [um]s' "$log.cli" ||
+# (qperf groups thousands with commas: "bw = 1,000 MB/sec")
+grep -q 'bw *= *[0-9.,]* [KMG]B/sec' "$log.cli" &&
+	grep -q 'latency *= *[0-9.,]* [um]s' "$log.cli" ||
 	fail "qperf: no results"
 uroce_say "PASS: qperf rc_bw rc_lat (path MTU 2048)"
 log=''
