@@ -36,6 +36,8 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/netns.sh
 source "$here/../lib/netns.sh"
+# shellcheck source=tests/lib/uroce_test.sh
+source "$here/../lib/uroce_test.sh"
 
 scenario= mtu=1024 traffic= bindir= libdir= name= report= tmo=120
 
@@ -215,14 +217,10 @@ wait_pid() {
 	wait "$pid"
 }
 
-get_stat() {	# get_stat FILE NAME: a counter of the last uroce-stats line
-	sed -n 's/^uroce-stats: //p' "$1" | tail -n 1 | tr ' ' '\n' |
-		awk -F= -v n="$2" '$1 == n { print $2; exit }'
-}
 sum_stat() {
 	local a b
-	a=$(get_stat "$work/server.err" "$1")
-	b=$(get_stat "$work/client.err" "$1")
+	a=$(uroce_stat "$work/server.err" "$1")
+	b=$(uroce_stat "$work/client.err" "$1")
 	echo $((${a:-0} + ${b:-0}))
 }
 
@@ -407,7 +405,7 @@ else
 	[ $crc -eq 0 ] || errs+=("fault_peer client exit status $crc")
 	grep -q '^fault_peer: OK status=' "$work/client.out" ||
 		errs+=("no OK summary from the fault_peer client")
-	expect client:timeouts "$(get_stat "$work/client.err" timeouts)" '>' 0
+	expect client:timeouts "$(uroce_stat "$work/client.err" timeouts)" '>' 0
 fi
 t1=$(date +%s.%N)
 stop_impair
@@ -450,7 +448,7 @@ rate)
 	expect "tbf_drops+retransmits" $((faults + $(sum_stat retransmits))) '>' 0
 	;;
 flap-short)
-	expect client:timeouts "$(get_stat "$work/client.err" timeouts)" '>' 0
+	expect client:timeouts "$(uroce_stat "$work/client.err" timeouts)" '>' 0
 	;;
 dreq-lost)
 	faults=$(in_ns B iptables -L OUTPUT -v -n -x | awk '/u32/ { s += $1 } END { print s + 0 }')

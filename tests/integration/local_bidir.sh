@@ -45,12 +45,8 @@ args=(-F -b -m 1024 -s 65536 -n 2000 -p "$port")
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" >"$work/server.out" \
 	2>"$work/server.err" &
 spid=$!
-# the server listens on its TCP port: bounded poll (20 s)
-for ((i = 0; i < 400; i++)); do
-	ss -ltn 2>/dev/null | grep -q ":$port " && break
-	kill -0 "$spid" 2>/dev/null || fail "server exited"
-	sleep 0.05
-done
+uroce_wait_listen "$spid" "$port" $(($(date +%s) + 20)) ||
+	fail "the server did not listen on $port"
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" 127.0.0.1 \
 	>"$work/client.out" 2>"$work/client.err" || fail "client failed"
 wait "$spid" || fail "server failed"

@@ -19,6 +19,8 @@
 # On failure every log is printed and the work directory kept.
 
 set -u
+# shellcheck source=tests/lib/uroce_test.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/uroce_test.sh"
 
 bin=
 libdir=
@@ -135,23 +137,17 @@ for who in server client; do
 		"$work/$who.out" || errs+=("no OK summary from the $who")
 done
 
-# get_stat FILE NAME: the counter from the last uroce-stats line, or empty.
-get_stat() {
-	sed -n 's/^uroce-stats: //p' "$1" | tail -n 1 | tr ' ' '\n' |
-		awk -F= -v n="$2" '$1 == n { print $2; exit }'
-}
-
 for e in "${expects[@]}"; do
 	[[ $e =~ ^(server|client|sum):([A-Za-z0-9_]+)(\>=|\<=|==|!=|\>|\<)([0-9]+)$ ]]
 	who=${BASH_REMATCH[1]} cnt=${BASH_REMATCH[2]}
 	op=${BASH_REMATCH[3]} want=${BASH_REMATCH[4]}
 	val=
 	if [ "$who" = sum ]; then
-		a=$(get_stat "$work/server.err" "$cnt")
-		b=$(get_stat "$work/client.err" "$cnt")
+		a=$(uroce_stat "$work/server.err" "$cnt")
+		b=$(uroce_stat "$work/client.err" "$cnt")
 		[ -n "$a" ] && [ -n "$b" ] && val=$((a + b))
 	else
-		val=$(get_stat "$work/$who.err" "$cnt")
+		val=$(uroce_stat "$work/$who.err" "$cnt")
 	fi
 	if [ -z "$val" ]; then
 		errs+=("counter $cnt missing from the $who's uroce-stats line (UROCE_STATS=1)")
