@@ -105,10 +105,13 @@ static inline int uroce_socket(int domain, int type, int protocol)
 	(UROCE_MAX_MCAST_GRP * UROCE_MAX_MCAST_QP_ATTACH)
 #define UROCE_MCAST_QPN 0xffffff /* DQPN of multicast (IBA 10.5.2.3) */
 
-/* Requester pacing: packets in flight per QP, and AckReq spacing. */
-#define UROCE_TX_WINDOW_MAX 256
-#define UROCE_TX_WINDOW_MIN 8
-#define UROCE_ACK_EVERY	    16
+/* Requester pacing: what a QP may have in flight (docs/transport.md,
+ * "Flow control"), and AckReq spacing. */
+#define UROCE_TX_WINDOW_BYTES (1u << 20)
+#define UROCE_TX_WINDOW_MIN   8
+#define UROCE_READ_WINDOW     256
+#define UROCE_DEV_WINDOW_MIN  256
+#define UROCE_ACK_EVERY	      16
 
 /* QPNs: 0 and 1 are special (SMI/GSI); ours start above them. */
 #define UROCE_QPN_FIRST 0x11

@@ -15,16 +15,41 @@ static uint32_t sq_mask(const struct uroce_qp *qp)
 }
 
 /* Packets the requester may have in flight (the peer's socket buffer is
- * the only flow control a UDP path has). */
+ * the only flow control a UDP path has), and at most 1 MiB of them: a
+ * cap in bytes, so that a path of 1 KiB packets (Ethernet MTU 1500)
+ * keeps as much in flight as one of 4 KiB packets (docs/transport.md,
+ * "Flow control") */
 static uint32_t tx_window(const struct uroce_qp *qp)
 {
 	uint32_t w = qp->dev->net.rcvbuf / (2 * (qp->mtu + 512));
+	uint32_t max = UROCE_TX_WINDOW_BYTES / qp->mtu;
 
+	if (w > max)
+		w = max;
 	if (w < UROCE_TX_WINDOW_MIN)
 		w = UROCE_TX_WINDOW_MIN;
-	if (w > UROCE_TX_WINDOW_MAX)
-		w = UROCE_TX_WINDOW_MAX;
 	return w;
+}
+
+/*
+ * READ responses come in a burst that the responder sends at its own
+ * pace, which no window of ours spaces out: so a QP asks for at most
+ * UROCE_READ_WINDOW packets of them at once, whatever its window (rxe
+ * in the interop guest, asked for 1 024 at once, delivered them with
+ * gaps until RETRY_EXC_ERR: docs/transport.md, "Flow control").  A
+ * request asks for half of that at most, so that two keep the responder
+ * busy.
+ */
+static uint32_t read_window(const struct uroce_qp *qp)
+{
+	uint32_t w = tx_window(qp);
+
+	return w < UROCE_READ_WINDOW ? w : UROCE_READ_WINDOW;
+}
+
+static uint32_t read_seg(const struct uroce_qp *qp)
+{
+	return read_window(qp) / 2;
 }
 
 #define PATH_CHECK_NS 1000000ull /* ring or UDP: asked about once a ms */
@@ -271,7 +296,7 @@ void uroce_req_loss(struct uroce_qp *qp)
  * rate alone does not keep the queue short here: its feedback comes
  * every few milliseconds on a loaded host, not every 50 us as on a NIC,
  * and between CNPs the rate recovers to more than the window lets
- * through, so the window (256 packets a QP) was what filled the queue.
+ * through, so the window (1 MiB a QP) was what filled the queue.
  */
 void uroce_req_ecn(struct uroce_qp *qp, uint32_t alpha)
 {
@@ -309,7 +334,7 @@ static uint32_t max_rd(const struct uroce_qp *qp)
  */
 static uint32_t rd_outstanding(struct uroce_qp *qp)
 {
-	uint32_t seg = tx_window(qp) / 2, count = 0, i;
+	uint32_t seg = read_seg(qp), count = 0, i;
 
 	for (i = qp->sq.tail; i != qp->sq.head; i++) {
 		struct uroce_send_wqe *wqe = &qp->sq.wqe[i & sq_mask(qp)];
@@ -550,7 +575,7 @@ static uint32_t dev_window(const struct uroce_dev *dev)
 {
 	uint32_t w = dev->net.rcvbuf / (4096 + 512);
 
-	return w < UROCE_TX_WINDOW_MAX ? UROCE_TX_WINDOW_MAX : w;
+	return w < UROCE_DEV_WINDOW_MIN ? UROCE_DEV_WINDOW_MIN : w;
 }
 
 static void block(struct uroce_qp *qp)
@@ -609,6 +634,15 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 		return false;
 	block(qp);
 	return true;
+}
+
+/* may a READ request for npkts responses go out (read_window)? */
+static bool read_window_full(struct uroce_qp *qp, uint32_t npkts)
+{
+	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
+
+	return !qp->req.probing && inflight &&
+	       inflight + npkts > read_window(qp);
 }
 
 /* let waiting QPs try again, each once, oldest first, once a quarter of
@@ -673,7 +707,7 @@ static void next_wqe(struct uroce_qp *qp)
 static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	uint8_t hdr[UROCE_BTH_LEN + UROCE_RETH_LEN];
-	uint32_t seg_pkts = tx_window(qp) / 2;
+	uint32_t seg_pkts = read_seg(qp);
 	uint64_t remaining = wqe->length - qp->req.cur_off;
 	uint32_t done = qp->req.cur_off / qp->mtu;
 	uint64_t seg;
@@ -690,7 +724,8 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (seg > remaining)
 		seg = remaining;
 	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
-	if (window_full(qp, npkts) || !rd_room(qp))
+	if (window_full(qp, npkts) || read_window_full(qp, npkts) ||
+	    !rd_room(qp))
 		return 0;
 	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
 		uroce_count(qp->dev, UROCE_CNT_TX_RESENT_BYTES, seg);

@@ -48,6 +48,11 @@ struct eng_pkt {
 					 * it (one sendmmsg, one sendmsg) */
 };
 
+/* a socket buffer that makes the window 256 packets of 1 KiB (engine/req.c
+ * tx_window): the congestion tests' figures were set at that window on a
+ * wire that has no bandwidth of its own */
+#define ENG_RCVBUF_W256 (768u << 10)
+
 struct eng;
 /* return true to drop the packet (a filter), or to mark it CE (a
  * marker: asked only for ECN-capable packets) */

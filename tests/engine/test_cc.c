@@ -55,7 +55,9 @@ static uint64_t transfer(uint64_t wr0)
  */
 static void t_ecn_cnp(void)
 {
-	struct eng_opts o = { .cc = true, .gso = true };
+	struct eng_opts o = { .cc = true,
+			      .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256 };
 	struct uroce_qp *a;
 	uint64_t clean, marked, again, cnps;
 

@@ -92,6 +92,7 @@ static void stream(unsigned int nb, uint64_t wr0, double *q_us, double *gbps)
 static void t_delay_queue(void)
 {
 	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
 			      .cc_delay_us = 200,
 			      .link_bps = 125000000 };
 	double q_off, q_on, g_off, g_on, q_warm, g_warm;
@@ -129,7 +130,9 @@ static void t_delay_queue(void)
  */
 static void t_delay_step(void)
 {
-	struct eng_opts o = { .gso = true, .cc_delay_us = 50 };
+	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
+			      .cc_delay_us = 50 };
 	struct uroce_qp *a;
 	uint64_t cuts, low, free_rate;
 	double q, g, g_clean;
@@ -177,7 +180,9 @@ static void t_delay_step(void)
  */
 static void t_delay_cap(void)
 {
-	struct eng_opts o = { .gso = true, .cc_delay_us = 50 };
+	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
+			      .cc_delay_us = 50 };
 	struct uroce_qp *a;
 	double q, g_on, g_off;
 
@@ -221,7 +226,9 @@ static void t_delay_cap(void)
  */
 static void t_delay_hold(void)
 {
-	struct eng_opts o = { .gso = true, .cc_delay_us = 50 };
+	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
+			      .cc_delay_us = 50 };
 	uint64_t held_at = 0;
 	struct uroce_qp *a;
 	unsigned int i;
@@ -272,6 +279,7 @@ static void t_delay_hold(void)
 static void t_delay_share(void)
 {
 	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
 			      .cc_delay_us = 200,
 			      .link_bps = 125000000 };
 	uint64_t acked[NFLOW], acked0[NFLOW], q_sum = 0, q_n = 0, t0 = 0;
@@ -376,7 +384,9 @@ static void t_delay_share(void)
  */
 static void t_pace_burst(void)
 {
-	struct eng_opts o = { .gso = true, .cc_delay_us = 200 };
+	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
+			      .cc_delay_us = 200 };
 	const uint32_t pkt = 4096 + UROCE_MAX_HDR_LEN;
 	struct uroce_qp *a;
 	uint64_t sent = 0;

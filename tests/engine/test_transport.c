@@ -191,7 +191,8 @@ static void t_rnr_exhausted(void)
 
 /* ---- READ resume at fixed segment boundaries ---- */
 
-/* the window is 256 packets, so a READ goes out in segments of 128 */
+/* a QP asks for 256 READ responses at once (UROCE_READ_WINDOW), so a
+ * READ goes out in segments of 128 */
 #define SEG 128u
 
 static bool drop_resp_178(struct eng *e, const struct eng_pkt *p)
@@ -240,6 +241,87 @@ static void t_read_resume(void)
 	}
 	ENG_CHECK(resent == 1, "%u resumed requests", resent);
 	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout fired");
+}
+
+/* ---- the window: 1 MiB in flight, READ responses 256 packets ---- */
+
+static bool drop_responder(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return !p->is_req;
+}
+
+static bool never(struct eng *e)
+{
+	(void)e;
+	return false;
+}
+
+/* a data packet sent for the first time */
+static bool is_new_data(const struct eng_pkt *p)
+{
+	return p->is_req && p->paylen && !eng_times_sent(p);
+}
+
+/*
+ * Packets of 1 KiB (the harness's path MTU, as over Ethernet MTU 1500)
+ * and nothing back from B: A sends 1 MiB of WRITEs, 1 024 packets, and
+ * waits (a window of 256 packets kept a quarter of that in flight).
+ * Let B's ACKs through and every WRITE completes.
+ */
+static void t_window_bytes(void)
+{
+	/* a socket buffer whose device budget (rcvbuf / 4.6 KiB) is not
+	 * the limit, as the default 32 MiB one's is not */
+	struct eng_opts o = { .rcvbuf = 8u << 20 };
+	unsigned int i;
+
+	eng_setup(&o);
+	eng_pattern();
+	E->filter = drop_responder;
+	for (i = 0; i < 32; i++)
+		eng_post_send(E->a, IBV_WR_RDMA_WRITE, i, (i % 16) * 65536,
+			      65536, rva((i % 16) * 65536), E->mr_b->rkey);
+	eng_wait(32, 0);
+	/* (a tail-loss probe may resend the last one: first sends only) */
+	eng_run(never, 500000);
+	ENG_CHECK(eng_count_sent(is_new_data) == 1024, "%u packets in flight",
+		  eng_count_sent(is_new_data));
+	E->filter = NULL;
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "not completed");
+	for (i = 0; i < 32; i++)
+		eng_expect_ok(&E->wc_a[i], i);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 1 << 20), "data");
+}
+
+/* A 1 MiB READ with nothing back from B: A asks for 256 responses (two
+ * requests of 128 KiB) and waits, though its window is 1 024 packets;
+ * then the READ completes */
+static void t_read_window(void)
+{
+	unsigned int i, end = 0;
+
+	eng_setup(NULL);
+	eng_pattern();
+	E->filter = drop_responder;
+	eng_post_send(E->a, IBV_WR_RDMA_READ, 1, 0, 1 << 20, rva(0),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	eng_run(never, 500000);
+	/* (a probe asks again for a response already asked for) */
+	for (i = 0; i < E->ntrace; i++) {
+		const struct eng_pkt *p = &E->trace[i];
+		uint32_t last = ((p->psn - PSN0) & UROCE_PSN_MASK) +
+				p->reth_len / 1024;
+
+		if (p->is_req && p->has_reth && last > end)
+			end = last;
+	}
+	ENG_CHECK(end == 256, "asked for %u responses", end);
+	E->filter = NULL;
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 1 << 20), "data");
 }
 
 /* ---- atomics replay from the responder's saved result ---- */
@@ -795,6 +877,8 @@ static const struct eng_test tests[] = {
 	{ "credits_probe", t_credits_probe },
 	{ "credits_wrap", t_credits_wrap },
 	{ "read_resume", t_read_resume },
+	{ "window_bytes", t_window_bytes },
+	{ "read_window", t_read_window },
 	{ "atomic_replay", t_atomic_replay },
 	{ "ack_coalescing", t_ack_coalescing },
 	{ "destroy_mid_burst", t_destroy_mid_burst },
