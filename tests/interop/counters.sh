@@ -17,12 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 vm=$here/vm.sh
 state=${UROCE_INTEROP_STATE:-/tmp/uroce-interop}
 
-st=$("$vm" status 2>&1); rc=$?
-if ((rc == 77)); then
-	echo "SKIP: the interop guest cannot run on this machine: ${st#skipped: }"
-	exit 77
-fi
-((rc == 0)) || { echo "FAIL: the interop guest is not running ($st)"; exit 1; }
+"$vm" require || exit
 
 out=$("$vm" exec -t 20 -- 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do echo "$f $(cat $f)"; done') ||
 	{ echo "FAIL: cannot read rxe0's hw_counters"; exit 1; }

@@ -12,12 +12,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 vm=$here/vm.sh
 
-st=$("$vm" status 2>&1); rc=$?
-if ((rc == 77)); then
-	echo "SKIP: the interop guest cannot run on this machine: ${st#skipped: }"
-	exit 77
-fi
-((rc == 0)) || { echo "FAIL: the interop guest is not running ($st)"; exit 1; }
+"$vm" require || exit
 
 out=$("$vm" dump 2>&1)
 rc=$?

@@ -119,12 +119,7 @@ if [[ $kind == rdmacm ]]; then
 	preflight "${cargs[0]}"
 fi
 
-st=$("$vm" status 2>&1); rc=$?
-if ((rc == 77)); then
-	echo "SKIP: the interop guest cannot run on this machine: ${st#skipped: }"
-	exit 77
-fi
-((rc == 0)) || uroce_die "the interop guest is not running ($st): run the interop_vm_up test first (ctest adds it as a fixture)"
+"$vm" require || exit
 
 preflight "$prog"
 

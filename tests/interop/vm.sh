@@ -16,6 +16,9 @@
 #   vm.sh check                 exit 77 (with the reason) if this machine
 #                               cannot run the guest, 0 if it can
 #   vm.sh status                print the guest's state
+#   vm.sh require               for a test that needs the guest: exit 77
+#                               (SKIP: why) if this machine cannot run
+#                               it, 1 (FAIL) if it is not running, else 0
 #   vm.sh dump                  what a guest that stopped answering is
 #                               doing: QEMU's view (monitor), the kernel's
 #                               (sysrq w, l, t) and its console since the
@@ -517,6 +520,19 @@ cmd_status() {
 	echo "not running"; return 1
 }
 
+cmd_require() {
+	local st rc
+
+	st=$(cmd_status); rc=$?
+	if ((rc == 77)); then
+		echo "SKIP: the interop guest cannot run on this machine: ${st#skipped: }"
+		exit 77
+	fi
+	((rc == 0)) && return 0
+	echo "FAIL: the interop guest is not running ($st): run the interop_vm_up test first (ctest adds it as a fixture)"
+	exit 1
+}
+
 sub=${1:-}
 (($#)) && shift
 case $sub in
@@ -526,6 +542,7 @@ exec) cmd_exec "$@" ;;
 down) cmd_down ;;
 check) cmd_check ;;
 status) cmd_status ;;
+require) cmd_require ;;
 dump) qemu_alive || die "the guest is not running"; guest_post_mortem ;;
-*) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
