@@ -132,8 +132,10 @@ client() {
 
 # a second address on each side: one process per address (processes
 # that shared one would forward each other's packets without their TOS)
-ip -n "$nsA" addr add "$addrA2/24" dev vA && ip -n "$nsB" addr add "$addrB2/24" dev vB ||
+if ! ip -n "$nsA" addr add "$addrA2/24" dev vA ||
+   ! ip -n "$nsB" addr add "$addrB2/24" dev vB; then
 	fail "second addresses"
+fi
 start_marker both
 server cc "$addrB" 19991 UROCE_CC=dcqcn
 server off "$addrB2" 19992

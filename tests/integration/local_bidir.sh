@@ -58,7 +58,9 @@ for side in server client; do
 	if [ -z "$pkts" ] || [ -z "$queued" ]; then fail "$side: no counters"; fi
 	wpkts=$(uroce_stat "$work/$side.err" tx_write_pkts)
 	wbytes=$(uroce_stat "$work/$side.err" tx_write_bytes)
-	[ -n "$wpkts" ] && [ "$wpkts" -gt 0 ] || fail "$side: no WRITE packets"
+	if ! { [ -n "$wpkts" ] && [ "$wpkts" -gt 0 ]; }; then
+		fail "$side: no WRITE packets"
+	fi
 	echo "local_bidir: $side: tx_local_pkts=$pkts local_queued=$queued" \
 		"local_room_bells=$(uroce_stat "$work/$side.err" local_room_bells)" \
 		"tx_write_pkts=$wpkts tx_write_bytes=$wbytes"

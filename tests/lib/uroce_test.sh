@@ -177,6 +177,9 @@ uroce_as_test_user() {
 # one a line, that start a program that way with K=V in its environment:
 #	mapfile -t launch < <(uroce_launch UCX_TLS=rc_verbs)
 #	"${launch[@]}" ucx_perftest ...
+# (the scripts that source this pass it K=V words; shellcheck sees only
+# the call below, which passes none)
+# shellcheck disable=SC2120
 uroce_launch() {
 	if [[ -z ${UROCE_TOOL:-} ]]; then
 		printf '%s\n' env
@@ -216,6 +219,7 @@ uroce_run_preflight() {
 # why not).
 uroce_run_needs_dev() {
 	local -a launch
+	# shellcheck disable=SC2119
 	mapfile -t launch < <(uroce_launch)
 	if ! "${launch[@]}" test -c /dev/infiniband/uverbs0 2>/dev/null; then
 		echo "SKIP: uroce run cannot give programs /dev/infiniband here:"
