@@ -612,7 +612,8 @@ static void unblock(struct uroce_qp *qp)
 	qp->blocked = false;
 }
 
-static bool window_full(struct uroce_qp *qp, uint32_t npkts)
+/* may npkts more go out, with at most window of the QP's in flight? */
+static bool window_full_at(struct uroce_qp *qp, uint32_t npkts, uint32_t window)
 {
 	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
 	struct uroce_dev *dev = qp->dev;
@@ -621,7 +622,7 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	if (qp->req.probing)
 		return false;
 	/* always let one request out when nothing is in flight */
-	if (inflight && inflight + npkts > cur_window(qp))
+	if (inflight && inflight + npkts > window)
 		return true;
 	/* resending what was sent before takes no new room; while others
 	 * wait for room, a QP takes none before them (uroce_req_credit
@@ -636,13 +637,17 @@ static bool window_full(struct uroce_qp *qp, uint32_t npkts)
 	return true;
 }
 
-/* may a READ request for npkts responses go out (read_window)? */
+static bool window_full(struct uroce_qp *qp, uint32_t npkts)
+{
+	return window_full_at(qp, npkts, cur_window(qp));
+}
+
+/* ... and a READ request for npkts responses, within read_window too */
 static bool read_window_full(struct uroce_qp *qp, uint32_t npkts)
 {
-	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
+	uint32_t w = cur_window(qp), r = read_window(qp);
 
-	return !qp->req.probing && inflight &&
-	       inflight + npkts > read_window(qp);
+	return window_full_at(qp, npkts, w < r ? w : r);
 }
 
 /* let waiting QPs try again, each once, oldest first, once a quarter of
@@ -724,8 +729,7 @@ static int send_read(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (seg > remaining)
 		seg = remaining;
 	npkts = seg ? (uint32_t)((seg + qp->mtu - 1) / qp->mtu) : 1;
-	if (window_full(qp, npkts) || read_window_full(qp, npkts) ||
-	    !rd_room(qp))
+	if (read_window_full(qp, npkts) || !rd_room(qp))
 		return 0;
 	if (uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
 		uroce_count(qp->dev, UROCE_CNT_TX_RESENT_BYTES, seg);
