@@ -112,6 +112,7 @@ static inline int uroce_socket(int domain, int type, int protocol)
 #define UROCE_READ_WINDOW     256
 #define UROCE_DEV_WINDOW_MIN  256
 #define UROCE_ACK_EVERY	      16
+#define UROCE_ACK_CREDITS_LOW 4 /* receive credits left: ask */
 
 /* QPNs: 0 and 1 are special (SMI/GSI); ours start above them. */
 #define UROCE_QPN_FIRST 0x11

@@ -463,6 +463,8 @@ void uroce_post_run(struct uroce_qp *qp);
 int uroce_ack_flush_held(struct uroce_dev *dev, const struct timespec *until);
 /* send the ACK qp holds back, if any, before anything else of qp */
 void uroce_ack_flush(struct uroce_qp *qp);
+/* qp stops answering: acknowledge what it executed unasked */
+void uroce_resp_ack_unasked(struct uroce_qp *qp);
 /* receives were posted to qp: tell a requester that the last ACK told
  * of an empty receive queue (end-to-end credits) */
 void uroce_resp_rq_posted(struct uroce_qp *qp);

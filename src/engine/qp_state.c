@@ -85,6 +85,7 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	if (!was_err)
 		uroce_log_qp(UROCE_LOG_WARN, qp, -1, "moved to the error state");
 	uroce_ack_flush(qp); /* (see ibv_destroy_qp) */
+	uroce_resp_ack_unasked(qp);
 	uroce_qp_set_state(qp, IBV_QPS_ERR);
 	uroce_req_release(qp);
 	qp->req.deadline_ns = 0;

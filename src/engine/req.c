@@ -883,6 +883,27 @@ static void unacked_sent(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		uroce_wqe_to(qp, wqe, UROCE_WQE_DONE, IBV_WC_SUCCESS);
 }
 
+/*
+ * Does the last packet of wqe ask for an ACK (docs/transport.md, "Asking
+ * for ACKs")?  Where somebody waits for one: the application for the
+ * completion it asked for, the requester for the responder's word on its
+ * receive credits once few are left, every QP for room in the device's
+ * budget once half of it is taken, a QP moving to SQD for its drained
+ * event.  An unsignalled message's ACK comes with the next one asked for.
+ */
+static bool ack_wanted(struct uroce_qp *qp, const struct uroce_send_wqe *wqe)
+{
+	const struct uroce_req_state *q = &qp->req;
+
+	if (qp->sq_sig_all || (wqe->send_flags & IBV_SEND_SIGNALED) ||
+	    qp->attr.qp_state == IBV_QPS_SQD)
+		return true;
+	if (q->e2e && takes_recv(wqe) &&
+	    (int32_t)(q->rq_limit - q->rq_msgs) < UROCE_ACK_CREDITS_LOW)
+		return true;
+	return qp->dev->flow.inflight * 2 >= dev_window(qp->dev);
+}
+
 static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	uint8_t hdr[UROCE_MAX_HDR_LEN];
@@ -893,7 +914,7 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	uint32_t idx = (qp->req.psn - wqe->first_psn) & UROCE_PSN_MASK;
 	bool first = qp->req.cur_off == 0;
 	bool last = remaining <= wqe->seg;
-	bool ackreq, se;
+	bool ackreq, wanted, se;
 	uint8_t op;
 	int niov, err;
 
@@ -910,13 +931,20 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	if (qp->type == IBV_QPT_UC)
 		op |= 0x20; /* UC opcodes mirror RC's SEND/WRITE ones */
 	info = &uroce_opcode[op];
-	/* ask for an ACK at message ends, every few packets, and on the
-	 * packet that fills the window: otherwise a small window could wait
-	 * for an ACK nobody was asked for */
+	/* ask for an ACK at the end of a message somebody waits for, every
+	 * few packets, and on the packet that fills the window: otherwise a
+	 * small window could wait for an ACK nobody was asked for */
+	wanted = uroce_qp_reliable(qp) && ack_wanted(qp, wqe);
 	ackreq = uroce_qp_reliable(qp) &&
-		 (last || qp->req.probing ||
+		 ((last && wanted) || qp->req.probing ||
 		  (idx % UROCE_ACK_EVERY) == UROCE_ACK_EVERY - 1 ||
 		  window_full(qp, 2));
+	/* (a packet after the last one of its message that asks, in a
+	 * message that asks for no ACK at its end, gets its ACK only with
+	 * a later message: not one to time) */
+	qp->req.untimed = uroce_qp_reliable(qp) && !ackreq && !wanted &&
+			  idx - idx % UROCE_ACK_EVERY + UROCE_ACK_EVERY - 1 >=
+				  wqe->npkts;
 	if (uroce_qp_reliable(qp) &&
 	    uroce_psn_cmp(qp->req.psn, qp->req.psn_max) < 0)
 		uroce_count(qp->dev, UROCE_CNT_TX_RESENT_BYTES, paylen);
@@ -1056,6 +1084,7 @@ void uroce_req_run(struct uroce_qp *qp)
 			/* resending after a rewind: same PSNs as before */
 			qp->req.psn = wqe->first_psn;
 		}
+		qp->req.untimed = false;
 		if (qp->type == IBV_QPT_UD) {
 			if (wqe->length > qp->mtu) {
 				local_done(qp, wqe, IBV_WC_LOC_LEN_ERR);
@@ -1084,8 +1113,11 @@ void uroce_req_run(struct uroce_qp *qp)
 				qp->dev->flow.inflight += (qp->req.psn -
 							   qp->req.psn_max) &
 							  UROCE_PSN_MASK;
-			/* a PSN on its first trip: time it, if none is */
-			if (!qp->req.rtt_sent_ns) {
+			/* a PSN on its first trip: time it, if none is,
+			 * unless its ACK may wait for the next message that
+			 * asks for one (send_data): the RTT, and the probe
+			 * timeout, would take that wait in */
+			if (!qp->req.rtt_sent_ns && !qp->req.untimed) {
 				qp->req.rtt_psn = uroce_psn_add(qp->req.psn,
 								UROCE_PSN_MASK);
 				qp->req.rtt_sent_ns = uroce_now_ns();

@@ -124,6 +124,9 @@ static void ack_out(struct uroce_qp *qp, uint8_t syn, uint32_t psn, uint32_t msn
 	aeth_init(hdr + UROCE_BTH_LEN, syn, msn);
 	uroce_xmit(qp, hdr, sizeof(hdr), NULL, 0, 0);
 	uroce_count(qp->dev, UROCE_CNT_TX_ACKS, 1);
+	if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK &&
+	    psn == uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK))
+		qp->resp.unasked = false;
 	if ((syn & UROCE_AETH_TYPE_MASK) != UROCE_AETH_ACK)
 		uroce_log_qp(UROCE_LOG_INFO, qp, psn,
 			     "NAK sent, AETH syndrome 0x%02x", syn);
@@ -136,6 +139,26 @@ void uroce_ack_flush(struct uroce_qp *qp)
 	qp->resp.ack_pending = false;
 	ack_out(qp, UROCE_AETH_ACK_UNLIMITED, qp->resp.ack_psn,
 		qp->resp.ack_msn);
+}
+
+/*
+ * The QP stops answering (the error state): what it executed and was
+ * not asked to acknowledge (docs/transport.md, "Asking for ACKs") is
+ * acknowledged now, so that the requester's error lands on the first
+ * request this QP did not execute, as it does when every message asks
+ * (rxe's requester; a CQ overrun's class G error, engine/cq_err.c).
+ */
+void uroce_resp_ack_unasked(struct uroce_qp *qp)
+{
+	enum ibv_qp_state st = qp->attr.qp_state;
+
+	uroce_assert_held(&qp->dev->lock);
+	if (!qp->resp.unasked || !uroce_qp_reliable(qp) ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
+	     st != IBV_QPS_SQE))
+		return;
+	ack_out(qp, UROCE_AETH_ACK_UNLIMITED,
+		uroce_psn_add(qp->resp.epsn, UROCE_PSN_MASK), qp->resp.msn);
 }
 
 /* qp's ACK of psn, held on the device's list (which has room, or qp on
@@ -1030,10 +1053,13 @@ static void acknowledge(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->rcq && qp->rcq->overrun)
 		return;
 	qp->resp.epsn = uroce_psn_add(qp->resp.epsn, 1);
-	if (bth_ackreq(pkt->bth) &&
-	    !(pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC | UROCE_M_FLUSH))) {
+	if (pkt->mask & (UROCE_M_READ | UROCE_M_ATOMIC | UROCE_M_FLUSH))
+		return;
+	if (bth_ackreq(pkt->bth)) {
 		uroce_send_ack(qp, UROCE_AETH_ACK_UNLIMITED, pkt->psn);
 		qp->resp.ack_end = (pkt->mask & UROCE_M_LAST) != 0;
+	} else {
+		qp->resp.unasked = true;
 	}
 }
 

@@ -198,6 +198,8 @@ struct uroce_req_state {
 	 * (Karn's rule); srtt_ns 0 until the first sample */
 	uint32_t rtt_psn;
 	uint64_t rtt_sent_ns; /* 0 = none being timed */
+	bool untimed;	      /* the packet just sent: its ACK may come
+			       * only with a later message's */
 	uint64_t srtt_ns, rttvar_ns;
 	/* tail-loss probe: a few RTTs without an ACK resend the last packet
 	 * sent, asking for an ACK; not a retry (IBA timeout is untouched) */
@@ -279,6 +281,9 @@ struct uroce_resp_state {
 	bool ack_pending;
 	bool ack_end; /* its last mark was for a message's last packet */
 	uint32_t ack_psn, ack_msn;
+	/* requests executed after the last ACK, none of which asked for one
+	 * (uroce_resp_ack_unasked) */
+	bool unasked;
 	/* the last ACK told the requester of no receive WQE: the next post
 	 * tells it of the new ones (engine/resp.c uroce_resp_rq_posted) */
 	bool rq_told_empty;

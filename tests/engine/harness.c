@@ -514,8 +514,9 @@ static struct ibv_mr *mr_of(struct ibv_qp *qp)
 	return qp == E->a ? E->mr_a : E->mr_b;
 }
 
-void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
-		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey)
+void eng_post_send_flags(struct ibv_qp *qp, enum ibv_wr_opcode op,
+			 uint64_t wr_id, uint32_t loff, uint32_t len,
+			 uint64_t raddr, uint32_t rkey, unsigned int flags)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)(buf_of(qp) + loff),
 			       .length = len,
@@ -524,13 +525,20 @@ void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 				  .sg_list = &sge,
 				  .num_sge = 1,
 				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+				  .send_flags = flags },
 			   *bad;
 
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	if (ibv_post_send(qp, &wr, &bad))
 		die("ibv_post_send");
+}
+
+void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey)
+{
+	eng_post_send_flags(qp, op, wr_id, loff, len, raddr, rkey,
+			    IBV_SEND_SIGNALED);
 }
 
 void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,

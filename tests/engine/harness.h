@@ -147,8 +147,12 @@ void eng_settle(uint64_t limit_ns);
 uint64_t eng_cnt(enum uroce_counter c);
 /* poll one completion from cq into wc; false if none */
 bool eng_poll(struct ibv_cq *cq, struct ibv_wc *wc);
+/* a signalled WR; _flags: with these send_flags instead */
 void eng_post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		   uint32_t loff, uint32_t len, uint64_t raddr, uint32_t rkey);
+void eng_post_send_flags(struct ibv_qp *qp, enum ibv_wr_opcode op,
+			 uint64_t wr_id, uint32_t loff, uint32_t len,
+			 uint64_t raddr, uint32_t rkey, unsigned int flags);
 void eng_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 		     uint32_t loff, uint64_t raddr, uint32_t rkey,
 		     uint64_t compare_add, uint64_t swap);

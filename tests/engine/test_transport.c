@@ -781,6 +781,184 @@ static void t_credits_hold(void)
 		  "the credit ACK counted as a duplicate");
 }
 
+/* ---- AckReq only where somebody waits (docs/transport.md) ---- */
+
+/* the requests of A in the trace, in order, first trips only */
+static unsigned int a_requests(const struct eng_pkt **out, unsigned int max)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < E->ntrace && n < max; i++)
+		if (E->trace[i].is_req && !eng_times_sent(&E->trace[i]))
+			out[n++] = &E->trace[i];
+	return n;
+}
+
+/*
+ * Three unsignalled one-packet WRITEs and a signalled one, as a program
+ * that signals every Nth (rsockets, UCX) posts them: only the last asks
+ * for an ACK, and B's one cumulative ACK completes all four.
+ */
+static void t_ackreq_signalled(void)
+{
+	const struct eng_pkt *req[8];
+	unsigned int i, n;
+
+	eng_setup(NULL);
+	eng_pattern();
+	for (i = 0; i < 3; i++)
+		eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, i, i * 1024, 1024,
+				    rva(i * 1024), E->mr_b->rkey, 0);
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 3, 3 * 1024, 1024, rva(3 * 1024),
+		      E->mr_b->rkey);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 3);
+	n = a_requests(req, 8);
+	ENG_CHECK(n == 4, "%u requests", n);
+	for (i = 0; i < 3; i++)
+		ENG_CHECK(!req[i]->ackreq, "unsignalled WRITE %u asked", i);
+	ENG_CHECK(req[3]->ackreq, "the signalled WRITE did not ask");
+	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs",
+		  eng_count_sent(is_ack));
+	/* the SQ is empty: the ACK covered the unsignalled ones */
+	ENG_CHECK(eng_uqp(E->a)->comp.psn == eng_uqp(E->a)->req.psn,
+		  "unacknowledged PSNs left");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0, "a probe");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 4096), "data");
+}
+
+/*
+ * An unsignalled WRITE and nothing after it: it asks for no ACK, B sends
+ * none, and the tail-loss probe after the 1 ms floor asks for it, with
+ * no timeout and no retry used.  With sq_sig_all every WR asks.
+ */
+static void t_ackreq_tail(void)
+{
+	const struct eng_pkt *req[4];
+	struct uroce_qp *a;
+	unsigned int n;
+
+	eng_setup(NULL);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, 1, 0, 1024, rva(0),
+			    E->mr_b->rkey, 0);
+	run_for(900000);
+	n = a_requests(req, 4);
+	ENG_CHECK(n == 1 && !req[0]->ackreq, "%u requests, asked %d", n,
+		  n ? req[0]->ackreq : -1);
+	ENG_CHECK(eng_count_sent(is_ack) == 0, "B acknowledged unasked");
+	ENG_CHECK(a->comp.psn != a->req.psn, "acknowledged already");
+	run_for(2 * MS);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 1, "%llu probes",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
+	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs",
+		  eng_count_sent(is_ack));
+	ENG_CHECK(a->comp.psn == a->req.psn, "never acknowledged");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMEOUTS) == 0, "a timeout");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 1024), "data");
+
+	/* the same QP with sq_sig_all, as ibv_create_qp would set it */
+	a->sq_sig_all = true;
+	eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, 2, 1024, 1024, rva(1024),
+			    E->mr_b->rkey, 0);
+	eng_wait(1, 0);
+	ENG_CHECK(eng_run(eng_all_done, MS), "sq_sig_all: not completed");
+	eng_expect_ok(&E->wc_a[0], 2);
+	n = a_requests(req, 4);
+	ENG_CHECK(n == 2 && req[1]->ackreq, "sq_sig_all: did not ask");
+}
+
+/*
+ * The RTT is not timed on a packet whose ACK may wait for a later
+ * message: an unsignalled one-packet WRITE is not timed; the first
+ * packet of an unsignalled 16-packet WRITE, whose last packet asks
+ * (every 16th does), is, as any first packet was.
+ */
+static void t_ackreq_rtt(void)
+{
+	struct uroce_qp *a;
+
+	eng_setup(NULL);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	E->filter = drop_responder;
+	eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, 1, 0, 1024, rva(0),
+			    E->mr_b->rkey, 0);
+	run_for(10000);
+	ENG_CHECK(!a->req.rtt_sent_ns, "the unsignalled WRITE is timed");
+	eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, 2, 0, 16384, rva(0),
+			    E->mr_b->rkey, 0);
+	run_for(10000);
+	ENG_CHECK(a->req.rtt_sent_ns && a->req.rtt_psn == PSN0 + 1,
+		  "timed PSN %#x, want %#x", a->req.rtt_psn, PSN0 + 1);
+	E->filter = NULL;
+}
+
+/*
+ * B stops answering (its QP to the error state) after two unsignalled
+ * WRITEs that asked for no ACK: it acknowledges them first, so that A's
+ * error, if any, would land on the first request B did not execute.
+ */
+static void t_ackreq_error(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct uroce_qp *a;
+	unsigned int i;
+
+	eng_setup(NULL);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	for (i = 0; i < 2; i++)
+		eng_post_send_flags(E->a, IBV_WR_RDMA_WRITE, i, i * 1024, 1024,
+				    rva(i * 1024), E->mr_b->rkey, 0);
+	run_for(100000);
+	ENG_CHECK(eng_count_sent(is_ack) == 0, "B acknowledged unasked");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 2048), "data");
+	if (ibv_modify_qp(E->b, &attr, IBV_QP_STATE))
+		ENG_CHECK(0, "B to ERR");
+	run_for(100000);
+	ENG_CHECK(eng_count_sent(is_ack) == 1, "%u ACKs",
+		  eng_count_sent(is_ack));
+	ENG_CHECK(a->comp.psn == a->req.psn, "A still waits for an ACK");
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 0, "a probe");
+}
+
+/*
+ * Unsignalled SENDs against B's receive credits: once fewer than
+ * UROCE_ACK_CREDITS_LOW are left by the count A knows, each asks, so the
+ * count comes back before A must wait for it.
+ */
+static void t_ackreq_credits(void)
+{
+	const struct eng_pkt *req[16];
+	unsigned int i, n;
+
+	eng_setup(NULL);
+	eng_pattern();
+	for (i = 0; i < 8; i++)
+		eng_post_recv(E->b, 10 + i, i * 4096, 4096);
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 1024, 0, 0);
+	eng_wait(1, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the first SEND");
+	ENG_CHECK(eng_uqp(E->a)->req.e2e, "A never saw a credit count");
+	ENG_CHECK(eng_uqp(E->a)->req.rq_limit - eng_uqp(E->a)->req.rq_msgs >=
+			  UROCE_ACK_CREDITS_LOW + 1,
+		  "A's limit %u", eng_uqp(E->a)->req.rq_limit);
+	for (i = 0; i < 6; i++)
+		eng_post_send_flags(E->a, IBV_WR_SEND, 2 + i, 1024 + i * 1024,
+				    1024, 0, 0, 0);
+	eng_wait(0, 6);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "the unsignalled SENDs");
+	n = a_requests(req, 16);
+	ENG_CHECK(n == 7, "%u requests", n);
+	ENG_CHECK(!req[1]->ackreq, "a SEND with credits to spare asked");
+	ENG_CHECK(req[6]->ackreq, "the SEND that took the last credit did "
+				  "not ask");
+	ENG_CHECK(eng_cnt(UROCE_CNT_CREDIT_PROBES) == 0, "a credit probe");
+}
+
 /*
  * Past 2^32 receive-taking messages the count wraps: none is numbered 0
  * (that means "takes no receive", and the credit count would skip it),
@@ -876,6 +1054,11 @@ static const struct eng_test tests[] = {
 	{ "credits_hold", t_credits_hold },
 	{ "credits_probe", t_credits_probe },
 	{ "credits_wrap", t_credits_wrap },
+	{ "ackreq_signalled", t_ackreq_signalled },
+	{ "ackreq_tail", t_ackreq_tail },
+	{ "ackreq_credits", t_ackreq_credits },
+	{ "ackreq_error", t_ackreq_error },
+	{ "ackreq_rtt", t_ackreq_rtt },
 	{ "read_resume", t_read_resume },
 	{ "window_bytes", t_window_bytes },
 	{ "read_window", t_read_window },
