@@ -108,6 +108,13 @@ struct rs_conn_data {
 #define RS_MAX_TRANSFER 65536
 #define RS_OLAP_START	2048
 #define RS_SIG_EVERY	8 /* data messages per signalled one */
+/*
+ * Completions are read RS_CQ_BATCH at a time, and a read that returns
+ * fewer ends it: the CQ was empty.  Reading on to an empty poll costs a
+ * look at the device's socket (a system call) between a message's
+ * arrival and the program's answer to it (docs/rsocket.md, "Performance").
+ */
+#define RS_CQ_BATCH 16
 
 /* the socket's life; bits, so that a test asks for what it needs */
 enum {

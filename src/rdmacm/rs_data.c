@@ -235,7 +235,7 @@ static void on_send(struct rsocket *rs, uint64_t wr_id)
 /* Reads every completion; reposts the receives they used.  0 or -errno. */
 int rs_process_cq(struct rsocket *rs)
 {
-	struct ibv_wc wc[16];
+	struct ibv_wc wc[RS_CQ_BATCH];
 	int n, rcnt = 0, err = 0;
 
 	uroce_assert_held(&rs->lock);
@@ -243,7 +243,8 @@ int rs_process_cq(struct rsocket *rs)
 		return rs_ds_process_cq(rs);
 	if (!rs->cq)
 		return 0;
-	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0) {
+	do {
+		n = ibv_poll_cq(rs->cq, RS_CQ_BATCH, wc);
 		for (int i = 0; i < n; i++) {
 			if (wc[i].wr_id & RS_WR_RECV) {
 				if (wc[i].status != IBV_WC_SUCCESS) {
@@ -262,7 +263,7 @@ int rs_process_cq(struct rsocket *rs)
 					rs_set_error(rs, ECONNRESET);
 			}
 		}
-	}
+	} while (n == RS_CQ_BATCH);
 	if (rcnt)
 		rs->quiet_ms = 0; /* heard from the peer */
 	if (rs->state & RS_CONNECTED)

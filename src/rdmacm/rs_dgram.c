@@ -509,12 +509,13 @@ int rs_ds_process_udp(struct rsocket *rs)
 int rs_ds_process_cq(struct rsocket *rs)
 {
 	struct rs_dgram *ds = rs->ds;
-	struct ibv_wc wc[16];
+	struct ibv_wc wc[RS_CQ_BATCH];
 	int n;
 
 	if (!rs->cq)
 		return 0;
-	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0) {
+	do {
+		n = ibv_poll_cq(rs->cq, RS_CQ_BATCH, wc);
 		for (int i = 0; i < n; i++) {
 			int slot = (int)(wc[i].wr_id & 0xffffffff);
 			uint8_t *buf;
@@ -535,7 +536,7 @@ int rs_ds_process_cq(struct rsocket *rs)
 			}
 			queue(ds, buf, len, slot);
 		}
-	}
+	} while (n == RS_CQ_BATCH);
 	return 0;
 }
 
