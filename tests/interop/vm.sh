@@ -24,6 +24,10 @@
 #                               (sysrq w, l, t) and its console since the
 #                               last dump.  `exec` does this by itself when
 #                               the guest does not answer
+#   vm.sh answers               exit 0 if the guest runs a command within
+#                               5 s, 1 if not (no dump)
+#   vm.sh pause                 stop the guest's vCPU (QEMU's monitor), as a
+#                               guest that stopped answering, for a test
 #
 # Everything runs on this machine: the guest is reachable only over the tap
 # link, a private /24 of its own (10.77.0.0/24 by default, no NAT: the
@@ -533,6 +537,13 @@ cmd_require() {
 	exit 1
 }
 
+# answers: does the guest run a command now?  (what run_scenario.sh asks
+# after a scenario failed)
+cmd_answers() {
+	[[ -s $state/qemu.pid ]] && qemu_alive || return 1
+	[[ $(gexec 5 'echo ok' 2>/dev/null) == ok ]]
+}
+
 sub=${1:-}
 (($#)) && shift
 case $sub in
@@ -544,5 +555,7 @@ check) cmd_check ;;
 status) cmd_status ;;
 require) cmd_require ;;
 dump) qemu_alive || die "the guest is not running"; guest_post_mortem ;;
-*) sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+answers) cmd_answers ;;
+pause) qemu_alive || die "the guest is not running"; qmon stop >/dev/null ;;
+*) sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
