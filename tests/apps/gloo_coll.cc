@@ -267,16 +267,17 @@ void barrier(std::shared_ptr<gloo::Context> ctx, const std::string &dir,
 void leave_together(const std::string &dir)
 {
 	const timespec nap = { 0, 1000000 };
+	auto done = [&dir](int r) {
+		return dir + "/uroce-done." + std::to_string(r);
+	};
 
 	{
-		std::ofstream f(dir + "/uroce-done." + std::to_string(rank_));
+		std::ofstream f(done(rank_));
 	}
 	for (int waited = 0; waited < 60000; waited++) {
 		int r = 0;
 
-		while (r < size_ &&
-		       !access((dir + "/uroce-done." + std::to_string(r)).c_str(),
-			       F_OK))
+		while (r < size_ && !access(done(r).c_str(), F_OK))
 			r++;
 		if (r == size_)
 			return;

@@ -540,7 +540,7 @@ cmd_require() {
 # answers: does the guest run a command now?  (what run_scenario.sh asks
 # after a scenario failed)
 cmd_answers() {
-	[[ -s $state/qemu.pid ]] && qemu_alive || return 1
+	qemu_alive || return 1
 	[[ $(gexec 5 'echo ok' 2>/dev/null) == ok ]]
 }
 
