@@ -325,7 +325,11 @@ static ssize_t do_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 	return sret(r);
 }
 
-/* to: a datagram's destination (a stream refuses one: EISCONN) */
+/*
+ * to: a datagram's destination.  A stream ignores it, as the kernel's TCP
+ * does (sockperf names its peer in every sendto); rdma-core's rsockets
+ * refuse it with EISCONN.
+ */
 static ssize_t do_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		       int flags, const struct sockaddr *to, socklen_t tolen)
 {
@@ -333,8 +337,6 @@ static ssize_t do_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
-	if (!rs->ds && (to || tolen))
-		return fail(EISCONN);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->ds)
 		r = KEEP_ERRNO(rs_ds_send(rs, iov, iovcnt, flags, to, tolen));

@@ -29,6 +29,9 @@
 #   --listens N          the server side made exactly N rlistens
 #   --server-stays       the server does not end by itself (udpong): it is
 #                        stopped once the client passed
+#   --file TEXT          TEXT (@ADDR@ replaced) in a file of the test's whose
+#                        path replaces @FILE@ in either command (sockperf's
+#                        feed file)
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,6 +39,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/uroce_test.sh"
 
 addr='' tmo=60 preload=0 cexp=() sexp=() port='' stays=0 xenv=() senv=() listens=''
+ftext=''
 while (($#)); do
 	case $1 in
 	--addr) addr=$2; shift 2 ;;
@@ -49,6 +53,7 @@ while (($#)); do
 	--server-env) senv+=("$2"); shift 2 ;;
 	--listens) listens=$2; shift 2 ;;
 	--server-stays) stays=1; shift ;;
+	--file) ftext=$2; shift 2 ;;
 	--) shift; break ;;
 	*) uroce_die "rs_pair.sh: unknown option $1" ;;
 	esac
@@ -67,6 +72,9 @@ done
 
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/uroce-rs.XXXXXX")
 slog=$logdir/server.log clog=$logdir/client.log lfile=$logdir/listening
+file=$logdir/file
+[[ -z $ftext ]] || echo "${ftext//@ADDR@/$addr}" >"$file"
+scmd=("${scmd[@]//@FILE@/$file}") ccmd=("${ccmd[@]//@FILE@/$file}")
 # a server run as another user writes the listen file there
 [[ -z ${UROCE_TEST_USER:-} || $(id -u) -ne 0 ]] || chown "$UROCE_TEST_USER" "$logdir"
 env=("${xenv[@]}")
