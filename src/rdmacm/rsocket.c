@@ -252,6 +252,16 @@ CM_EXPORT int rconnect(int s, const struct sockaddr *addr, socklen_t len)
 		return (int)sret(ret);
 	}
 	ret = rs_connect(rs, addr, len);
+	/*
+	 * Called again while it connects, or once connected: rdma-core's
+	 * answers (EINPROGRESS or the wait, then 0), not the kernel's
+	 * EALREADY and EISCONN.  librspreload takes any error but EINPROGRESS
+	 * for "no RDMA here" and moves the socket to TCP, so a program that
+	 * calls connect again to learn how it went (hiredis: redis-cli)
+	 * lost its connection and was refused by the TCP port.
+	 */
+	if (ret == -EALREADY || (ret == -EISCONN && (rs->state & RS_CONNECTED)))
+		ret = 0;
 	if (!ret) {
 		ret = rs_wait_connected(rs, rs->nonblock);
 		if (ret == -EAGAIN)

@@ -5,7 +5,9 @@
  * is killed):
  *
  *   refused    rconnect to a port nobody listens on: ECONNREFUSED
- *   nonblock   a nonblocking rconnect completes through rpoll; a full
+ *   nonblock   a nonblocking rconnect completes through rpoll (called
+ *              again: EINPROGRESS while it connects, 0 once connected,
+ *              as rdma-core's, for librspreload's sake); a full
  *              send ring gives EAGAIN, rpoll then says POLLOUT once the
  *              peer reads; every byte arrives
  *   halfclose  after the client's SHUT_WR the server reads the rest and
@@ -102,6 +104,11 @@ static void pair(int l, int *c, int *a)
 	EXPECT(rconnect(*c, (struct sockaddr *)&sa, sizeof(sa)) == -1 &&
 		       errno == EINPROGRESS,
 	       "nonblocking rconnect: %s", strerror(errno));
+	/* again, in progress: EINPROGRESS (rdma-core's; librspreload
+	 * takes any other error for no RDMA and moves to TCP) */
+	EXPECT(rconnect(*c, (struct sockaddr *)&sa, sizeof(sa)) == -1 &&
+		       errno == EINPROGRESS,
+	       "rconnect again, in progress: %s", strerror(errno));
 	*a = -1;
 	while (*a < 0 || err) {
 		p[0] = (struct pollfd){ .fd = l, .events = POLLIN };
@@ -117,6 +124,9 @@ static void pair(int l, int *c, int *a)
 			EXPECT(!err, "the connect failed: %s", strerror(err));
 		}
 	}
+	/* and connected: 0 (not EISCONN, for the same reason) */
+	EXPECT(!rconnect(*c, (struct sockaddr *)&sa, sizeof(sa)),
+	       "rconnect again, connected: %s", strerror(errno));
 	EXPECT(!rfcntl(*c, F_SETFL, rfcntl(*c, F_GETFL) & ~O_NONBLOCK),
 	       "rfcntl: %s", strerror(errno));
 }
