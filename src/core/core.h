@@ -48,6 +48,63 @@ static inline int uroce_socket(int domain, int type, int protocol)
 }
 
 /*
+ * And every epoll instance of ours by the system calls: a librspreload of
+ * rdma-core 2026 or later interposes epoll_create1, epoll_ctl and
+ * epoll_wait and sends them to repoll_* (rdmacm/rs_epoll.c), which would
+ * then carry the progress thread's sleep.  Not under ThreadSanitizer:
+ * its interceptors of epoll_ctl and epoll_wait are how it sees that a
+ * watcher written before its registration is read after the wait that
+ * returns it (the progress thread's), and it runs no librspreload.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define UROCE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UROCE_TSAN 1
+#endif
+#endif
+
+#ifdef UROCE_TSAN
+#include <sys/epoll.h>
+
+static inline int uroce_epoll_create1(int flags)
+{
+	return epoll_create1(flags);
+}
+
+static inline int uroce_epoll_ctl(int epfd, int op, int fd,
+				  struct epoll_event *ev)
+{
+	return epoll_ctl(epfd, op, fd, ev);
+}
+
+static inline int uroce_epoll_wait(int epfd, struct epoll_event *ev, int max,
+				   int ms)
+{
+	return epoll_wait(epfd, ev, max, ms);
+}
+#else
+struct epoll_event;
+
+static inline int uroce_epoll_create1(int flags)
+{
+	return (int)syscall(SYS_epoll_create1, flags);
+}
+
+static inline int uroce_epoll_ctl(int epfd, int op, int fd,
+				  struct epoll_event *ev)
+{
+	return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+}
+
+static inline int uroce_epoll_wait(int epfd, struct epoll_event *ev, int max,
+				   int ms)
+{
+	return (int)syscall(SYS_epoll_pwait, epfd, ev, max, ms, NULL, 0);
+}
+#endif
+
+/*
  * FLUSH (IBA 1.5, opcode 0x1C) came to libibverbs after the rdma-core 44
  * headers we build against; these are the values rdma-core 45 gave it, so
  * programs built against newer headers reach it.

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <sys/epoll.h>
 
+#include "core/core.h"
 #include "core/watch.h"
 
 int uroce_watcher_add_shared(int epfd, struct uroce_watcher *w, int fd,
@@ -13,7 +14,7 @@ int uroce_watcher_add_shared(int epfd, struct uroce_watcher *w, int fd,
 
 	if (epfd < 0 || fd < 0)
 		return -EBADF;
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	return uroce_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
 int uroce_watcher_add(int epfd, struct uroce_watcher *w, int fd, uint32_t events)
@@ -25,5 +26,5 @@ int uroce_watcher_add(int epfd, struct uroce_watcher *w, int fd, uint32_t events
 void uroce_watcher_del(int epfd, struct uroce_watcher *w)
 {
 	if (epfd >= 0 && w->fd >= 0)
-		epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+		uroce_epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
 }

@@ -375,7 +375,7 @@ static int wait_on(struct uroce_dev *dev, int epfd, struct epoll_event *ev,
 
 	if (timeout_ns == UROCE_WAIT_FOREVER || !timeout_ns) {
 		uroce_progress_sleep_by(dev, 0);
-		return epoll_wait(epfd, ev, max, timeout_ns ? -1 : 0);
+		return uroce_epoll_wait(epfd, ev, max, timeout_ns ? -1 : 0);
 	}
 	uroce_progress_sleep_by(dev, uroce_now_ns() + timeout_ns);
 	ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
@@ -383,7 +383,7 @@ static int wait_on(struct uroce_dev *dev, int epfd, struct epoll_event *ev,
 	n = epoll_pwait2(epfd, ev, max, &ts, NULL);
 	if (n < 0 && errno == ENOSYS) { /* Linux < 5.11 */
 		uroce_progress_sleep_by(dev, 0);
-		n = epoll_wait(epfd, ev, max, 1);
+		n = uroce_epoll_wait(epfd, ev, max, 1);
 	}
 	return n;
 }
@@ -442,7 +442,7 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
 			ev[k++] = ev[i];
 	}
 	if (inner) {
-		i = epoll_wait(dev->prog.epfd, ev + k, max - k, 0);
+		i = uroce_epoll_wait(dev->prog.epfd, ev + k, max - k, 0);
 		k += i > 0 ? i : 0;
 	}
 	return n < 0 ? n : k;
@@ -1241,9 +1241,9 @@ int uroce_progress_start(struct uroce_dev *dev)
 {
 	int err;
 
-	dev->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
-	dev->prog.app_epfd = epoll_create1(EPOLL_CLOEXEC);
-	dev->prog.sock_epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.epfd = uroce_epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.app_epfd = uroce_epoll_create1(EPOLL_CLOEXEC);
+	dev->prog.sock_epfd = uroce_epoll_create1(EPOLL_CLOEXEC);
 	dev->prog.timerfd = timerfd_create(CLOCK_MONOTONIC,
 					   TFD_NONBLOCK | TFD_CLOEXEC);
 	dev->prog.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -382,7 +382,7 @@ void share_unwatch(struct uroce_share *sh, uint32_t s)
 	if (sh->pidfd[s] < 0)
 		return;
 	if (sh->epfd >= 0)
-		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
+		uroce_epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->pidfd[s], NULL);
 	close(sh->pidfd[s]);
 	sh->pidfd[s] = -1;
 }
@@ -725,9 +725,10 @@ void uroce_share_release(struct uroce_share *sh, int sock)
 	for (s = 0; s < UROCE_SHARE_SLOTS; s++)
 		share_unwatch(sh, s);
 	if (sh->epfd >= 0) {
-		epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->fwd_fd, NULL);
+		uroce_epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->fwd_fd, NULL);
 		if (sh->retry_fd >= 0)
-			epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->retry_fd, NULL);
+			uroce_epoll_ctl(sh->epfd, EPOLL_CTL_DEL, sh->retry_fd,
+					NULL);
 	}
 	close(sh->fwd_fd);
 	if (sh->retry_fd >= 0)

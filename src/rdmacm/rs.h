@@ -16,6 +16,7 @@
  *   rs_data.c   the data path: the ring, credits, control messages, CQ,
  *               waiting
  *   rs_poll.c   rpoll / rselect over rsockets and ordinary descriptors
+ *   rs_epoll.c  repoll_*: epoll over rsockets and ordinary descriptors
  *   rs_dgram.c  datagram rsockets: the UDP socket, the UD QP, the peers
  *
  * Locking: rs_table_lock serialises changes to the table (lookups take no
@@ -33,6 +34,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -155,6 +157,8 @@ struct rsocket {
 	int err;	  /* SO_ERROR */
 	bool nonblock;	  /* O_NONBLOCK */
 	bool peer_closed; /* the peer sent DISCONNECT */
+	/* send calls made: repoll's edge-triggered EPOLLOUT (rs_epoll.c) */
+	_Atomic unsigned int sends;
 
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -270,6 +274,14 @@ ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t len,
 void rs_iomap_free(struct rsocket *rs);
 int rs_value_to_scale(int value, int bits);
 int rs_scale_to_value(int value, int bits);
+
+/* rs_epoll.c (their prototypes are rdma-core's rsocket.h since 2026) */
+int repoll_create(int flags);
+int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+int repoll_wait(int epfd, struct epoll_event *events, int maxevents,
+		int timeout);
+void rs_epoll_forget(int fd);
+bool rs_epoll_close(int fd);
 
 /* rs_dgram.c */
 int rs_ds_init(struct rsocket *rs, int type);

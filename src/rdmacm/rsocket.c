@@ -298,7 +298,8 @@ CM_EXPORT int rclose(int s)
 	int saved = errno;
 
 	if (!rs)
-		return close(s);
+		return rs_epoll_close(s) ? 0 : close(s);
+	rs_epoll_forget(s);
 	rs_table_set(s, NULL);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state & RS_CONNECTED)
@@ -348,6 +349,7 @@ static ssize_t do_send(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return fail(EINVAL);
 	pthread_mutex_lock(&rs->lock);
+	atomic_fetch_add_explicit(&rs->sends, 1, memory_order_relaxed);
 	if (rs->ds)
 		r = KEEP_ERRNO(rs_ds_send(rs, iov, iovcnt, flags, to, tolen));
 	else
@@ -846,6 +848,7 @@ CM_EXPORT size_t riowrite(int s, const void *buf, size_t len, off_t offset,
 	if (rs->ds)
 		return (size_t)fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
+	atomic_fetch_add_explicit(&rs->sends, 1, memory_order_relaxed);
 	r = KEEP_ERRNO(rs_iowrite(rs, buf, len, offset, flags));
 	pthread_mutex_unlock(&rs->lock);
 	return (size_t)sret(r);

@@ -7,7 +7,9 @@
 #	Every dynamic symbol REF_LIB defines, ours defines too, with the same
 #	version, the same default (@@) or hidden (@) binding and the same kind
 #	(function or object), and nothing more but the private functions
-#	of include/uroce_private.h, under UROCE_PRIVATE_1.
+#	of include/uroce_private.h, under UROCE_PRIVATE_1; for librdmacm,
+#	also exactly rdma-core's newer RDMACM_1.5 (repoll_*), which
+#	Debian 12's lacks and a librspreload of 2026 needs.
 #   check_symbols.sh load OUR_LIB_DIR [PROGRAM]
 #	Debian's ibv_devices (by default) starts with our library under
 #	LD_BIND_NOW without a symbol or version lookup failure.
@@ -26,6 +28,10 @@ MULTIARCH_DIR=/usr/lib/x86_64-linux-gnu
 private_syms=(uroce_gsi_create uroce_dev_set_addr uroce_dev_get_addr
 	uroce_dev_id_prefix uroce_dev_listen uroce_dev_rx_drain
 	uroce_dev_send_acks uroce_dev_qp_unpolled uroce_dev_poll)
+# version nodes of rdma-core newer than Debian 12's that our librdmacm
+# has (docs/rsocket.md, "epoll"): in the reference, as if it had them
+newer_rdmacm=('F RDMACM_1.5 repoll_create' 'F RDMACM_1.5 repoll_ctl'
+	'F RDMACM_1.5 repoll_wait' 'O RDMACM_1.5 RDMACM_1.5')
 tmp=
 trap '[ -n "$tmp" ] && rm -rf "$tmp"' EXIT
 
@@ -65,7 +71,11 @@ cmd_symbols() {
 	command -v objdump >/dev/null || skip "objdump not installed"
 
 	tmp=$(mktemp -d) || die "mktemp failed"
-	dynsyms "$ref" > "$tmp/ref"
+	{
+		dynsyms "$ref"
+		[[ $(basename "$ref") != librdmacm.so* ]] ||
+			printf '%s\n' "${newer_rdmacm[@]}"
+	} | LC_ALL=C sort -u > "$tmp/ref"
 	# our one private node (include/uroce_private.h) is the only extra
 	# allowed: it must not leak into Debian's version nodes
 	dynsyms "$ours" | grep -v ' (\?UROCE_PRIVATE_1)\? ' > "$tmp/ours"
