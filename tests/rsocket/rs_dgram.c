@@ -29,6 +29,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#define RS_PROG "rs_dgram"
+#include "rs_check.h"
+
 #ifdef RS_DIRECT
 #include <rdma/rsocket.h>
 #define socket	    rsocket
@@ -47,12 +50,6 @@
 
 /* with rsockets' 8-byte header, one 1024-byte packet (MTU 1500) */
 #define MAXSZ 1000
-#define DIE(...) \
-	do { \
-		fprintf(stderr, "rs_dgram: " __VA_ARGS__); \
-		fputc('\n', stderr); \
-		exit(1); \
-	} while (0)
 
 static uint8_t pat(uint32_t seq, size_t i)
 {

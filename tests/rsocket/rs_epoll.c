@@ -37,24 +37,15 @@
 #include <unistd.h>
 #include <rdma/rsocket.h>
 
+#define RS_PROG "rs_epoll"
+#include "rs_check.h"
+
 int repoll_create(int flags);
 int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
 int repoll_wait(int epfd, struct epoll_event *events, int maxevents,
 		int timeout);
 
 static struct sockaddr_in srv = { .sin_family = AF_INET };
-
-#define DIE(...) \
-	do { \
-		fprintf(stderr, "rs_epoll: " __VA_ARGS__); \
-		fputc('\n', stderr); \
-		exit(1); \
-	} while (0)
-#define EXPECT(c, ...) \
-	do { \
-		if (!(c)) \
-			DIE(__VA_ARGS__); \
-	} while (0)
 
 static void add(int ep, int op, int fd, uint32_t events, uint64_t tag)
 {

@@ -39,22 +39,13 @@
 #include <unistd.h>
 #include <rdma/rsocket.h>
 
+#define RS_PROG "rs_fail"
+#include "rs_check.h"
+
 extern char **environ;
 
 static struct sockaddr_in srv = { .sin_family = AF_INET };
 static int port;
-
-#define DIE(...) \
-	do { \
-		fprintf(stderr, "rs_fail: " __VA_ARGS__); \
-		fputc('\n', stderr); \
-		exit(1); \
-	} while (0)
-#define EXPECT(c, ...) \
-	do { \
-		if (!(c)) \
-			DIE(__VA_ARGS__); \
-	} while (0)
 
 static uint8_t pat(uint64_t i)
 {

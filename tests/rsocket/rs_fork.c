@@ -33,12 +33,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DIE(...) \
-	do { \
-		fprintf(stderr, "rs_fork: " __VA_ARGS__); \
-		fputc('\n', stderr); \
-		exit(1); \
-	} while (0)
+#define RS_PROG "rs_fork"
+#include "rs_check.h"
+
 #define CHUNK	65536
 #define MAXCONN 16
 

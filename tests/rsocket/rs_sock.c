@@ -27,6 +27,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#define RS_PROG "rs_sock"
+#include "rs_check.h"
+
 static uint8_t pat(uint64_t i, unsigned int seed)
 {
 	uint64_t z = (i + seed) * 0x9e3779b97f4a7c15ull;
@@ -35,13 +38,6 @@ static uint8_t pat(uint64_t i, unsigned int seed)
 }
 
 static const size_t sizes[] = { 1, 7, 100, 4096, 65537, 300000, 13, 2048 };
-
-#define DIE(...) \
-	do { \
-		fprintf(stderr, "rs_sock: " __VA_ARGS__); \
-		fputc('\n', stderr); \
-		exit(1); \
-	} while (0)
 
 static void fill(uint8_t *b, uint64_t off, size_t n, unsigned int seed)
 {
