@@ -199,8 +199,12 @@ static int rpoll_rsockets(struct pollfd *fds, nfds_t nfds, int timeout)
 		 * (check_all) */
 		if (left < 0 || left > RS_IDLE_PROBE_MS)
 			left = RS_IDLE_PROBE_MS;
+		/* a signal handler ends the wait (EINTR), as it ends
+		 * poll's and select's whatever SA_RESTART says: a program
+		 * whose handler sets a flag (nginx's SIGTERM) looks at it
+		 * when its wait returns */
 		woke = rs_sleep(ctx, kfds, n, left);
-		if (woke < 0 && errno != EINTR) {
+		if (woke < 0) {
 			ret = -1;
 			break;
 		}

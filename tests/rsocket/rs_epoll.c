@@ -18,6 +18,9 @@
  *             by another thread that is ready, and for a pipe
  *   mixed     with one event a wait, a ready pipe and a ready rsocket are
  *             both reported in turn
+ *   signal    a signal handler ends rpoll's and repoll_wait's wait with
+ *             EINTR, SA_RESTART or not (as poll's and epoll_wait's), on a
+ *             listener and on a connected rsocket
  *
  *   rs_epoll ADDR PORT
  */
@@ -27,6 +30,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +38,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <rdma/rsocket.h>
 
@@ -295,6 +300,33 @@ static void woken_by(int ep, int fd, uint64_t tag)
 	add(ep, EPOLL_CTL_DEL, fd, 0, 0);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* a wait with no timeout on nothing ready, ended by SIGALRM: EINTR */
+static void interrupted(int ep, int l, int a)
+{
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	struct itimerval it = { .it_value = { .tv_usec = 100000 } };
+	struct pollfd p[2] = { { .fd = l, .events = POLLIN },
+			       { .fd = a, .events = POLLIN } };
+	struct epoll_event e;
+
+	/* (nothing ready: ep holds a, read to the end, and c, told) */
+	EXPECT(!sigaction(SIGALRM, &sa, NULL), "sigaction");
+	for (int i = 0; i < 2; i++) {
+		EXPECT(!setitimer(ITIMER_REAL, &it, NULL), "setitimer");
+		EXPECT(rpoll(&p[i], 1, -1) < 0 && errno == EINTR,
+		       "rpoll on the %s: not EINTR after a signal",
+		       i ? "connected rsocket" : "listener");
+	}
+	EXPECT(!setitimer(ITIMER_REAL, &it, NULL), "setitimer");
+	EXPECT(repoll_wait(ep, &e, 1, -1) < 0 && errno == EINTR,
+	       "repoll_wait: not EINTR after a signal");
+}
+
 static void test_wake(int port)
 {
 	int ep = repoll_create(0), l = listener(port), c, a, p[2];
@@ -331,8 +363,10 @@ static void test_wake(int port)
 	}
 	close(p[0]);
 	close(p[1]);
+	EXPECT(rrecv(a, &b, 1, 0) == 1, "rrecv");
+	interrupted(ep, l, a);
 	EXPECT(!rclose(a) && !rclose(c) && !rclose(l) && !rclose(ep), "rclose");
-	printf("wake, mixed: passed\n");
+	printf("wake, mixed, signal: passed\n");
 }
 
 int main(int argc, char **argv)
