@@ -225,17 +225,15 @@ CM_EXPORT int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	return err ? fail(-err) : 0;
 }
 
-/* ms left until deadline (ns, CLOCK_MONOTONIC); timeout < 0: -1 */
-static int ms_left(int timeout, uint64_t deadline)
+/* ms left until deadline (rs_now_ms); timeout < 0: -1 */
+static int ms_left(int timeout, int64_t deadline)
 {
-	struct timespec ts;
-	uint64_t now;
+	int64_t d;
 
 	if (timeout <= 0)
 		return timeout;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+	d = deadline - rs_now_ms();
+	return d > 0 ? (int)d : 0;
 }
 
 /*
@@ -273,16 +271,9 @@ static int ep_wait(struct repoll *ep, struct epoll_event *ev, int max,
 		   int timeout)
 {
 	struct pollfd *p = NULL;
-	uint64_t deadline = 0;
+	int64_t deadline = timeout > 0 ? rs_now_ms() + timeout : 0;
 	int cap = 0;
 
-	if (timeout > 0) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		deadline = (uint64_t)ts.tv_sec * 1000000000u +
-			   (uint64_t)ts.tv_nsec + (uint64_t)timeout * 1000000u;
-	}
 	for (;;) {
 		int np = 0, k = 0, r;
 		uint64_t v;
