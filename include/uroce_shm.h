@@ -268,9 +268,11 @@ static inline uint64_t uroce_proc_start_time(int pid)
 
 /*
  * The shared-address registry (src/net/share.c, docs/shared.md "The
- * registry"): one file per (network namespace, IP address),
- * /dev/shm/uroce-addr.<netns inode>.<address>, mode 0600, shared by every
- * process whose device uses that address.  Changed only under an OFD
+ * registry"): one file per (network namespace, IP address, user),
+ * /dev/shm/uroce-addr.<netns inode>.<address>.<euid>, mode 0600, shared by
+ * every process of that user whose device uses that address (the kernel
+ * joins only one user's sockets in a SO_REUSEPORT group, so a user's
+ * group never meets another's registry).  Changed only under an OFD
  * write lock on its first byte; the datapath never reads it.
  *
  * Slot s (1 .. UROCE_SHARE_SLOTS-1) is one member, or one more QPN range

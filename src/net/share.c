@@ -423,8 +423,11 @@ static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
 			  (const void *)&((const struct sockaddr_in6 *)ss)
 				  ->sin6_addr,
 		  sh->addr, sizeof(sh->addr));
-	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s", UROCE_SHM_DIR,
-		 UROCE_SHARE_PREFIX, (unsigned long)st.st_ino, sh->addr);
+	/* per user: another user's file (a root program SIGKILLed on this
+	 * address, say) would refuse us with EACCES for good */
+	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s.%u", UROCE_SHM_DIR,
+		 UROCE_SHARE_PREFIX, (unsigned long)st.st_ino, sh->addr,
+		 (unsigned int)geteuid());
 again:
 	sh->fd = open(sh->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (sh->fd < 0)
@@ -526,7 +529,7 @@ int uroce_share_bind(struct uroce_dev *dev, int sock,
 		sh->pidfd[s] = -1;
 	err = open_seg(sh, ss);
 	if (err) {
-		/* (another user's file: their address, for choosing) */
+		/* (no registry here: the default tries the next address) */
 		if (!join)
 			err = -EADDRINUSE;
 		goto free;
@@ -596,9 +599,9 @@ full:
 			sh->addr, UROCE_SHARE_SLOTS - 1);
 	}
 unlock:
-	/* an address this host does not have (a UROCE_ADDR of another
-	 * host): nobody can ever join it, so its file goes */
-	if (err == -EADDRNOTAVAIL && !sh->seg->nmembers)
+	/* a group nobody is in (an address this host does not have, one
+	 * another user's group holds): its file goes, as the last leaver's */
+	if (!sh->seg->nmembers)
 		unlink(sh->path);
 	/* bound, so in the kernel's group: its caller's close has the
 	 * leave's window (share_unmatch) */

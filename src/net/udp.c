@@ -569,8 +569,13 @@ int uroce_net_open(struct uroce_dev *dev)
 				  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
 				  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
 			  buf, sizeof(buf));
-		fprintf(stderr, "uroce: cannot bind UDP %s port %d: %s\n", buf,
-			UROCE_UDP_PORT, strerror(-fd));
+		fprintf(stderr, "uroce: cannot bind UDP %s port %d: %s%s\n",
+			buf, UROCE_UDP_PORT, strerror(-fd),
+			fd == -EADDRINUSE ?
+				" (another user's processes, or a program "
+				"that is not uroce, hold it: one user's "
+				"processes share an address; docs/shared.md)" :
+				"");
 		return fd;
 	}
 	optlen = sizeof(rcv);

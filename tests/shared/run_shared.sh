@@ -35,7 +35,8 @@
 #   registry-gc  the registry of an address whose last member was
 #                SIGKILLed is removed by the next process that starts a
 #                group (on another address) and by `uroce devices`, and
-#                one with a live member is not
+#                one with a live member is not; root's dead registry does
+#                not keep another user (nobody) off the address
 #   ring-after-kill  a UC ping-pong server on A, stopped (SIGSTOP) while
 #                two other members of A are SIGKILLed and a same-host
 #                sender (ring_peer) connects to its ring name between the
@@ -272,7 +273,7 @@ kill_one() {
 	# mid-transfer: once the victim has taken in 8 MiB
 	wait_until 60 "${spids[$victim]}" busy "${spids[$victim]}" ||
 		fail "server $victim never got busy"
-	reg=/dev/shm/uroce-addr.$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net).$addrA
+	reg=/dev/shm/uroce-addr.$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net).$addrA.$(id -u)
 	t0=$(date +%s%N)
 	kill -KILL "${spids[$victim]}"
 	# the survivors repair the group: the registry counts 3 members once
@@ -469,8 +470,8 @@ registry_gc() {
 	[ -x "$traffic" ] || die "--traffic: '$traffic' is not executable"
 	ip -n "$nsA" addr add "$net.3/24" dev vA || fail "cannot add $net.3"
 	ino=$(ip netns exec "$nsA" stat -L -c %i /proc/self/ns/net)
-	regA=/dev/shm/uroce-addr.$ino.$addrA
-	reg3=/dev/shm/uroce-addr.$ino.$net.3
+	regA=/dev/shm/uroce-addr.$ino.$addrA.$(id -u)
+	reg3=/dev/shm/uroce-addr.$ino.$net.3.$(id -u)
 	# start_member FILE ADDR: a uroce_traffic server on ADDR, its pid in
 	# $pid once it is a member (it has written its port)
 	start_member() {
@@ -506,6 +507,39 @@ registry_gc() {
 		errs+=("$(members "$net.3") processes share $net.3, not 2")
 	kill_member $pid
 	kill_member $live
+	# 4. a root member SIGKILLed does not lock another user out of its
+	# address: that user's explicit UROCE_ADDR works (its rdma_bind_addr
+	# got EACCES from root's registry, mode 0600 in sticky /dev/shm)
+	foreign_user
+}
+
+# run as nobody: the library and the program from a copy every user may
+# read (the build tree may be closed to others: a CI clone under /root)
+foreign_user() {
+	local pub=$work/pub nob regN
+	[ "$(id -u)" -eq 0 ] || return 0
+	regN=${regA%.*}.$(id -u nobody)
+	nob=(setpriv --reuid=nobody "--regid=$(id -g nobody)" --clear-groups)
+	start_member a3 "$addrA"
+	kill_member $pid
+	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (3)"
+	chmod 755 "$work" && mkdir -m 755 "$pub" &&
+		cp -L "$libdir"/lib*.so.1 "$traffic" "$pub/" && chmod -R a+rX "$pub" &&
+		install -d -o nobody "$pub/out" ||
+		fail "cannot copy the library for nobody"
+	ip netns exec "$nsA" "${nob[@]}" env LD_LIBRARY_PATH="$pub" \
+		UROCE_ADDR="$addrA" "$pub/${traffic##*/}" -p 0 \
+		--port-file "$pub/out/port" >"$pub/nobody.out" 2>&1 &
+	pid=$!
+	pids+=($pid)
+	if wait_until 30 $pid test -s "$pub/out/port"; then
+		[ -e "$regN" ] ||
+			errs+=("no registry $regN for nobody's member")
+	else
+		errs+=("as nobody, a server on $addrA did not start after root's SIGKILLed member: $(tail -n 3 "$pub/nobody.out" | tr '\n' ' ')")
+	fi
+	kill_member $pid
+	rm -f "$regA" "$regN"
 }
 
 # ring_after_kill: a shared address's member must never drop the ring of a
