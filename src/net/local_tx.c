@@ -166,9 +166,48 @@ static struct lout *peer_get(struct uroce_dev *dev, struct uroce_local *L,
 	return NULL;
 }
 
+static bool usable(const struct lout *o)
+{
+	return o && o->up &&
+	       !atomic_load_explicit(&o->dead, memory_order_relaxed);
+}
+
+/*
+ * A MAD to our own shared address goes to the member it is for, as the
+ * group's steering finds it (share_rx.c gsi_slot): through that member's
+ * ring when it is up (the one the data path to that member takes), by
+ * UDP otherwise, where the group's program steers it to that member's
+ * socket.  Through ".../0" it cost the first member's thread a wake-up
+ * and a forward for every MAD between two other members, and a
+ * connection's first MAD a handshake with a member it may never send
+ * data to.  NULL: by UDP.
+ */
+static struct lout *gsi_peer(struct uroce_dev *dev, struct uroce_local *L,
+			     const struct sockaddr_storage *dst,
+			     const struct iovec *iov, int n)
+{
+	uint8_t pkt[UROCE_GSI_PEEK];
+	struct lout *o;
+	size_t len = 0;
+	uint32_t s;
+	int i;
+
+	for (i = 0; i < n && len < sizeof(pkt); i++) {
+		size_t k = iov[i].iov_len < sizeof(pkt) - len ?
+				   iov[i].iov_len :
+				   sizeof(pkt) - len;
+
+		memcpy(pkt + len, iov[i].iov_base, k);
+		len += k;
+	}
+	s = uroce_share_gsi_dest(dev, pkt, len);
+	o = s && s <= 0xff ? out_find(L, dst, (uint8_t)s) : NULL;
+	return usable(o) ? o : NULL;
+}
+
 static struct lout *peer_for(struct uroce_dev *dev,
 			     const struct sockaddr_storage *dst,
-			     const struct iovec *iov)
+			     const struct iovec *iov, int n)
 {
 	struct uroce_local *L = loc(dev);
 	struct lout *o;
@@ -177,10 +216,12 @@ static struct lout *peer_for(struct uroce_dev *dev,
 	if (!L || dst->ss_family != dev->net.family ||
 	    uroce_addr_is_mcast(dst) || iov[0].iov_len < UROCE_BTH_LEN)
 		return NULL;
+	if (bth_qpn(iov[0].iov_base) == 1 /* QP1 */ && dev->net.share &&
+	    uroce_same_ip(dst, &dev->net.local))
+		return gsi_peer(dev, L, dst, iov, n);
 	sb = ((const uint8_t *)iov[0].iov_base)[5]; /* dest QP 23..16 */
 	o = L->last;
-	if (o && o->up && o->sbyte == sb && uroce_same_ip(&o->addr, dst) &&
-	    !atomic_load_explicit(&o->dead, memory_order_relaxed))
+	if (usable(o) && o->sbyte == sb && uroce_same_ip(&o->addr, dst))
 		return o;
 	o = peer_get(dev, L, dst, sb, uroce_now_ns());
 	if (o)
@@ -532,7 +573,7 @@ int uroce_local_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	int err;
 
 	uroce_assert_held(&dev->tx.tx_lock);
-	if (len > LR_DATA || !(o = peer_for(dev, dst, iov)))
+	if (len > LR_DATA || !(o = peer_for(dev, dst, iov, iovcnt)))
 		return 0;
 	capture_icrc(dev, dst, iov, iovcnt, 0);
 	err = ring_put(dev, o, &it, &off, iov + iovcnt, (uint32_t)len, 0);
@@ -586,7 +627,7 @@ static void send_run(struct uroce_dev *dev, const struct uroce_txrun *run,
 		size_t len = iov_bytes(it, n), off = 0;
 		const struct iovec *p = it;
 
-		o = peer_for(dev, &run->dst, it);
+		o = peer_for(dev, &run->dst, it, n);
 		if (o && rung && o != rung)
 			ring_bell(dev, rung);
 		if (!o || len > LR_DATA) {
@@ -622,14 +663,14 @@ int uroce_local_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	if (!loc(dev))
 		return 0;
 	for (r = 0; r < nruns; r++) {
-		if (!peer_for(dev, &run[r].dst, &iov[run[r].iov0]))
+		if (!peer_for(dev, &run[r].dst, &iov[run[r].iov0], run[r].niov))
 			break;
 		send_run(dev, &run[r], iov);
 	}
 	if (r)
 		return r;
 	for (r = 1; r < nruns; r++)
-		if (peer_for(dev, &run[r].dst, &iov[run[r].iov0]))
+		if (peer_for(dev, &run[r].dst, &iov[run[r].iov0], run[r].niov))
 			break;
 	*udp_runs = r;
 	return 0;

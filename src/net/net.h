@@ -252,6 +252,11 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		       const struct sockaddr_storage *src,
 		       const struct sockaddr_storage *dst, uint16_t ip_id);
 uint32_t uroce_share_slot(const struct uroce_dev *dev); /* 0: alone */
+/* the member a QP1 MAD we send to our own address is for: its slot, 0
+ * if not known here (buf: the packet from its BTH on, len bytes) */
+uint32_t uroce_share_gsi_dest(const struct uroce_dev *dev, const uint8_t *buf,
+			      size_t len);
+#define UROCE_GSI_PEEK 64 /* (what it reads at most: BTH, DETH, MAD) */
 uint32_t uroce_share_first_qpn(const struct uroce_dev *dev);
 void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r); /* dev->lock */
 int uroce_share_add_range(struct uroce_dev *dev);	      /* dev->lock */

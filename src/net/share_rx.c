@@ -79,6 +79,18 @@ static uint32_t gsi_slot(const struct uroce_share *sh, const uint8_t *buf,
 	return s;
 }
 
+_Static_assert(MAD_OFF + MAD_DATA + 16 <= UROCE_GSI_PEEK,
+	       "uroce_share_gsi_dest's callers hand it what gsi_slot reads");
+
+/* (a REQ for a service nobody here listens on: 0, the kernel's way) */
+uint32_t uroce_share_gsi_dest(const struct uroce_dev *dev, const uint8_t *buf,
+			      size_t len)
+{
+	const struct uroce_share *sh = dev->net.share;
+
+	return sh ? gsi_slot(sh, buf, len, true) : 0;
+}
+
 /* ... and the member to forward it to (0: this one, or none) */
 static uint32_t gsi_owner(struct uroce_dev *dev, struct uroce_share *sh,
 			  const uint8_t *buf, size_t len)

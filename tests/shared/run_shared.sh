@@ -32,6 +32,8 @@
 #   fi-pingpong-2ns  fi_pingpong (verbs;ofi_rxm, RDM) server on A, client
 #                on B: the server is given no address (libfabric binds
 #                "localhost" to find one)
+#   cm-same-host  rping clients and server on one address, none its
+#                first member: no MAD is forwarded, one ring a client
 #   registry-gc  the registry of an address whose last member was
 #                SIGKILLed is removed by the next process that starts a
 #                group (on another address) and by `uroce devices`, and
@@ -92,6 +94,7 @@ mpi-ucx-2ns-lossy) net=10.79.17 ;;
 registry-gc) net=10.79.18 ;;
 ring-after-kill) net=10.79.19 ;;
 cm-burst) net=10.79.20 ;;
+cm-same-host) net=10.79.21 ;;
 mpi-ofi-2ns) net=10.79.15 ;;
 fi-pingpong-2ns) net=10.79.16 ;;
 *) net=10.79.0 ;;
@@ -662,7 +665,48 @@ cm_burst() {
 	[ "$lost" -eq 0 ] || errs+=("$lost forwarded MADs were lost (share_fwd_lost, drop_no_owner)")
 }
 
+# Three rping clients, one after another, against an rping server, all
+# members of A's one address but none its first member (an idle
+# uroce_traffic is).  Their MADs go to the member they are for: by UDP
+# (the group's program steers them) until the data path has a ring to
+# that member, then through it.  Neither the first member nor the server
+# forwards a MAD, and each client connects one ring to the server, not
+# a second to ".../0" (docs/local.md, "QP1").
+cm_same_host() {
+	local first srv i rc fwd acc
+	on_A "$traffic" -p 0 --port-file "$work/first.port" \
+		>"$work/first.out" 2>&1 &
+	first=$!
+	pids+=($first)
+	wait_until 30 $first test -s "$work/first.port" ||
+		fail "the first member did not start"
+	on_A env UROCE_CM_LISTEN_FILE="$work/cm_listen.7191" \
+		rping -s -P -a $addrA -p 7191 >"$work/rping_s.out" 2>&1 &
+	srv=$!
+	pids+=($srv)
+	wait_until 30 $srv cm_listening 7191 || fail "rping -s did not listen"
+	for i in 1 2 3; do
+		ip netns exec "$nsA" env "${lib_env[@]}" UROCE_ADDR=$addrA \
+			timeout -k 5 "$tmo" rping -c -a $addrA -p 7191 -C 20 -v \
+			>"$work/rping_c.$i" 2>&1
+		rc=$?
+		[ $rc -eq 0 ] || errs+=("rping client $i exit status $rc")
+		[ "$(grep -c 'ping data: rdma-ping-' "$work/rping_c.$i")" -eq 20 ] ||
+			errs+=("rping client $i did not print 20 pings")
+	done
+	fwd=$(counter $first share_fwd_out)
+	[ "${fwd:-x}" = 0 ] ||
+		errs+=("the first member forwarded ${fwd:-?} datagrams (share_fwd_out)")
+	fwd=$(counter $srv share_fwd_out)
+	[ "${fwd:-x}" = 0 ] ||
+		errs+=("the rping server forwarded ${fwd:-?} datagrams (share_fwd_out)")
+	acc=$(counter $srv local_accepts)
+	[ "${acc:-x}" = 3 ] ||
+		errs+=("the rping server accepted ${acc:-?} rings from 3 clients, not 3")
+}
+
 case $scenario in
+cm-same-host) cm_same_host ;;
 perftest) perftest ;;
 ring-after-kill) ring_after_kill ;;
 registry-gc) registry_gc ;;
