@@ -85,4 +85,17 @@ int uroce_dev_qp_unpolled(struct ibv_context *ctx, uint32_t qpn);
 int uroce_dev_poll(struct ibv_context *ctx, struct pollfd *fds, nfds_t nfds,
 		   int timeout_ms);
 
+/*
+ * Have fn(arg) take the channel's events where a receive raises them
+ * (the progress thread's, or whichever thread received the packets), in
+ * place of the doorbell that would wake the channel's own thread: the
+ * CM handles a MAD in the thread that received it.  fn runs with no
+ * lock of the engine's held but the receive lock, so it must not wait
+ * on anything a receive needs; it returns 0 when it could not take them
+ * (its lock was busy), and the doorbell rings as before.  fn NULL: the
+ * doorbell always.  0, or EINVAL.
+ */
+int uroce_channel_direct(struct ibv_comp_channel *ch, int (*fn)(void *),
+			 void *arg);
+
 #endif /* UROCE_PRIVATE_H */

@@ -424,6 +424,9 @@ void uroce_tx_drain(struct uroce_dev *dev);
  * the progress thread, and an application thread receiving in its poll or
  * its wait, never a verb's (engine/xmit.c) */
 extern __thread bool uroce_tx_defer;
+/* this thread runs a channel's direct taker from its receive (rx_lock
+ * held: verbs/cq.c chan_pay_bell) */
+extern __thread bool uroce_rx_direct;
 /* ... but not a batch with WQEs that complete once it has gone
  * (uroce_wqe_queue): their thread sends and settles them itself */
 extern __thread bool uroce_tx_settles;

@@ -823,10 +823,19 @@ void uroce_progress_poll(struct uroce_dev *dev)
 	app_poll_yield(n, now, rings);
 }
 
+__thread bool uroce_rx_direct;
+
 void uroce_progress_drain(struct uroce_dev *dev)
 {
 	if (!dev->net_up || uroce_net_sock(dev) < 0)
 		return;
+	/* a channel's direct taker (a DREQ's drain, rdmacm/proto.c): this
+	 * thread holds rx_lock, at the end of a receive burst, whose
+	 * buffers are free again (net/udp.c, net/local_rx.c) */
+	if (uroce_rx_direct) {
+		uroce_net_poll(dev);
+		return;
+	}
 	pthread_mutex_lock(&dev->prog.rx_lock);
 	uroce_net_poll(dev);
 	pthread_mutex_unlock(&dev->prog.rx_lock);

@@ -226,11 +226,12 @@ int uroce_local_poll(struct uroce_dev *dev)
 		}
 		room_tell(dev, in);
 	}
-	/* (a thread asleep in ibv_get_cq_event: its ACKs go with its reply) */
-	if (burst)
-		dev->net.rx->end(dev, true);
 	L->recent = total > 0;
 	L->rings = rings;
+	/* (a thread asleep in ibv_get_cq_event: its ACKs go with its reply.
+	 * Last: a channel's direct taker may receive again from it) */
+	if (burst)
+		dev->net.rx->end(dev, true);
 	return total;
 }
 

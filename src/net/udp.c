@@ -804,8 +804,11 @@ int uroce_net_poll(struct uroce_dev *dev)
 						&dst);
 	}
 	dev->net.rx_ip.tos = 0;
+	/* (the buffers are free before the end, whose events a channel's
+	 * direct taker may handle, and receive again: engine/progress.c
+	 * uroce_progress_drain) */
+	rx_reset(n);
 	/* (an application's poll: its ACKs go behind its reply) */
 	dev->net.rx->end(dev, false);
-	rx_reset(n);
 	return pkts ? pkts : n;
 }

@@ -364,6 +364,7 @@ struct cm_counters {
 	uint64_t held;		/* REQs held for a listen to come */
 	uint64_t held_rejected; /* ... and rejected: none came */
 	uint64_t disc_held;	/* DISCONNECTEDs held for a poll (proto.c) */
+	uint64_t direct; /* QP1 events taken by the receiving thread (gsi.c) */
 };
 
 /*

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "uroce_private.h"
 
 struct uroce_comp_channel {
 	struct ibv_comp_channel ch;   /* ch.fd: read end of the socketpair */
@@ -37,6 +38,8 @@ struct uroce_comp_channel {
 	pthread_mutex_t lock;	      /* the list below */
 	struct uroce_cq *head, *tail; /* CQs with ev_pending > 0 */
 	bool bell_owed;		      /* (lock) queued without the byte */
+	int (*direct)(void *);	      /* takes owed events (receive path) */
+	void *direct_arg;
 };
 
 /* the channel this thread waits on in ibv_get_cq_event, receiving for
@@ -198,14 +201,53 @@ static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq,
 	pthread_mutex_unlock(&chan->lock);
 }
 
-/* The byte an event queued without it is owed: it goes now. */
-static void chan_pay_bell(struct uroce_comp_channel *chan)
+/* The byte an event queued without it is owed: it goes now, unless the
+ * channel's direct taker takes the events here (uroce_channel_direct;
+ * may_direct: at a receive burst's end, no engine lock held). */
+static void chan_pay_bell(struct uroce_comp_channel *chan, bool may_direct)
 {
+	int (*direct)(void *) = NULL;
+
 	pthread_mutex_lock(&chan->lock);
-	if (chan->bell_owed && chan->head)
-		bell_ring(chan->wfd);
+	if (chan->bell_owed && chan->head) {
+		direct = may_direct ? chan->direct : NULL;
+		if (!direct)
+			bell_ring(chan->wfd);
+	}
 	chan->bell_owed = false;
 	pthread_mutex_unlock(&chan->lock);
+	/* (no byte was sent for what is queued: the taker's chan_take finds
+	 * none to clear; one that cannot take them leaves them to it) */
+	if (direct) {
+		bool was = uroce_rx_direct, took;
+
+		/* (a taker's drain receives: nested, its events' takers find
+		 * their lock busy and ring) */
+		uroce_rx_direct = true;
+		took = direct(chan->direct_arg);
+		uroce_rx_direct = was;
+		if (took)
+			return;
+		pthread_mutex_lock(&chan->lock);
+		if (chan->head)
+			bell_ring(chan->wfd);
+		pthread_mutex_unlock(&chan->lock);
+	}
+}
+
+UROCE_EXPORT int uroce_channel_direct(struct ibv_comp_channel *ch,
+				      int (*fn)(void *), void *arg)
+{
+	struct uroce_comp_channel *chan;
+
+	if (!ch)
+		return EINVAL;
+	chan = to_uchan(ch);
+	pthread_mutex_lock(&chan->lock);
+	chan->direct = fn;
+	chan->direct_arg = arg;
+	pthread_mutex_unlock(&chan->lock);
+	return 0;
 }
 
 void uroce_cq_bells_defer(struct uroce_dev *dev)
@@ -234,7 +276,7 @@ void uroce_cq_bells_pay(struct uroce_cq *const *cqs, uint32_t n)
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
-		chan_pay_bell(to_uchan(cqs[i]->ex.channel));
+		chan_pay_bell(to_uchan(cqs[i]->ex.channel), true);
 }
 
 /* cq goes: not while a receiver may have it in its hands (rx_lock), and
@@ -254,7 +296,7 @@ static void bell_forget(struct uroce_cq *cq)
 		if (i < o->nbell_cq)
 			o->bell_cq[i] = o->bell_cq[--o->nbell_cq];
 		cq->bell_due = false;
-		chan_pay_bell(to_uchan(cq->ex.channel));
+		chan_pay_bell(to_uchan(cq->ex.channel), false);
 	}
 	pthread_mutex_unlock(&dev->lock);
 	pthread_mutex_unlock(&dev->prog.rx_lock);
@@ -345,7 +387,7 @@ static int chan_wait(struct uroce_comp_channel *chan)
 				  chan_ready, chan);
 	waiting_on = NULL;
 	if (err) /* (not taken after all: the byte goes now) */
-		chan_pay_bell(chan);
+		chan_pay_bell(chan, false);
 	return err;
 }
 

@@ -27,7 +27,8 @@ MULTIARCH_DIR=/usr/lib/x86_64-linux-gnu
 # our librdmacm's calls into our libibverbs (include/uroce_private.h)
 private_syms=(uroce_gsi_create uroce_dev_set_addr uroce_dev_get_addr
 	uroce_dev_id_prefix uroce_dev_listen uroce_dev_rx_drain
-	uroce_dev_send_acks uroce_dev_qp_unpolled uroce_dev_poll)
+	uroce_dev_send_acks uroce_dev_qp_unpolled uroce_dev_poll
+	uroce_channel_direct)
 # version nodes of rdma-core newer than Debian 12's that our librdmacm
 # has (docs/rsocket.md, "epoll"): in the reference, as if it had them
 newer_rdmacm=('F RDMACM_1.5 repoll_create' 'F RDMACM_1.5 repoll_ctl'

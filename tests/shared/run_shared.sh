@@ -671,7 +671,8 @@ cm_burst() {
 # (the group's program steers them) until the data path has a ring to
 # that member, then through it.  Neither the first member nor the server
 # forwards a MAD, and each client connects one ring to the server, not
-# a second to ".../0" (docs/local.md, "QP1").
+# a second to ".../0" (docs/local.md, "QP1"); the clients handle their
+# MADs in the thread that receives them.
 cm_same_host() {
 	local first srv i rc fwd acc
 	on_A "$traffic" -p 0 --port-file "$work/first.port" \
@@ -703,6 +704,10 @@ cm_same_host() {
 	acc=$(counter $srv local_accepts)
 	[ "${acc:-x}" = 3 ] ||
 		errs+=("the rping server accepted ${acc:-?} rings from 3 clients, not 3")
+	# the clients' REPs were handled by the thread that received them,
+	# not by a wake-up of the CM thread (docs/rdmacm.md, "Shape")
+	grep -h -o ' direct=[0-9]*' "$work"/rping_c.* | grep -q 'direct=[1-9]' ||
+		errs+=("no rping client handled a MAD where it was received (uroce-cm-stats direct=0)")
 }
 
 case $scenario in
