@@ -172,6 +172,29 @@ static bool usable(const struct lout *o)
 	       !atomic_load_explicit(&o->dead, memory_order_relaxed);
 }
 
+/* copy len bytes from iov (off on) to dst; iov and off move past them */
+static uint32_t iov_take(uint8_t *dst, const struct iovec **iov, size_t *off,
+			 const struct iovec *end, uint32_t len)
+{
+	uint32_t done = 0;
+
+	while (done < len && *iov < end) {
+		size_t take = (*iov)->iov_len - *off;
+
+		if (take > len - done)
+			take = len - done;
+		memcpy(dst + done, (const uint8_t *)(*iov)->iov_base + *off,
+		       take);
+		done += (uint32_t)take;
+		*off += take;
+		if (*off == (*iov)->iov_len) {
+			(*iov)++;
+			*off = 0;
+		}
+	}
+	return done;
+}
+
 /*
  * A MAD to our own shared address goes to the member it is for, as the
  * group's steering finds it (share_rx.c gsi_slot): through that member's
@@ -187,19 +210,12 @@ static struct lout *gsi_peer(struct uroce_dev *dev, struct uroce_local *L,
 			     const struct iovec *iov, int n)
 {
 	uint8_t pkt[UROCE_GSI_PEEK];
+	const struct iovec *it = iov;
+	size_t off = 0;
+	uint32_t len, s;
 	struct lout *o;
-	size_t len = 0;
-	uint32_t s;
-	int i;
 
-	for (i = 0; i < n && len < sizeof(pkt); i++) {
-		size_t k = iov[i].iov_len < sizeof(pkt) - len ?
-				   iov[i].iov_len :
-				   sizeof(pkt) - len;
-
-		memcpy(pkt + len, iov[i].iov_base, k);
-		len += k;
-	}
+	len = iov_take(pkt, &it, &off, iov + n, sizeof(pkt));
 	s = uroce_share_gsi_dest(dev, pkt, len);
 	o = s && s <= 0xff ? out_find(L, dst, (uint8_t)s) : NULL;
 	return usable(o) ? o : NULL;
@@ -276,29 +292,6 @@ static void ring_publish(struct uroce_dev *dev, struct lout *o, uint32_t len,
 	o->head++;
 	atomic_store_explicit(&o->ring->head, o->head, memory_order_release);
 	uroce_count(dev, UROCE_CNT_TX_LOCAL_PKTS, 1);
-}
-
-/* copy len bytes from iov (off on) to dst; iov and off move past them */
-static uint32_t iov_take(uint8_t *dst, const struct iovec **iov, size_t *off,
-			 const struct iovec *end, uint32_t len)
-{
-	uint32_t done = 0;
-
-	while (done < len && *iov < end) {
-		size_t take = (*iov)->iov_len - *off;
-
-		if (take > len - done)
-			take = len - done;
-		memcpy(dst + done, (const uint8_t *)(*iov)->iov_base + *off,
-		       take);
-		done += (uint32_t)take;
-		*off += take;
-		if (*off == (*iov)->iov_len) {
-			(*iov)++;
-			*off = 0;
-		}
-	}
-	return done;
 }
 
 /*

@@ -62,6 +62,8 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/lib/netns.sh
 source "$here/../lib/netns.sh"
+# shellcheck source=tests/lib/uroce_test.sh
+source "$here/../lib/uroce_test.sh"
 
 scenario= libdir= tool= traffic= mpi= peer= tmo=120
 
@@ -522,7 +524,7 @@ foreign_user() {
 	local pub=$work/pub nob regN
 	[ "$(id -u)" -eq 0 ] || return 0
 	regN=${regA%.*}.$(id -u nobody)
-	nob=(setpriv --reuid=nobody "--regid=$(id -g nobody)" --clear-groups)
+	mapfile -t nob < <(UROCE_TEST_USER=nobody uroce_as_test_user)
 	start_member a3 "$addrA"
 	kill_member $pid
 	[ -e "$regA" ] || fail "the registry went with a SIGKILLed member (3)"
