@@ -10,6 +10,7 @@
 #define DEFAULT_SPIN_US		50
 #define DEFAULT_CNP_US		50
 #define DEFAULT_CC_TARGET_US	200
+#define DEFAULT_SNDBUF_KB	128
 
 static struct uroce_config config;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -44,6 +45,12 @@ static void config_read(void)
 	c->cc_target_us = v ? strtoull(v, NULL, 0) : DEFAULT_CC_TARGET_US;
 	v = env("UROCE_CNP_US");
 	c->cnp_us = v ? strtoull(v, NULL, 0) : DEFAULT_CNP_US;
+	v = env("UROCE_SNDBUF_KB");
+	c->sndbuf_kb = v ? strtoull(v, NULL, 0) : DEFAULT_SNDBUF_KB;
+	if (c->sndbuf_kb < 16)
+		c->sndbuf_kb = 16;
+	if (c->sndbuf_kb > (1u << 20))
+		c->sndbuf_kb = 1u << 20;
 	v = env("UROCE_SPIN_US");
 	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 : DEFAULT_SPIN_US * 1000;
 	c->fault = env("UROCE_FAULT");

@@ -33,6 +33,10 @@ struct uroce_config {
 					 * delay target (default 200) */
 	uint64_t cnp_us;	  /* UROCE_CNP_US: the least time between
 					 * two CNPs of a QP (default 50) */
+	uint64_t sndbuf_kb;	  /* UROCE_SNDBUF_KB: the UDP socket's
+					 * send buffer, KiB (default 128;
+					 * docs/transport.md, "A full send
+					 * buffer") */
 	uint64_t spin_ns;	  /* UROCE_SPIN_US: how long the progress
 					 * thread spins, ns (default 50 us) */
 	const char *fault;	  /* UROCE_FAULT: net/udp.c's spec */

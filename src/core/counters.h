@@ -52,6 +52,8 @@
 	X(TX_SEND_FAILED, "tx_send_failed") /* UC/UD WQEs: no route */ \
 	X(TX_FILTERED, \
 	  "tx_filtered") /* GSO runs a firewall refused (EPERM): lost */ \
+	X(TX_SNDBUF_FULL, \
+	  "tx_sndbuf_full") /* sends a full send buffer held back */ \
 	X(RX_GRO_BATCHES, "rx_gro_batches") /* receives that carried several */ \
 	X(RX_MCAST_PKTS, "rx_mcast_pkts")   /* to a group with QPs attached */ \
 	X(DROP_MCAST_NO_GROUP, \

@@ -47,6 +47,7 @@ struct uroce_txbatch {
 	struct uroce_txbatch *next; /* in the send queue or free list */
 	uint64_t seq;		    /* in the order opened (= sealed) */
 	int npkts, nruns, niov;
+	int sent; /* runs gone; a full send buffer holds the rest */
 	struct uroce_txrun run[UROCE_TXB_MAX_RUNS];
 	uint16_t pkt_iov[UROCE_TXB_MAX_PKTS + 1]; /* packet k's first iov */
 	struct iovec iov[UROCE_TXB_MAX_IOV];
@@ -95,6 +96,12 @@ struct uroce_tx {
 	 * the queue again after it lets go: another that may defer leaves
 	 * its batches to it (engine/xmit.c) */
 	_Atomic bool draining;
+	/* since when the socket's full send buffer holds txq_head back,
+	 * 0 while it does not (engine/xmit.c; docs/transport.md, "A full
+	 * send buffer") */
+	_Atomic uint64_t full_ns;
+	uint64_t full_wait_ns;	   /* a requester's wait for it (dev->lock) */
+	_Atomic bool room_watched; /* the progress thread wakes on room */
 	/* completions that wait for their packets (engine/comp.c) */
 	uint64_t open_seq;	      /* the last opened batch's (dev->lock) */
 	_Atomic uint64_t sent_seq;    /* batches up to it have gone */
@@ -419,6 +426,17 @@ void uroce_xmit_end(struct uroce_dev *dev);
  * thread that is sending, which may send ours), or, in a thread that may
  * defer (below), once a thread that is draining the queue has it */
 void uroce_tx_drain(struct uroce_dev *dev);
+/* is the send queue held back by a full send buffer?  (a requester then
+ * tries it and waits: engine/req.c) */
+bool uroce_tx_full(struct uroce_dev *dev);
+/* dev->lock held: 0 if the send queue is not held back (after trying
+ * it), else how long a requester waits before it tries again */
+uint64_t uroce_tx_room(struct uroce_dev *dev);
+/* the progress thread: the send buffer has room (EPOLLOUT); no lock */
+void uroce_tx_room_ready(struct uroce_dev *dev);
+/* uroce_tx_drain, and wait (at most UROCE_TX_FLUSH_MS) for what a full
+ * send buffer holds back: before memory the packets point at may go */
+void uroce_tx_flush(struct uroce_dev *dev);
 /* this thread's uroce_tx_drain may leave its batches to another such
  * thread that is draining the queue, and return before they are sent:
  * the progress thread, and an application thread receiving in its poll or

@@ -292,6 +292,7 @@ static const struct uroce_rx_entry rx_entry = {
 	.end = rx_end,
 	.pause = uroce_rx_pause,
 	.resume = uroce_rx_resume,
+	.room = uroce_tx_room_ready,
 };
 
 void uroce_rx_register(struct uroce_dev *dev)

@@ -831,6 +831,24 @@ static bool pace_ok(struct uroce_qp *qp, uint32_t bytes)
 	return false;
 }
 
+/*
+ * The local link's queue holds all of ours that the socket's send buffer
+ * lets it (engine/xmit.c): new packets wait in the SQ, as a NIC's do
+ * when its port is busy, rather than in our send queue or as loss
+ * (docs/transport.md, "A full send buffer").  The wait is the pacer's.
+ */
+static bool tx_room(struct uroce_qp *qp)
+{
+	uint64_t wait = uroce_tx_room(qp->dev);
+
+	qp->req.tx_wait = wait != 0;
+	if (!wait)
+		return true;
+	qp->req.pace_deadline_ns = uroce_now_ns() + wait;
+	uroce_qp_timer_arm(qp, qp->req.pace_deadline_ns);
+	return false;
+}
+
 /* IBA 9.2: pick the opcode of a SEND/WRITE packet by its place. */
 static uint8_t pick_opcode(const struct uroce_send_wqe *wqe, bool first,
 			   bool last)
@@ -919,6 +937,8 @@ static int send_data(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	int niov, err;
 
 	if (window_full(qp, 1))
+		return 0;
+	if (!tx_room(qp))
 		return 0;
 	if (qp->type == IBV_QPT_UC && !pace_ok(qp, paylen + UROCE_MAX_HDR_LEN))
 		return 0;
@@ -1247,13 +1267,24 @@ void uroce_req_timeout(struct uroce_qp *qp, uint64_t now)
 		if (qp->req.probe_deadline_ns &&
 		    now >= qp->req.probe_deadline_ns) {
 			qp->req.probe_deadline_ns = 0;
-			send_probe(qp);
+			if (uroce_tx_full(dev))
+				probe_arm(qp); /* (below) */
+			else
+				send_probe(qp);
 		}
 		return;
 	}
 	qp->req.deadline_ns = 0;
 	if (qp->comp.psn == qp->req.psn_max)
 		return;
+	/* a full send buffer holds our own packets back: what has not
+	 * left is not lost, and resending it would only queue behind it
+	 * (docs/transport.md, "A full send buffer"); the clock starts
+	 * again */
+	if (uroce_tx_full(dev)) {
+		uroce_req_arm(qp);
+		return;
+	}
 	uroce_count(dev, UROCE_CNT_TIMEOUTS, 1);
 	uroce_log_qp(UROCE_LOG_INFO, qp, qp->comp.psn,
 		     "ACK timeout, %u retries left", qp->req.retry_left);

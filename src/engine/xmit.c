@@ -17,6 +17,7 @@
  * with ID 0 as before.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,13 +31,18 @@
 
 static const uint8_t zeros[4];
 
-/* A full socket buffer, a signal, an ICMP error of an earlier datagram:
- * loss, which the transport mends (or, on UC/UD, accepts). */
+/* A signal, an ICMP error of an earlier datagram, a full socket buffer
+ * outside a batch: loss, which the transport mends (or, on UC/UD,
+ * accepts).  In a batch a full send buffer holds the rest back instead
+ * (txb_send). */
 static bool tx_transient(int err)
 {
 	return err == -EAGAIN || err == -ENOBUFS || err == -ECONNREFUSED ||
 	       err == -EINTR;
 }
+
+/* the longest uroce_tx_flush waits for a full send buffer */
+#define UROCE_TX_FLUSH_MS 200
 
 /*
  * The destination cannot be reached from here at all: no route, an
@@ -112,10 +118,16 @@ static void txb_run_failed(struct uroce_dev *dev, struct uroce_txbatch *b,
 		uroce_count(dev, UROCE_CNT_TX_GSO_OFF, 1);
 }
 
-/* Send a sealed batch; tx_lock held, dev->lock not needed. */
-static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
+/*
+ * Send a sealed batch from its first run not yet gone; tx_lock held,
+ * dev->lock not needed.  false: the socket's send buffer is full (the
+ * local link's queue holds what it may of ours) and the rest of the
+ * batch waits, in order, for the next sender (docs/transport.md, "A full
+ * send buffer").
+ */
+static bool txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 {
-	int sent = 0, r, k;
+	int sent = b->sent, r, k;
 
 	uroce_assert_held(&dev->tx.tx_lock);
 	while (sent < b->nruns) {
@@ -135,6 +147,11 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			uroce_count(dev, UROCE_CNT_TX_FILTERED, 1);
 			sent++;
 			continue;
+		}
+		if (n == -EAGAIN) {
+			uroce_count(dev, UROCE_CNT_TX_SNDBUF_FULL, 1);
+			b->sent = sent;
+			return false;
 		}
 		if (n <= 0) {
 			/* a full socket buffer is loss, which the transport
@@ -165,9 +182,15 @@ static void txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 	b->npkts = 0;
 	b->nruns = 0;
 	b->niov = 0;
+	b->sent = 0;
+	return true;
 }
 
-/* Send every sealed batch, oldest first; tx_lock held. */
+/*
+ * Send every sealed batch, oldest first; tx_lock held.  A batch a full
+ * send buffer held back stays at the head (only the tx_lock holder takes
+ * batches off it), and full_ns says since when.
+ */
 static void txq_send_all(struct uroce_dev *dev)
 {
 	uroce_assert_held(&dev->tx.tx_lock);
@@ -176,15 +199,30 @@ static void txq_send_all(struct uroce_dev *dev)
 
 		pthread_mutex_lock(&dev->tx.txq_lock);
 		b = dev->tx.txq_head;
-		if (b) {
-			dev->tx.txq_head = b->next;
-			if (!b->next)
-				dev->tx.txq_tail = NULL;
-		}
 		pthread_mutex_unlock(&dev->tx.txq_lock);
-		if (!b)
+		if (!b) {
+			atomic_store_explicit(&dev->tx.full_ns, 0,
+					      memory_order_relaxed);
 			return;
-		txb_send(dev, b);
+		}
+		if (!txb_send(dev, b)) {
+			if (!atomic_load_explicit(&dev->tx.full_ns,
+						  memory_order_relaxed))
+				atomic_store_explicit(&dev->tx.full_ns,
+						      uroce_now_ns(),
+						      memory_order_relaxed);
+			/* (after the store: room that comes at once is an
+			 * event too, and its callback sees full_ns) */
+			atomic_store_explicit(&dev->tx.room_watched,
+					      uroce_net_want_room(dev),
+					      memory_order_relaxed);
+			return;
+		}
+		pthread_mutex_lock(&dev->tx.txq_lock);
+		dev->tx.txq_head = b->next;
+		if (!b->next)
+			dev->tx.txq_tail = NULL;
+		pthread_mutex_unlock(&dev->tx.txq_lock);
 		atomic_store_explicit(&dev->tx.sent_seq, b->seq,
 				      memory_order_release);
 		pthread_mutex_lock(&dev->tx.txq_lock);
@@ -234,9 +272,97 @@ static void send_queued(struct uroce_dev *dev)
 		/* (seq_cst: a batch sealed before a deferring thread's
 		 * trylock is counted here; a thread that may not defer was
 		 * left nothing) */
-	} while (may && atomic_load(&dev->tx.txq_len) &&
+	} while (may && atomic_load(&dev->tx.txq_len) && !uroce_tx_full(dev) &&
 		 !pthread_mutex_trylock(&dev->tx.tx_lock));
 	uroce_tx_settles = false;
+}
+
+bool uroce_tx_full(struct uroce_dev *dev)
+{
+	return atomic_load_explicit(&dev->tx.full_ns, memory_order_relaxed);
+}
+
+/* (the first wait of a requester that found the buffer full, and the
+ * longest: it doubles while the buffer stays full; with the progress
+ * thread woken by room, EPOLLOUT, the longest at once: the timer is only
+ * a fallback then) */
+#define TX_FULL_WAIT_MIN_NS 25000
+#define TX_FULL_WAIT_MAX_NS 1000000
+
+uint64_t uroce_tx_room(struct uroce_dev *dev)
+{
+	uroce_assert_held(&dev->lock);
+	if (!uroce_tx_full(dev))
+		return 0;
+	/* (a sender that holds tx_lock tries the queue itself) */
+	if (!pthread_mutex_trylock(&dev->tx.tx_lock)) {
+		txq_send_all(dev);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
+	}
+	if (!uroce_tx_full(dev)) {
+		dev->tx.full_wait_ns = 0;
+		return 0;
+	}
+	dev->tx.full_wait_ns = dev->tx.full_wait_ns ? dev->tx.full_wait_ns * 2 :
+						      TX_FULL_WAIT_MIN_NS;
+	if (dev->tx.full_wait_ns > TX_FULL_WAIT_MAX_NS ||
+	    atomic_load_explicit(&dev->tx.room_watched, memory_order_relaxed))
+		dev->tx.full_wait_ns = TX_FULL_WAIT_MAX_NS;
+	return dev->tx.full_wait_ns;
+}
+
+void uroce_tx_flush(struct uroce_dev *dev)
+{
+	int ms;
+
+	for (ms = 0; ms < UROCE_TX_FLUSH_MS; ms++) {
+		struct pollfd p = { .fd = dev->net.sock, .events = POLLOUT };
+
+		uroce_tx_drain(dev);
+		if (!uroce_tx_full(dev) || p.fd < 0)
+			return;
+		poll(&p, 1, 1);
+	}
+}
+
+void uroce_tx_room_ready(struct uroce_dev *dev)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&dev->lock);
+	/* (it tries the queue; still full, it watches for room again) */
+	if (!uroce_tx_room(dev)) {
+		/* the requesters that wait for room (the list may grow
+		 * as they run; timers_run takes QPs off it) */
+		for (i = 0; i < dev->obj.ntimed; i++) {
+			struct uroce_qp *qp = dev->obj.timed[i];
+
+			if (!qp->req.tx_wait)
+				continue;
+			qp->req.tx_wait = false;
+			qp->req.pace_deadline_ns = 0;
+			uroce_req_run(qp);
+		}
+	}
+	uroce_dev_unlock(dev);
+}
+
+/*
+ * A full send buffer held the queue back and no requester may be left to
+ * try it again (ACKs, responses, or a whole window already built): the
+ * device timer does, with the requesters' backoff.  A dev->lock that is
+ * taken is left to its holder, whose unlock drains and comes back here.
+ */
+static void tx_retry_later(struct uroce_dev *dev)
+{
+	uint64_t wait;
+
+	if (pthread_mutex_trylock(&dev->lock))
+		return;
+	wait = uroce_tx_room(dev);
+	if (wait)
+		uroce_timer_arm(dev, uroce_now_ns() + wait);
+	pthread_mutex_unlock(&dev->lock);
 }
 
 void uroce_tx_drain(struct uroce_dev *dev)
@@ -249,6 +375,8 @@ void uroce_tx_drain(struct uroce_dev *dev)
 		uroce_comp_settle(dev);
 		send_queued(dev);
 	}
+	if (uroce_tx_full(dev))
+		tx_retry_later(dev);
 }
 
 /* A batch to fill, NULL if all are out (the caller then sends at once). */
@@ -317,7 +445,10 @@ static int send_now(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	uroce_assert_held(&dev->lock);
 	pthread_mutex_lock(&dev->tx.tx_lock);
 	txq_send_all(dev);
-	err = dev->net.io->send(dev, dst, ip, iov, n);
+	/* (behind batches a full send buffer holds back: lost, not ahead
+	 * of them) */
+	err = uroce_tx_full(dev) ? -EAGAIN :
+				   dev->net.io->send(dev, dst, ip, iov, n);
 	pthread_mutex_unlock(&dev->tx.tx_lock);
 	return err;
 }

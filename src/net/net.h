@@ -92,8 +92,9 @@ struct uroce_rx_seg {
  * held ACKs leave or wait for the receiving thread's reply, as the
  * engine's scheduling says; rings: the burst was the rings').  pause
  * stops every receiver and the engine while net/ changes the socket
- * and address; resume starts them again.  No lock held by the caller
- * of any.
+ * and address; resume starts them again.  room: the socket's send
+ * buffer, full before, has room again (EPOLLOUT; uroce_net_want_room).
+ * No lock held by the caller of any.
  */
 struct uroce_rx_entry {
 	void (*begin)(struct uroce_dev *dev);
@@ -107,6 +108,7 @@ struct uroce_rx_entry {
 	void (*end)(struct uroce_dev *dev, bool rings);
 	void (*pause)(struct uroce_dev *dev);
 	void (*resume)(struct uroce_dev *dev);
+	void (*room)(struct uroce_dev *dev);
 };
 
 struct uroce_share;
@@ -142,6 +144,9 @@ struct uroce_net {
 	 * pidfds (one for all: a member went), and the multicast groups'
 	 * sockets (a slot per group, its grp NULL once closed; rx_lock) */
 	struct uroce_watcher sock_w, share_fwd_w, share_retry_w, share_member_w;
+	/* the socket once more, for EPOLLOUT (oneshot, armed while a full
+	 * send buffer holds the send queue back: engine/xmit.c) */
+	struct uroce_watcher room_w;
 	struct uroce_mcast_watch {
 		struct uroce_watcher w;
 		struct uroce_mcast_grp *grp;
@@ -224,6 +229,9 @@ size_t uroce_ip_hdr(uint8_t *ip, const struct sockaddr_storage *src,
 /* the progress thread's epoll sets exist: watch the socket, the shared
  * address's descriptors and the rings' (core/watch.h); 0 or -errno */
 int uroce_net_watch(struct uroce_dev *dev);
+/* wake the progress thread once the socket's send buffer has room again
+ * (EPOLLOUT: half of it free); false if no thread watches */
+bool uroce_net_want_room(struct uroce_dev *dev);
 
 /* net/mcast.c: the sockets that receive multicast groups */
 struct uroce_mcast_grp;

@@ -416,6 +416,9 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 	/* FORCE works for root; others get what net.core.*mem_max allows */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	/* the send buffer bounds what we have in the local link's queue
+	 * (docs/transport.md, "A full send buffer"); the kernel doubles it */
+	buf = (int)(uroce_config()->sndbuf_kb * 512);
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	return fd;
@@ -603,6 +606,24 @@ static int sock_ready(struct uroce_dev *dev, struct uroce_watcher *w)
 	return 1;
 }
 
+/* the socket's send buffer has room again: what it held back goes */
+static int room_ready(struct uroce_dev *dev, struct uroce_watcher *w)
+{
+	(void)w;
+	dev->net.rx->room(dev);
+	return 0;
+}
+
+bool uroce_net_want_room(struct uroce_dev *dev)
+{
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLONESHOT,
+				  .data.ptr = &dev->net.room_w };
+
+	return dev->prog.epfd >= 0 && dev->net.room_w.fn &&
+	       !uroce_epoll_ctl(dev->prog.epfd, EPOLL_CTL_MOD,
+				dev->net.room_w.fd, &ev);
+}
+
 int uroce_net_watch(struct uroce_dev *dev)
 {
 	int err;
@@ -611,6 +632,12 @@ int uroce_net_watch(struct uroce_dev *dev)
 	dev->net.sock_w.packets = true;
 	err = uroce_watcher_add(dev->prog.sock_epfd, &dev->net.sock_w,
 				uroce_net_sock(dev), EPOLLIN);
+	if (err)
+		return err;
+	/* (oneshot: the first event, at once, disarms it) */
+	dev->net.room_w.fn = room_ready;
+	err = uroce_watcher_add(dev->prog.epfd, &dev->net.room_w,
+				uroce_net_sock(dev), EPOLLOUT | EPOLLONESHOT);
 	if (err)
 		return err;
 	uroce_share_watch(dev);
@@ -640,6 +667,11 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa)
 	old_sh = dev->net.share;
 	uroce_watcher_del(dev->prog.sock_epfd, &dev->net.sock_w);
 	uroce_watcher_add(dev->prog.sock_epfd, &dev->net.sock_w, fd, EPOLLIN);
+	if (dev->net.room_w.fn) {
+		uroce_watcher_del(dev->prog.epfd, &dev->net.room_w);
+		uroce_watcher_add(dev->prog.epfd, &dev->net.room_w, fd,
+				  EPOLLOUT | EPOLLONESHOT);
+	}
 	/* senders hold only tx_lock (engine/xmit.c) and read the socket,
 	 * GSO and the address; the progress thread's dispatch reads the
 	 * socket with no lock (uroce_net_sock) */

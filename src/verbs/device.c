@@ -158,7 +158,7 @@ static void dev_down(struct uroce_dev *dev, const struct timespec *until)
 		return;
 	if (uroce_ack_flush_held(dev, until))
 		return;
-	uroce_tx_drain(dev);
+	uroce_tx_flush(dev);
 	if (!until)
 		uroce_shm_close(dev);
 	/* an application thread that was already receiving is done */

@@ -920,6 +920,9 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		atomic_fetch_sub(&qp->xrcd->refs, 1);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
+	/* its packets that a full send buffer holds back point into its
+	 * queues (inline data) and the program's memory */
+	uroce_tx_flush(dev);
 	free_queues(qp);
 	free(qp);
 	return 0;

@@ -219,6 +219,10 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	int r, i;
 
 	io_calls++;
+	if (E->sndbuf_full) {
+		E->sndbuf_full--;
+		return -EAGAIN;
+	}
 	for (r = 0; r < nruns; r++) {
 		size_t len = 0, off;
 

@@ -106,6 +106,9 @@ struct eng {
 				* free again; the last queueing delay of
 				* a request, and the most since reset */
 	uint64_t qdelay_ns, qdelay_max_ns;
+	/* the next send_runs calls that find the socket's send buffer
+	 * full (-EAGAIN, nothing sent) */
+	unsigned int sndbuf_full;
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);

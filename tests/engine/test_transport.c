@@ -56,6 +56,47 @@ static void t_gbn_gap(void)
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 65536), "data differs");
 }
 
+/* ---- a full send buffer holds packets back and loses none ---- */
+
+static void t_sndbuf_full(void)
+{
+	struct eng_opts o = { .gso = true };
+
+	eng_setup(&o);
+	eng_pattern();
+	/* a 64 KiB WRITE, built whole, finds the buffer full three times;
+	 * then a SEND behind it while the first is held */
+	E->sndbuf_full = 3;
+	eng_post_recv(E->b, 10, 0, 4096);
+	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(65536),
+		      E->mr_b->rkey);
+	ENG_CHECK(uroce_tx_full(E->dev), "nothing held back");
+	eng_post_send(E->a, IBV_WR_SEND, 2, 65536, 4096, 0, 0);
+	eng_wait(2, 1);
+	ENG_CHECK(eng_run(eng_all_done, 10 * MS), "not completed");
+	eng_expect_ok(&E->wc_a[0], 1);
+	eng_expect_ok(&E->wc_a[1], 2);
+	eng_expect_ok(&E->wc_b[0], 10);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TX_SNDBUF_FULL) == 3, "held back %llu",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TX_SNDBUF_FULL));
+	/* nothing was lost: no resend, no NAK, no timeout, no probe; the
+	 * device timer tried again within its backoff (25+50+100 us) */
+	ENG_CHECK(!eng_cnt(UROCE_CNT_RETRANSMITS) &&
+			  !eng_cnt(UROCE_CNT_TIMEOUTS) &&
+			  !eng_cnt(UROCE_CNT_TLP_PROBES),
+		  "resent: %llu retransmits, %llu timeouts, %llu probes",
+		  (unsigned long long)eng_cnt(UROCE_CNT_RETRANSMITS),
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS),
+		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
+	ENG_CHECK(eng_count_sent(is_nak_seq) == 0, "a sequence NAK");
+	ENG_CHECK(eng_ms() < 1.0, "took %.3f ms", eng_ms());
+	ENG_CHECK(!uroce_tx_full(E->dev), "still held back");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b + 65536, 65536),
+		  "WRITE data differs");
+	ENG_CHECK(!memcmp(E->buf_a + 65536, E->buf_b, 4096),
+		  "SEND data differs");
+}
+
 /* ---- duplicates: every packet twice ---- */
 
 static void t_duplicates(void)
@@ -1047,6 +1088,7 @@ static void t_credits_probe(void)
 
 static const struct eng_test tests[] = {
 	{ "gbn_gap", t_gbn_gap },
+	{ "sndbuf_full", t_sndbuf_full },
 	{ "duplicates", t_duplicates },
 	{ "implied_nak", t_implied_nak },
 	{ "rnr_retry", t_rnr_retry },
