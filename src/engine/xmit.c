@@ -201,8 +201,14 @@ static void txq_send_all(struct uroce_dev *dev)
 		b = dev->tx.txq_head;
 		pthread_mutex_unlock(&dev->tx.txq_lock);
 		if (!b) {
-			atomic_store_explicit(&dev->tx.full_ns, 0,
-					      memory_order_relaxed);
+			/* (out of a full buffer: the progress thread runs the
+			 * requesters that wait, at once, as the socket has
+			 * room) */
+			if (atomic_exchange_explicit(&dev->tx.full_ns, 0,
+						     memory_order_relaxed) &&
+			    atomic_load_explicit(&dev->tx.room_watched,
+						 memory_order_relaxed))
+				uroce_net_want_room(dev);
 			return;
 		}
 		if (!txb_send(dev, b)) {
@@ -255,7 +261,9 @@ static void send_queued(struct uroce_dev *dev)
 	bool may = uroce_tx_defer && !atomic_load_explicit(&dev->net.path_gen,
 							   memory_order_relaxed);
 
-	if (!atomic_load(&dev->tx.txq_len)) {
+	/* (a full send buffer: the queue waits for room, EPOLLOUT, or a
+	 * requester's or the timer's try; a send now would fail again) */
+	if (!atomic_load(&dev->tx.txq_len) || uroce_tx_full(dev)) {
 		uroce_tx_settles = false;
 		return;
 	}
@@ -318,6 +326,9 @@ void uroce_tx_flush(struct uroce_dev *dev)
 	for (ms = 0; ms < UROCE_TX_FLUSH_MS; ms++) {
 		struct pollfd p = { .fd = dev->net.sock, .events = POLLOUT };
 
+		pthread_mutex_lock(&dev->tx.tx_lock);
+		txq_send_all(dev);
+		pthread_mutex_unlock(&dev->tx.tx_lock);
 		uroce_tx_drain(dev);
 		if (!uroce_tx_full(dev) || p.fd < 0)
 			return;
@@ -330,7 +341,13 @@ void uroce_tx_room_ready(struct uroce_dev *dev)
 	uint32_t i;
 
 	pthread_mutex_lock(&dev->lock);
-	/* (it tries the queue; still full, it watches for room again) */
+	/* (it waits for a sender that holds tx_lock: the oneshot event is
+	 * spent, and a try that found tx_lock taken would leave the queue
+	 * to the fallback timer; still full, the send that failed watches
+	 * for room again) */
+	pthread_mutex_lock(&dev->tx.tx_lock);
+	txq_send_all(dev);
+	pthread_mutex_unlock(&dev->tx.tx_lock);
 	if (!uroce_tx_room(dev)) {
 		/* the requesters that wait for room (the list may grow
 		 * as they run; timers_run takes QPs off it) */
