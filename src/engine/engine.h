@@ -96,10 +96,9 @@ struct uroce_tx {
 	 * the queue again after it lets go: another that may defer leaves
 	 * its batches to it (engine/xmit.c) */
 	_Atomic bool draining;
-	/* since when the socket's full send buffer holds txq_head back,
-	 * 0 while it does not (engine/xmit.c; docs/transport.md, "A full
-	 * send buffer") */
-	_Atomic uint64_t full_ns;
+	/* the socket's full send buffer holds txq_head back (engine/xmit.c;
+	 * docs/transport.md, "A full send buffer") */
+	_Atomic bool full;
 	uint64_t full_wait_ns;	   /* a requester's wait for it (dev->lock) */
 	_Atomic bool room_watched; /* the progress thread wakes on room */
 	/* completions that wait for their packets (engine/comp.c) */

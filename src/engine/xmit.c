@@ -189,7 +189,7 @@ static bool txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 /*
  * Send every sealed batch, oldest first; tx_lock held.  A batch a full
  * send buffer held back stays at the head (only the tx_lock holder takes
- * batches off it), and full_ns says since when.
+ * batches off it), and full says so.
  */
 static void txq_send_all(struct uroce_dev *dev)
 {
@@ -204,7 +204,7 @@ static void txq_send_all(struct uroce_dev *dev)
 			/* (out of a full buffer: the progress thread runs the
 			 * requesters that wait, at once, as the socket has
 			 * room) */
-			if (atomic_exchange_explicit(&dev->tx.full_ns, 0,
+			if (atomic_exchange_explicit(&dev->tx.full, false,
 						     memory_order_relaxed) &&
 			    atomic_load_explicit(&dev->tx.room_watched,
 						 memory_order_relaxed))
@@ -212,13 +212,10 @@ static void txq_send_all(struct uroce_dev *dev)
 			return;
 		}
 		if (!txb_send(dev, b)) {
-			if (!atomic_load_explicit(&dev->tx.full_ns,
-						  memory_order_relaxed))
-				atomic_store_explicit(&dev->tx.full_ns,
-						      uroce_now_ns(),
-						      memory_order_relaxed);
+			atomic_store_explicit(&dev->tx.full, true,
+					      memory_order_relaxed);
 			/* (after the store: room that comes at once is an
-			 * event too, and its callback sees full_ns) */
+			 * event too, and its callback sees full) */
 			atomic_store_explicit(&dev->tx.room_watched,
 					      uroce_net_want_room(dev),
 					      memory_order_relaxed);
@@ -287,7 +284,7 @@ static void send_queued(struct uroce_dev *dev)
 
 bool uroce_tx_full(struct uroce_dev *dev)
 {
-	return atomic_load_explicit(&dev->tx.full_ns, memory_order_relaxed);
+	return atomic_load_explicit(&dev->tx.full, memory_order_relaxed);
 }
 
 /* (the first wait of a requester that found the buffer full, and the
