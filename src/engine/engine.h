@@ -100,6 +100,7 @@ struct uroce_tx {
 	 * docs/transport.md, "A full send buffer") */
 	_Atomic bool full;
 	uint64_t full_wait_ns;	   /* a requester's wait for it (dev->lock) */
+	uint64_t retry_at_ns;	   /* the timer's next try of it (dev->lock) */
 	_Atomic bool room_watched; /* the progress thread wakes on room */
 	/* completions that wait for their packets (engine/comp.c) */
 	uint64_t open_seq;	      /* the last opened batch's (dev->lock) */

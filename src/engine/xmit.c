@@ -306,6 +306,7 @@ uint64_t uroce_tx_room(struct uroce_dev *dev)
 	}
 	if (!uroce_tx_full(dev)) {
 		dev->tx.full_wait_ns = 0;
+		dev->tx.retry_at_ns = 0;
 		return 0;
 	}
 	dev->tx.full_wait_ns = dev->tx.full_wait_ns ? dev->tx.full_wait_ns * 2 :
@@ -364,18 +365,26 @@ void uroce_tx_room_ready(struct uroce_dev *dev)
 /*
  * A full send buffer held the queue back and no requester may be left to
  * try it again (ACKs, responses, or a whole window already built): the
- * device timer does, with the requesters' backoff.  A dev->lock that is
- * taken is left to its holder, whose unlock drains and comes back here.
+ * device timer does, with the requesters' backoff.  Only when that is
+ * due: every unlock drains and comes here, and a try before it, while
+ * the buffer is still full, is a failed sendmmsg for nothing.  A
+ * dev->lock that is taken is left to its holder, whose unlock drains and
+ * comes back here.
  */
 static void tx_retry_later(struct uroce_dev *dev)
 {
-	uint64_t wait;
+	uint64_t now, wait;
 
 	if (pthread_mutex_trylock(&dev->lock))
 		return;
-	wait = uroce_tx_room(dev);
-	if (wait)
-		uroce_timer_arm(dev, uroce_now_ns() + wait);
+	now = uroce_now_ns();
+	if (now >= dev->tx.retry_at_ns) {
+		wait = uroce_tx_room(dev);
+		dev->tx.retry_at_ns = wait ? now + wait : 0;
+	}
+	/* (armed already, unless it fired a little early) */
+	if (dev->tx.retry_at_ns)
+		uroce_timer_arm(dev, dev->tx.retry_at_ns);
 	pthread_mutex_unlock(&dev->lock);
 }
 
