@@ -313,13 +313,7 @@ static void put_addr(struct uroce_dev *dev)
 	__atomic_store_n(&shm->addr_seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(shm->gid, dev->net.gid.raw, 16);
-	inet_ntop(dev->net.family,
-		  dev->net.family == AF_INET ?
-			  (const void *)&((struct sockaddr_in *)&dev->net.local)
-				  ->sin_addr :
-			  (const void *)&((struct sockaddr_in6 *)&dev->net.local)
-				  ->sin6_addr,
-		  shm->addr, sizeof(shm->addr));
+	uroce_addr_ntop(&dev->net.local, shm->addr, sizeof(shm->addr));
 	shm->lid = dev->port.lid;
 	shm->share_slot = uroce_share_slot(dev);
 	shm->active_mtu = (uint32_t)uroce_mtu_bytes(dev->net.active_mtu);

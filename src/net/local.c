@@ -27,15 +27,10 @@ static socklen_t lr_name(char *out, size_t outlen,
 			 const struct sockaddr_storage *ss, uint32_t slot,
 			 struct sockaddr_un *un)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
+	char ip[INET6_ADDRSTRLEN];
 	int n;
 
-	inet_ntop(ss->ss_family,
-		  ss->ss_family == AF_INET ?
-			  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-			  (const void *)&((const struct sockaddr_in6 *)ss)
-				  ->sin6_addr,
-		  ip, sizeof(ip));
+	uroce_addr_ntop(ss, ip, sizeof(ip));
 	memset(un, 0, sizeof(*un));
 	un->sun_family = AF_UNIX;
 	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,

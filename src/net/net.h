@@ -333,6 +333,14 @@ int uroce_net_rebind(struct uroce_dev *dev, const struct sockaddr *sa);
 int uroce_net_poll(struct uroce_dev *dev);
 int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss);
 void uroce_gid_from_addr(const struct sockaddr_storage *ss, union ibv_gid *gid);
+/* an AF_INET or AF_INET6 address as text, in buf (INET6_ADDRSTRLEN
+ * bytes); "?" for another family */
+const char *uroce_addr_ntop(const struct sockaddr_storage *ss, char *buf,
+			    size_t len);
+/* 127.0.0.0/8, ::1 or an IPv4-mapped 127.x */
+bool uroce_addr_loopback(const struct sockaddr_storage *ss);
+/* the same IP address (the ports aside) */
+bool uroce_addr_same(const struct sockaddr *a, const struct sockaddr_storage *b);
 /* UROCE_FAULT=nomem=N: true for the next N calls (allocation failures) */
 bool uroce_fault_nomem(struct uroce_dev *dev);
 

@@ -417,12 +417,7 @@ static int open_seg(struct uroce_share *sh, const struct sockaddr_storage *ss)
 
 	if (stat("/proc/self/ns/net", &st))
 		st.st_ino = 0;
-	inet_ntop(ss->ss_family,
-		  ss->ss_family == AF_INET ?
-			  (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-			  (const void *)&((const struct sockaddr_in6 *)ss)
-				  ->sin6_addr,
-		  sh->addr, sizeof(sh->addr));
+	uroce_addr_ntop(ss, sh->addr, sizeof(sh->addr));
 	/* per user: another user's file (a root program SIGKILLed on this
 	 * address, say) would refuse us with EACCES for good */
 	snprintf(sh->path, sizeof(sh->path), "%s/%s%lu.%s.%u", UROCE_SHM_DIR,

@@ -74,6 +74,50 @@ int uroce_addr_from_gid(const union ibv_gid *gid, struct sockaddr_storage *ss)
 	return 0;
 }
 
+static const void *ip_of(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET ?
+		       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
+		       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+}
+
+const char *uroce_addr_ntop(const struct sockaddr_storage *ss, char *buf,
+			    size_t len)
+{
+	if ((ss->ss_family != AF_INET && ss->ss_family != AF_INET6) ||
+	    !inet_ntop(ss->ss_family, ip_of(ss), buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+bool uroce_addr_loopback(const struct sockaddr_storage *ss)
+{
+	const struct in6_addr *a6;
+
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >>
+			24) == 127;
+	if (ss->ss_family != AF_INET6)
+		return false;
+	a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+	return IN6_IS_ADDR_LOOPBACK(a6) ||
+	       (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+}
+
+bool uroce_addr_same(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+	if (a->sa_family != b->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
+}
+
 /*
  * The ICRC the engine left to us (udp_io.fills_icrc), over every byte but
  * the last 4, which receive it.  Packets are BTH..ICRC with the ICRC's
@@ -459,21 +503,13 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
 	return -EINVAL;
 }
 
-static const void *ip_of(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET ?
-		       (const void *)&((const struct sockaddr_in *)ss)->sin_addr :
-		       (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
-}
-
 /* `uroce run` holds this address for a program about to bind it. */
 static bool addr_reserved(const struct sockaddr_storage *ss)
 {
 	char ip[INET6_ADDRSTRLEN];
 	int fd;
 
-	inet_ntop(ss->ss_family, ip_of(ss), ip, sizeof(ip));
-	fd = uroce_addr_reserve(ip);
+	fd = uroce_addr_reserve(uroce_addr_ntop(ss, ip, sizeof(ip)));
 	if (fd < 0)
 		return fd == -EADDRINUSE;
 	close(fd);
@@ -565,15 +601,11 @@ int uroce_net_open(struct uroce_dev *dev)
 		return fd;
 	}
 	if (fd < 0) {
-		char buf[INET6_ADDRSTRLEN] = "?";
+		char buf[INET6_ADDRSTRLEN];
 
-		inet_ntop(ss.ss_family,
-			  ss.ss_family == AF_INET ?
-				  (void *)&((struct sockaddr_in *)&ss)->sin_addr :
-				  (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
-			  buf, sizeof(buf));
 		fprintf(stderr, "uroce: cannot bind UDP %s port %d: %s%s\n",
-			buf, UROCE_UDP_PORT, strerror(-fd),
+			uroce_addr_ntop(&ss, buf, sizeof(buf)), UROCE_UDP_PORT,
+			strerror(-fd),
 			fd == -EADDRINUSE ?
 				" (another user's processes, or a program "
 				"that is not uroce, hold it: one user's "

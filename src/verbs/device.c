@@ -480,50 +480,19 @@ UROCE_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
 
 /* ---- GID and P_Key tables: one entry each ---- */
 
-static bool addr_is_loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *sin = (const void *)ss;
-
-		return (be32toh(sin->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const void *)ss;
-
-		if (IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
-			return true;
-		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
-			return sin6->sin6_addr.s6_addr[12] == 127;
-	}
-	return false;
-}
-
-static bool same_addr(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-	if (a->sa_family != b->ss_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->sa_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr,
-			       sizeof(struct in6_addr));
-	return false;
-}
-
 /* The interface that holds the device's address, 0 if none is found. */
 static uint32_t gid_ifindex(struct uroce_dev *dev)
 {
 	struct ifaddrs *ifa_list, *ifa;
 	uint32_t idx = 0;
 
-	if (addr_is_loopback(&dev->net.local))
+	if (uroce_addr_loopback(&dev->net.local))
 		return if_nametoindex("lo");
 	if (getifaddrs(&ifa_list))
 		return 0;
 	for (ifa = ifa_list; ifa; ifa = ifa->ifa_next) {
-		if (ifa->ifa_addr && same_addr(ifa->ifa_addr, &dev->net.local)) {
+		if (ifa->ifa_addr &&
+		    uroce_addr_same(ifa->ifa_addr, &dev->net.local)) {
 			idx = if_nametoindex(ifa->ifa_name);
 			break;
 		}
