@@ -260,6 +260,9 @@ bool uroce_share_steer(struct uroce_dev *dev, const uint8_t *buf, size_t len,
 		       const struct sockaddr_storage *src,
 		       const struct sockaddr_storage *dst, uint16_t ip_id);
 uint32_t uroce_share_slot(const struct uroce_dev *dev); /* 0: alone */
+/* a member of the device's group holds QPN slot s (read without the
+ * registry's lock: a hint, for messages) */
+bool uroce_share_slot_held(const struct uroce_dev *dev, uint32_t s);
 /* the member a QP1 MAD we send to our own address is for: its slot, 0
  * if not known here (buf: the packet from its BTH on, len bytes) */
 uint32_t uroce_share_gsi_dest(const struct uroce_dev *dev, const uint8_t *buf,

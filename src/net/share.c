@@ -764,6 +764,14 @@ uint32_t uroce_share_slot(const struct uroce_dev *dev)
 	return dev->net.share ? dev->net.share->slot : 0;
 }
 
+bool uroce_share_slot_held(const struct uroce_dev *dev, uint32_t s)
+{
+	const struct uroce_share *sh = dev->net.share;
+
+	return sh && s > 0 && s < UROCE_SHARE_SLOTS &&
+	       __atomic_load_n(&sh->seg->slot[s].pid, __ATOMIC_RELAXED) != 0;
+}
+
 void uroce_share_note_qpn(struct uroce_dev *dev, uint32_t r)
 {
 	const struct uroce_qpn_range *q = &dev->obj.qpn_range[r];

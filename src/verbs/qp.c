@@ -4,6 +4,8 @@
  * classic post_send/post_recv paths.  The transport itself lives in engine/.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -812,12 +814,73 @@ static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 	}
 }
 
+/*
+ * An RC or UC QP whose peer is on this device's own address but can never
+ * answer it: itself with a send PSN that is not the PSN it expects (every
+ * packet arrives out of sequence), or a QP number nobody on the address
+ * holds (not one of ours, nor in a slot another member of the address
+ * holds).  Legal, as on any NIC, so not refused; but two network
+ * namespaces or containers whose devices both took the default 127.0.0.1
+ * end here: the programs exchange that address and their QP numbers,
+ * equal on fresh devices, and each QP sends to its own device (ib_write_bw
+ * then reports 0.00 MB/s and nothing else).  Looked at on entering RTS,
+ * where both PSNs are known (dev->lock held); said once a process, after
+ * the lock.
+ */
+static const char *dead_end(struct uroce_qp *qp)
+{
+	struct uroce_dev *dev = qp->dev;
+	uint32_t dqpn = qp->attr.dest_qp_num;
+
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) ||
+	    !uroce_addr_same((const struct sockaddr *)&qp->peer, &dev->net.local))
+		return NULL;
+	if (dqpn == uqp_ibqp(qp)->qp_num)
+		return ((qp->attr.sq_psn ^ qp->attr.rq_psn) & UROCE_PSN_MASK) ?
+			       "is connected to itself with a send PSN it "
+			       "does not expect" :
+			       NULL;
+	if (uroce_qp_lookup(dev, dqpn))
+		return NULL;
+	/* (alone, every QP number of the address is ours; shared, bits
+	 * 23..16 are the slot of the member that gave it out) */
+	if (dev->net.share &&
+	    dev->obj.range_of_slot[(dqpn >> 16) & 0xff] == 0xff &&
+	    uroce_share_slot_held(dev, (dqpn >> 16) & 0xff))
+		return NULL;
+	return "is connected to a QP number that no QP at its own address "
+	       "has";
+}
+
+static void warn_dead_end(struct uroce_qp *qp, const char *why)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	struct uroce_dev *dev = qp->dev;
+	char ip[INET6_ADDRSTRLEN];
+
+	if (atomic_flag_test_and_set(&said))
+		return;
+	fprintf(stderr,
+		"uroce: QP %#x %s (%s, QP %#x), so it can complete "
+		"nothing%s\n",
+		uqp_ibqp(qp)->qp_num, why,
+		uroce_addr_ntop(&dev->net.local, ip, sizeof(ip)),
+		qp->attr.dest_qp_num,
+		uroce_addr_loopback(&dev->net.local) ?
+			".  A peer in another network namespace or "
+			"container took the same host-local default "
+			"address: give each side its own with UROCE_ADDR "
+			"or UROCE_IFNAME (README, \"Across hosts\")" :
+			"");
+}
+
 UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			       int mask)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	struct uroce_dev *dev = qp->dev;
 	struct qp_change chg = { 0 };
+	const char *dead = NULL;
 	int err;
 
 	if (!attr || !mask)
@@ -832,10 +895,14 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			commit_requester(qp, attr, mask);
 			if (mask & IBV_QP_STATE)
 				enter_state(qp, attr, mask, chg.next);
+			if ((mask & IBV_QP_STATE) && chg.next == IBV_QPS_RTS)
+				dead = dead_end(qp);
 		}
 		uroce_dev_unlock(dev);
 	}
 	free(chg.res); /* not taken: an error */
+	if (dead)
+		warn_dead_end(qp, dead);
 	/* rdma-core's fails in the kernel's write(), which leaves errno set
 	 * too; programs print strerror(errno) */
 	if (err)
