@@ -104,19 +104,18 @@ qp_seen=0
 # server NAME ADDR PORT [ENV...]: ib_write_bw's server in B on ADDR, until
 # it listens
 server() {
-	local name=$1 addr=$2 port=$3 i
+	local name=$1 addr=$2 port=$3
 	shift 3
 	ip netns exec "$nsB" env "${penv[@]}" "$@" UROCE_STATS=1 \
 		UROCE_ADDR="$addr" timeout -k 5 60 ib_write_bw -F -s 65536 -D 3 \
 		-p "$port" >"$dir/$name.srv" 2>&1 &
 	eval "spid_$name=$!"
 	pids+=("$!")
-	for ((i = 0; i < 400; i++)); do
-		[[ -n $(ip netns exec "$nsB" ss -Hltn "sport = :$port") ]] && return
-		kill -0 "$!" 2>/dev/null || fail "$name: server exited"
-		sleep 0.05
-	done
-	fail "$name: server does not listen"
+	netns_wait_listen "$nsB" "$port" "$!"
+	case $? in
+	1) fail "$name: server exited" ;;
+	2) fail "$name: server does not listen" ;;
+	esac
 }
 
 # client NAME ADDR PORT DST [ENV...]: its client in A, in the background

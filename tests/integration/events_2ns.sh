@@ -34,7 +34,7 @@ port=19950
 
 # run KIND PROGRAM ARGS...: the server in nsA, the client in nsB
 run() {
-	local kind=$1 spid i
+	local kind=$1 spid
 	shift
 	port=$((port + 1))
 	log=$dir/$1-$port
@@ -42,11 +42,8 @@ run() {
 		timeout -k 5 60 "$@" -p "$port" >"$log.srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")
-	for ((i = 0; i < 400; i++)); do
-		[[ -n $(ip netns exec "$nsA" ss -Hltn "sport = :$port") ]] && break
-		kill -0 "$spid" 2>/dev/null || fail "server exited: $*"
-		sleep 0.05
-	done
+	netns_wait_listen "$nsA" "$port" "$spid"
+	[[ $? -ne 1 ]] || fail "server exited: $*"
 	ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
 		timeout -k 5 60 "$@" -p "$port" "$addrA" >"$log.cli" 2>&1 ||
 		fail "client: $(uroce_rc_text $?): $*"
@@ -78,10 +75,7 @@ log=$dir/qperf-$port
 ip netns exec "$nsA" env "${penv[@]}" UROCE_ADDR=$addrA \
 	timeout -k 5 60 qperf -lp "$port" >"$log.srv" 2>&1 &
 pids+=("$!")
-for ((i = 0; i < 400; i++)); do
-	[[ -n $(ip netns exec "$nsA" ss -Hltn "sport = :$port") ]] && break
-	sleep 0.05
-done
+netns_wait_listen "$nsA" "$port" "$!"
 ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
 	timeout -k 5 60 qperf -lp "$port" -t 1 "$addrA" rc_bw rc_lat \
 	quit >"$log.cli" 2>&1 || fail "qperf: $(uroce_rc_text $?)"
