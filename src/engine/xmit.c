@@ -148,7 +148,7 @@ static bool txb_send(struct uroce_dev *dev, struct uroce_txbatch *b)
 			sent++;
 			continue;
 		}
-		if (n == -EAGAIN) {
+		if (n == -EAGAIN || n == -ENOBUFS) {
 			uroce_count(dev, UROCE_CNT_TX_SNDBUF_FULL, 1);
 			b->sent = sent;
 			return false;
@@ -499,7 +499,22 @@ static uint16_t steer_of(const uint8_t *bth)
 	return qpn == 1 ? RUN_SOLO : (uint16_t)(qpn >> 16);
 }
 
-static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
+/*
+ * A run fits the send buffer: the kernel refuses a GSO send that would
+ * take the socket past twice its buffer (ENOBUFS, held back as a full
+ * buffer is), so a larger run would wait for room that never comes.  A
+ * run of at most the buffer goes once the socket is empty
+ * (UROCE_SNDBUF_KB=16: runs of 16 KiB).
+ */
+static uint32_t run_max_bytes(const struct uroce_dev *dev)
+{
+	uint32_t b = dev->net.sndbuf;
+
+	return b && b < RUN_MAX_BYTES ? b : RUN_MAX_BYTES;
+}
+
+static struct uroce_txrun *txb_run_for(const struct uroce_dev *dev,
+				       struct uroce_txbatch *b,
 				       const struct sockaddr_storage *dst,
 				       struct uroce_ipopt ip, uint32_t len,
 				       int npayload, uint16_t steer)
@@ -510,7 +525,7 @@ static struct uroce_txrun *txb_run_for(struct uroce_txbatch *b,
 	    b->niov + npayload + 3 > UROCE_TXB_MAX_IOV)
 		return NULL;
 	if (run && !run->closed && len <= run->seg &&
-	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= RUN_MAX_BYTES &&
+	    run->npkts < RUN_MAX_PKTS && run->bytes + len <= run_max_bytes(dev) &&
 	    uroce_ipopt_eq(run->ip, ip) && run->steer == steer &&
 	    steer != RUN_SOLO && !memcmp(&run->dst, dst, uroce_sa_len(dst)))
 		return run;
@@ -570,13 +585,14 @@ int uroce_xmit_to(struct uroce_qp *qp, const struct sockaddr_storage *dst,
 	    atomic_load_explicit(&dev->net.gso, memory_order_relaxed)) {
 		uint16_t steer = steer_of(hdr);
 
-		if (b && !(run = txb_run_for(b, dst, ip, len, npayload, steer)))
+		if (b &&
+		    !(run = txb_run_for(dev, b, dst, ip, len, npayload, steer)))
 			txb_seal(dev); /* full: queue it, start another */
 		if (!dev->tx.txb && (dev->tx.txb = txb_get(dev)))
 			dev->tx.txb->seq = ++dev->tx.open_seq;
 		b = dev->tx.txb;
 		if (b && !run)
-			run = txb_run_for(b, dst, ip, len, npayload, steer);
+			run = txb_run_for(dev, b, dst, ip, len, npayload, steer);
 	}
 	if (run) {
 		iov = &b->iov[b->niov];

@@ -122,6 +122,9 @@ struct uroce_net {
 	union ibv_gid gid;	       /* RoCE v2 GID of that address */
 	uint32_t netdev_mtu;	       /* bytes, of the interface carrying it */
 	uint32_t rcvbuf;	       /* bytes the socket may queue */
+	uint32_t sndbuf;	       /* ... and keep in the host's queues
+					* (0: no bound; engine/xmit.c
+					* run_max_bytes) */
 	enum ibv_mtu active_mtu;
 	const struct uroce_pkt_io *io;
 	const struct uroce_rx_entry *rx; /* the engine's (uroce_net_set_rx) */

@@ -545,7 +545,7 @@ int uroce_net_open(struct uroce_dev *dev)
 	struct sockaddr_storage ss;
 	struct uroce_share *sh = NULL;
 	socklen_t optlen;
-	int fd = -EADDRINUSE, rcv = 0, i, err;
+	int fd = -EADDRINUSE, rcv = 0, snd = 0, i, err;
 
 	if (addr_env && *addr_env) {
 		err = parse_addr(addr_env, &ss);
@@ -616,6 +616,11 @@ int uroce_net_open(struct uroce_dev *dev)
 	optlen = sizeof(rcv);
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &optlen);
 	dev->net.rcvbuf = rcv > 0 ? (uint32_t)rcv / 2 : 106496;
+	/* (what the kernel took, doubled: a user's SO_SNDBUF stops at
+	 * wmem_max) */
+	optlen = sizeof(snd);
+	getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &optlen);
+	dev->net.sndbuf = snd > 0 ? (uint32_t)snd : 0;
 	dev->net.sock = fd;
 	dev->net.family = ss.ss_family;
 	dev->net.local = ss;

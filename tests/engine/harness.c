@@ -221,7 +221,7 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 	io_calls++;
 	if (E->sndbuf_full) {
 		E->sndbuf_full--;
-		return -EAGAIN;
+		return E->sndbuf_err ? -E->sndbuf_err : -EAGAIN;
 	}
 	for (r = 0; r < nruns; r++) {
 		size_t len = 0, off;
@@ -236,6 +236,8 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 			memcpy(buf + len, v->iov_base, v->iov_len);
 			len += v->iov_len;
 		}
+		if (len > E->run_bytes_max)
+			E->run_bytes_max = len;
 		for (off = 0; off < len; off += run[r].seg) {
 			struct iovec one = {
 				.iov_base = buf + off,
@@ -357,6 +359,7 @@ void eng_setup(const struct eng_opts *o)
 				 &local, E->o.rcvbuf))
 		die("uroce_dev_up_offline");
 	atomic_store(&E->dev->net.gso, E->o.gso);
+	E->dev->net.sndbuf = E->o.sndbuf;
 	E->dev->cc.on = E->o.cc;
 	E->dev->cc.cnp_gap_ns = 50000;
 	E->dev->cc.delay = E->o.cc_delay_us != 0;

@@ -67,6 +67,8 @@ struct eng_opts {
 	uint8_t retry_cnt, rnr_retry; /* default 7, 7 */
 	bool gso;		      /* the wire takes runs (send_runs), so
 					 * the engine batches as over UDP GSO */
+	uint32_t sndbuf;	      /* the socket's send buffer, bytes
+				       * (dev->net.sndbuf); default none */
 	int unreach_err;	      /* what a send to ENG_UNREACH returns;
 					 * default -ENETUNREACH */
 	bool cc;		      /* ECN congestion control on, as
@@ -107,8 +109,10 @@ struct eng {
 				* a request, and the most since reset */
 	uint64_t qdelay_ns, qdelay_max_ns;
 	/* the next send_runs calls that find the socket's send buffer
-	 * full (-EAGAIN, nothing sent) */
+	 * full (nothing sent): they fail with -sndbuf_err, -EAGAIN if 0 */
 	unsigned int sndbuf_full;
+	int sndbuf_err;
+	size_t run_bytes_max; /* the largest run send_runs was given */
 	/* called after each packet of a receive burst: an application
 	 * thread that runs while another thread is in the burst */
 	void (*mid_burst)(struct eng *e);

@@ -58,15 +58,18 @@ static void t_gbn_gap(void)
 
 /* ---- a full send buffer holds packets back and loses none ---- */
 
-static void t_sndbuf_full(void)
+/* err: what the full buffer's sends fail with (0: EAGAIN); sndbuf: the
+ * socket's buffer, 0 for none */
+static void sndbuf_full(int err, uint32_t sndbuf)
 {
-	struct eng_opts o = { .gso = true };
+	struct eng_opts o = { .gso = true, .sndbuf = sndbuf };
 
 	eng_setup(&o);
 	eng_pattern();
 	/* a 64 KiB WRITE, built whole, finds the buffer full three times;
 	 * then a SEND behind it while the first is held */
 	E->sndbuf_full = 3;
+	E->sndbuf_err = err;
 	eng_post_recv(E->b, 10, 0, 4096);
 	eng_post_send(E->a, IBV_WR_RDMA_WRITE, 1, 0, 65536, rva(65536),
 		      E->mr_b->rkey);
@@ -95,6 +98,23 @@ static void t_sndbuf_full(void)
 		  "WRITE data differs");
 	ENG_CHECK(!memcmp(E->buf_a + 65536, E->buf_b, 4096),
 		  "SEND data differs");
+	/* no run larger than the buffer: the kernel would refuse it for
+	 * good (ENOBUFS past twice the buffer) */
+	ENG_CHECK(E->run_bytes_max <= (sndbuf ? sndbuf : 65000u),
+		  "a run of %zu bytes", E->run_bytes_max);
+}
+
+static void t_sndbuf_full(void)
+{
+	sndbuf_full(0, 0);
+}
+
+/* ENOBUFS: the kernel's refusal of a GSO send that would take the
+ * socket past twice its buffer is a full buffer too, not loss; and with
+ * a 16 KiB buffer the runs are 16 KiB at most */
+static void t_sndbuf_nobufs(void)
+{
+	sndbuf_full(ENOBUFS, 16384);
 }
 
 /* ---- duplicates: every packet twice ---- */
@@ -1089,6 +1109,7 @@ static void t_credits_probe(void)
 static const struct eng_test tests[] = {
 	{ "gbn_gap", t_gbn_gap },
 	{ "sndbuf_full", t_sndbuf_full },
+	{ "sndbuf_nobufs", t_sndbuf_nobufs },
 	{ "duplicates", t_duplicates },
 	{ "implied_nak", t_implied_nak },
 	{ "rnr_retry", t_rnr_retry },
