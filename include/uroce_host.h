@@ -27,12 +27,25 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#define UROCE_SOCK_BUF_BYTES   (32 << 20)
+#define UROCE_SOCK_BUF_BYTES (32 << 20) /* the receive buffer */
+
+/*
+ * UROCE_SNDBUF_KB (value v, NULL if unset): the send buffer in KiB, 128
+ * by default, 16 KiB to 1 GiB (docs/transport.md, "A full send buffer").
+ * The socket asks for half of it: the kernel doubles what it is given.
+ */
+static inline unsigned long long uroce_sndbuf_kb(const char *v)
+{
+	unsigned long long kb = v && *v ? strtoull(v, NULL, 0) : 128;
+
+	return kb < 16 ? 16 : kb > (1ull << 20) ? 1ull << 20 : kb;
+}
 #define UROCE_ADDR_RESERVE_FMT "uroce-addr:%s"
 
 /*

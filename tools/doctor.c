@@ -127,39 +127,52 @@ static enum verdict check_mtu(const struct doctor *dr, char *line, size_t len)
 	return V_WARN;
 }
 
-static enum verdict check_buf(const char *name, char *line, size_t len)
+/* net.core.NAME against the want bytes the socket asks for (for buf, in
+ * words; the kernel doubles them); lack: what less costs */
+static enum verdict check_buf(const char *name, long want, const char *buf,
+			      const char *lack, char *line, size_t len)
 {
 	char path[64];
 	long have;
 
 	snprintf(path, sizeof(path), "/proc/sys/net/core/%s", name);
 	have = read_sysctl(path);
-	if (have >= UROCE_SOCK_BUF_BYTES) {
-		snprintf(line, len, "net.core.%s %ld", name, have);
+	if (have >= want) {
+		snprintf(line, len, "net.core.%s %ld: enough for %s", name,
+			 have, buf);
 		return V_OK;
 	}
 	if (geteuid() == 0) {
 		snprintf(line, len,
-			 "net.core.%s %ld, but root's socket gets "
-			 "its %d bytes anyway",
-			 name, have, UROCE_SOCK_BUF_BYTES);
+			 "net.core.%s %ld, but root's socket gets %s anyway",
+			 name, have, buf);
 		return V_OK;
 	}
 	snprintf(line, len,
-		 "net.core.%s %ld, the datapath asks for %d: "
-		 "sysctl -w net.core.%s=%d (or bursts drop and retransmit)",
-		 name, have, UROCE_SOCK_BUF_BYTES, name, UROCE_SOCK_BUF_BYTES);
+		 "net.core.%s %ld is less than %s asks for (%ld): "
+		 "sysctl -w net.core.%s=%ld (or %s)",
+		 name, have, buf, want, name, want, lack);
 	return V_WARN;
 }
 
 static enum verdict check_rmem(const struct doctor *dr, char *line, size_t len)
 {
-	return check_buf("rmem_max", line, len);
+	return check_buf("rmem_max", UROCE_SOCK_BUF_BYTES,
+			 "the 32 MiB receive buffer",
+			 "bursts drop and retransmit", line, len);
 }
 
+/* the send buffer is small on purpose (UROCE_SNDBUF_KB): only a
+ * wmem_max below it matters */
 static enum verdict check_wmem(const struct doctor *dr, char *line, size_t len)
 {
-	return check_buf("wmem_max", line, len);
+	unsigned long long kb = uroce_sndbuf_kb(getenv("UROCE_SNDBUF_KB"));
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "the %llu KiB send buffer", kb);
+	return check_buf("wmem_max", (long)kb * 512, buf,
+			 "a fast link idles while the send buffer refills",
+			 line, len);
 }
 
 /* What stops unprivileged user namespaces, most specific first. */

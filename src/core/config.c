@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "uroce_host.h"
 
 #define DEFAULT_UNRELIABLE_MBPS 4000
 #define DEFAULT_SPIN_US		50
 #define DEFAULT_CNP_US		50
 #define DEFAULT_CC_TARGET_US	200
-#define DEFAULT_SNDBUF_KB	128
 
 static struct uroce_config config;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -45,12 +45,7 @@ static void config_read(void)
 	c->cc_target_us = v ? strtoull(v, NULL, 0) : DEFAULT_CC_TARGET_US;
 	v = env("UROCE_CNP_US");
 	c->cnp_us = v ? strtoull(v, NULL, 0) : DEFAULT_CNP_US;
-	v = env("UROCE_SNDBUF_KB");
-	c->sndbuf_kb = v ? strtoull(v, NULL, 0) : DEFAULT_SNDBUF_KB;
-	if (c->sndbuf_kb < 16)
-		c->sndbuf_kb = 16;
-	if (c->sndbuf_kb > (1u << 20))
-		c->sndbuf_kb = 1u << 20;
+	c->sndbuf_kb = uroce_sndbuf_kb(env("UROCE_SNDBUF_KB"));
 	v = env("UROCE_SPIN_US");
 	c->spin_ns = v ? strtoull(v, NULL, 0) * 1000 : DEFAULT_SPIN_US * 1000;
 	c->fault = env("UROCE_FAULT");

@@ -3,7 +3,9 @@
 #
 # uroce doctor: one line per check (library, address, port, mtu, rmem_max,
 # wmem_max, namespaces, memlock), each "ok", "warn" or "FAIL" with what to
-# change; exit 0 on this host, where uroce works; exit 1 with a FAIL line
+# change; exit 0 on this host, where uroce works (wmem_max against
+# UROCE_SNDBUF_KB's send buffer: ok by default, a warning for one larger
+# than a user may have); exit 1 with a FAIL line
 # when the address cannot be bound (not this host's) or UDP 4791 on it is
 # taken.  As UROCE_TEST_USER when root.
 set -uo pipefail
@@ -43,6 +45,13 @@ doctor 0
 expect_line '^ok +address +127\.0\.0\.[0-9]+ on lo'
 expect_line '^ok +mtu +interface lo MTU [0-9]+, IB MTU 4096'
 expect_line '^ok +namespaces'
+# the send buffer is small on purpose: the usual wmem_max holds it
+expect_line '^ok +wmem_max +net\.core\.wmem_max [0-9]+: enough for the 128 KiB send buffer'
+
+# ... and one larger than wmem_max allows a user is worth a word
+big=$(($(cat /proc/sys/net/core/wmem_max) / 512 + 1024))
+doctor 0 UROCE_SNDBUF_KB=$big
+expect_line "^warn +wmem_max +.* less than the $big KiB send buffer asks for .*sysctl -w net\.core\.wmem_max="
 
 doctor 1 UROCE_ADDR=192.0.2.1
 expect_line '^FAIL +address +cannot bind UDP 192\.0\.2\.1 port 4791: .*set UROCE_ADDR'
