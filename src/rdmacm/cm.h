@@ -529,6 +529,9 @@ uint64_t cm_now_ns(void);
 void cm_gid_from_sa(const struct sockaddr *sa, union ibv_gid *gid);
 void cm_sa_from_gid(const union ibv_gid *gid, uint16_t port,
 		    struct sockaddr_storage *ss);
+/* a connection request to gid got no answer: say so if nothing there
+ * takes RoCE at all (UDP 4791 refused) */
+void cm_say_no_device(const union ibv_gid *gid);
 
 /* ---- proto.c: the CM state machine ---- */
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,10 +24,11 @@
 #include "core/thread.h"
 #include "uroce_private.h"
 
-#define NRECV	  2048
-#define NSEND	  256
-#define RECV_SLOT (CM_GRH_SIZE + CM_MAD_SIZE)
-#define SEND_WRID 0x10000u
+#define CM_ROCE_PORT 4791 /* RoCE v2's UDP port */
+#define NRECV	     2048
+#define NSEND	     256
+#define RECV_SLOT    (CM_GRH_SIZE + CM_MAD_SIZE)
+#define SEND_WRID    0x10000u
 
 struct cm_global cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -61,6 +63,64 @@ void cm_gid_from_sa(const struct sockaddr *sa, union ibv_gid *gid)
 		memcpy(gid->raw, &((const struct sockaddr_in6 *)sa)->sin6_addr,
 		       16);
 	}
+}
+
+/*
+ * The kernel's rdma_cm says nothing when a REQ goes unanswered: the
+ * application gets RDMA_CM_EVENT_UNREACHABLE (-ETIMEDOUT) seconds later.
+ * Where nothing at the address takes UDP 4791 (no RoCE device there: a
+ * uroce server in another namespace on its default 127.0.0.1, a peer not
+ * run under uroce, a mistyped address), the peer's kernel said so at
+ * once with an ICMP port unreachable, which the device's unconnected
+ * socket does not hear.  So a connected socket of our own asks once
+ * more, with an empty datagram (a RoCE receiver drops it as too short),
+ * and waits briefly for the refusal.  At most a few times a process, and
+ * said once: it runs in the CM thread, with cm.lock held (so the wait is
+ * the system call's, not a librspreload's poll, which is our rpoll).
+ */
+#define PROBE_WAIT_NS 20000000
+
+void cm_say_no_device(const union ibv_gid *gid)
+{
+	struct timespec wait = { 0, PROBE_WAIT_NS }; /* (ppoll writes it) */
+	static int probes = 4;
+	static bool said;
+	struct sockaddr_storage ss;
+	char ip[INET6_ADDRSTRLEN];
+	struct pollfd p;
+	int fd, r;
+	char c;
+
+	if (said || probes <= 0)
+		return;
+	probes--;
+	cm_sa_from_gid(gid, CM_ROCE_PORT, &ss);
+	fd = uroce_socket(ss.ss_family,
+			  SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return;
+	p.fd = fd;
+	p.events = POLLIN;
+	r = connect(fd, (struct sockaddr *)&ss, sizeof(ss)) ||
+	    send(fd, "", 0, 0) < 0 ||
+	    syscall(SYS_ppoll, &p, 1, &wait, NULL, 0) <= 0 ||
+	    recv(fd, &c, 1, MSG_DONTWAIT) >= 0 || errno != ECONNREFUSED;
+	close(fd);
+	if (r)
+		return;
+	said = true;
+	/* (the GID is the address: IPv4-mapped, or IPv6) */
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &gid->raw[12], ip, sizeof(ip));
+	else
+		inet_ntop(AF_INET6, gid->raw, ip, sizeof(ip));
+	fprintf(stderr,
+		"uroce: no RDMA device at %s: its UDP port %d refused our "
+		"connection request (ICMP port unreachable).  A uroce server "
+		"there must be given that address (UROCE_ADDR or "
+		"UROCE_IFNAME): given none, it listens on a host-local "
+		"127.0.0.x\n",
+		ip, CM_ROCE_PORT);
 }
 
 void cm_sa_from_gid(const union ibv_gid *gid, uint16_t port,

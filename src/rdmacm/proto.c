@@ -1279,6 +1279,8 @@ static void mad_timeout(struct cm_id *id, uint64_t now)
 	case CM_REQ_SENT:
 	case CM_REP_SENT:
 	case CM_SIDR_REQ_SENT:
+		if (id->state != CM_REP_SENT)
+			cm_say_no_device(&id->peer_gid);
 		id->state = CM_DISCONNECTED;
 		conn_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
 		break;

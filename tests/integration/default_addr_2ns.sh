@@ -14,7 +14,13 @@
 #     left by a dead namespace with the same inode number gives QPs of
 #     another slot), its address, and UROCE_ADDR / UROCE_IFNAME;
 #   - the same with UROCE_IFNAME on both sides: data moves (a bandwidth
-#     above 0) and nothing is said.
+#     above 0) and nothing is said;
+#   - rping (rdma_cm) the same way: with no address, the server listens
+#     on 127.0.0.1, the client's REQ to the server's veth address is
+#     refused by its kernel (nothing takes UDP 4791 there), and when
+#     rping gives up (RDMA_CM_EVENT_UNREACHABLE, as the kernel's rdma_cm
+#     gives it) the client has said why (rdmacm/gsi.c
+#     cm_say_no_device); with UROCE_IFNAME, rping passes, saying nothing.
 #
 #   default_addr_2ns.sh        (root; UROCE_LIBDIR: our library)
 set -uo pipefail
@@ -87,3 +93,45 @@ awk -v b="${b:-0}" 'BEGIN { exit !(b > 0) }' ||
 uroce_say "PASS: UROCE_IFNAME on both sides: $b MB/s, nothing said"
 log=''
 
+# rping NAME [SETTING_A SETTING_B]: rping -s in nsA, rping -c in nsB
+# (3 pings, verbose); the client's exit status in rc
+rping_pair() {
+	local name=$1 spid i
+	local -a ea=() eb=()
+	[[ $# -lt 3 ]] || ea=("$2") eb=("$3")
+	log=$dir/$name
+	# (rping listens on rdma_cm, not TCP: our librdmacm writes
+	# UROCE_CM_LISTEN_FILE once it listens)
+	ip netns exec "$nsA" env "${penv[@]}" "${ea[@]}" \
+		UROCE_CM_LISTEN_FILE="$log.listen" \
+		timeout -k 5 60 rping -s -v -C 3 >"$log.srv" 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	for ((i = 0; i < 400; i++)); do
+		[[ -s $log.listen ]] && break
+		kill -0 "$spid" 2>/dev/null || fail "$name: the server exited"
+		sleep 0.05
+	done
+	ip netns exec "$nsB" env "${penv[@]}" "${eb[@]}" \
+		timeout -k 5 60 rping -c -v -C 3 -a "$addrA" >"$log.cli" 2>&1
+	rc=$?
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+}
+
+rping_pair rping-default
+((rc != 0)) || fail "rping with no address passed"
+((rc != 124 && rc != 137)) || fail "rping with no address: $(uroce_rc_text $rc)"
+grep -q "uroce: no RDMA device at $addrA: its UDP port 4791 refused" \
+	"$log.cli" || fail "rping: no word of why its REQ went unanswered"
+grep -q 'UROCE_ADDR or UROCE_IFNAME' "$log.cli" ||
+	fail "rping: the message does not say what to set"
+uroce_say "PASS: rping, no address given: the client says nothing takes RoCE there"
+log=''
+
+rping_pair rping-ifname UROCE_IFNAME=vA UROCE_IFNAME=vB
+((rc == 0)) || fail "rping with UROCE_IFNAME: $(uroce_rc_text $rc)"
+! grep -q 'no RDMA device' "$log.cli" ||
+	fail "rping with UROCE_IFNAME: said there is no RDMA device"
+uroce_say "PASS: rping with UROCE_IFNAME on both sides, nothing said"
+log=''
