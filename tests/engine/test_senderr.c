@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../lib/qp_setup.h"
 #include "harness.h"
 
 #define QKEY 0x11111111u
@@ -28,18 +29,8 @@ static struct ibv_cq *cq_new(void)
 
 static struct ibv_qp *qp_new(enum ibv_qp_type type, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp = uroce_test_qp(E->pd, cq, type, 64);
 
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = cq;
-	ia.recv_cq = cq;
-	ia.qp_type = type;
-	ia.cap.max_send_wr = 64;
-	ia.cap.max_recv_wr = 64;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	qp = ibv_create_qp(E->pd, &ia);
 	ENG_CHECK(qp, "ibv_create_qp");
 	return qp;
 }

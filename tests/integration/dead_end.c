@@ -25,7 +25,12 @@
 
 #include "../lib/qp_setup.h"
 
-enum peer { SELF_BAD_PSN, NOBODY, SELF_SAME_PSN, OTHER };
+enum peer {
+	SELF_BAD_PSN,
+	NOBODY,
+	SELF_SAME_PSN,
+	OTHER
+};
 
 static void die(const char *fmt, ...)
 {
@@ -41,18 +46,8 @@ static void die(const char *fmt, ...)
 
 static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr a;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp = uroce_test_qp(pd, cq, IBV_QPT_RC, 4);
 
-	memset(&a, 0, sizeof(a));
-	a.send_cq = cq;
-	a.recv_cq = cq;
-	a.qp_type = IBV_QPT_RC;
-	a.cap.max_send_wr = 4;
-	a.cap.max_recv_wr = 4;
-	a.cap.max_send_sge = 1;
-	a.cap.max_recv_sge = 1;
-	qp = ibv_create_qp(pd, &a);
 	if (!qp)
 		die("ibv_create_qp: %s", strerror(errno));
 	return qp;
@@ -97,8 +92,7 @@ static int run_case(enum peer peer)
 	if (bad)
 		die("to %s: %s", bad, strerror(errno));
 	/* (uroce_test_to_rtr's receive PSN is 0x100) */
-	if (uroce_test_to_rts(qp, 14, peer == SELF_SAME_PSN ? 0x100 : 0x200,
-			      1))
+	if (uroce_test_to_rts(qp, 14, peer == SELF_SAME_PSN ? 0x100 : 0x200, 1))
 		die("to RTS: %s", strerror(errno));
 	ibv_destroy_qp(other);
 	ibv_destroy_qp(qp);

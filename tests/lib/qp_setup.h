@@ -29,6 +29,24 @@ struct uroce_test_rc {
 	uint8_t retry_cnt, rnr_retry;
 };
 
+/* A QP of type on pd, cq for both its queues, depth WRs of one SGE each
+ * on each; NULL with errno set */
+static inline struct ibv_qp *uroce_test_qp(struct ibv_pd *pd, struct ibv_cq *cq,
+					   enum ibv_qp_type type, uint32_t depth)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = cq;
+	a.recv_cq = cq;
+	a.qp_type = type;
+	a.cap.max_send_wr = depth;
+	a.cap.max_recv_wr = depth;
+	a.cap.max_send_sge = 1;
+	a.cap.max_recv_sge = 1;
+	return ibv_create_qp(pd, &a);
+}
+
 /* RESET -> INIT on port 1 with the given remote access; ibv_modify_qp's
  * result */
 static inline int uroce_test_rc_init(struct ibv_qp *qp, unsigned int access)
