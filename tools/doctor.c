@@ -87,7 +87,8 @@ static enum verdict check_addr(const struct doctor *dr, char *line, size_t len)
 	else
 		snprintf(line, len,
 			 "%s on %s, the first free loopback address: "
-			 "set UROCE_ADDR or UROCE_IFNAME to reach other hosts",
+			 "set UROCE_ADDR or UROCE_IFNAME to reach other hosts "
+			 "(other network namespaces and containers too)",
 			 dr->d.addr, dr->d.ndev);
 	return V_OK;
 }
