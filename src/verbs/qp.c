@@ -830,7 +830,7 @@ static void enter_state(struct uroce_qp *qp, const struct ibv_qp_attr *attr,
 static const char *dead_end(struct uroce_qp *qp)
 {
 	struct uroce_dev *dev = qp->dev;
-	uint32_t dqpn = qp->attr.dest_qp_num;
+	uint32_t dqpn = qp->attr.dest_qp_num, slot = (dqpn >> 16) & 0xff;
 
 	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) ||
 	    !uroce_addr_same((const struct sockaddr *)&qp->peer, &dev->net.local))
@@ -844,9 +844,8 @@ static const char *dead_end(struct uroce_qp *qp)
 		return NULL;
 	/* (alone, every QP number of the address is ours; shared, bits
 	 * 23..16 are the slot of the member that gave it out) */
-	if (dev->net.share &&
-	    dev->obj.range_of_slot[(dqpn >> 16) & 0xff] == 0xff &&
-	    uroce_share_slot_held(dev, (dqpn >> 16) & 0xff))
+	if (dev->net.share && dev->obj.range_of_slot[slot] == 0xff &&
+	    uroce_share_slot_held(dev, slot))
 		return NULL;
 	return "is connected to a QP number that no QP at its own address "
 	       "has";

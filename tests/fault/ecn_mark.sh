@@ -111,7 +111,7 @@ server() {
 		-p "$port" >"$dir/$name.srv" 2>&1 &
 	eval "spid_$name=$!"
 	pids+=("$!")
-	netns_wait_listen "$nsB" "$port" "$!"
+	uroce_wait_listen "$!" "$port" $(($(date +%s) + 20)) "$nsB"
 	case $? in
 	1) fail "$name: server exited" ;;
 	2) fail "$name: server does not listen" ;;

@@ -59,7 +59,7 @@ run() {
 		timeout -k 5 60 ib_write_bw -D 1 -p "$port" >"$log.srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")
-	netns_wait_listen "$nsA" "$port" "$spid"
+	uroce_wait_listen "$spid" "$port" $(($(date +%s) + 20)) "$nsA"
 	[[ $? -ne 1 ]] || fail "$name: the server exited"
 	ip netns exec "$nsB" env "${penv[@]}" "${eb[@]}" \
 		timeout -k 5 60 ib_write_bw -D 1 -p "$port" "$addrA" \

@@ -42,7 +42,7 @@ run() {
 		timeout -k 5 60 "$@" -p "$port" >"$log.srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")
-	netns_wait_listen "$nsA" "$port" "$spid"
+	uroce_wait_listen "$spid" "$port" $(($(date +%s) + 20)) "$nsA"
 	[[ $? -ne 1 ]] || fail "server exited: $*"
 	ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
 		timeout -k 5 60 "$@" -p "$port" "$addrA" >"$log.cli" 2>&1 ||
@@ -75,7 +75,7 @@ log=$dir/qperf-$port
 ip netns exec "$nsA" env "${penv[@]}" UROCE_ADDR=$addrA \
 	timeout -k 5 60 qperf -lp "$port" >"$log.srv" 2>&1 &
 pids+=("$!")
-netns_wait_listen "$nsA" "$port" "$!"
+uroce_wait_listen "$!" "$port" $(($(date +%s) + 20)) "$nsA"
 ip netns exec "$nsB" env "${penv[@]}" UROCE_ADDR=$addrB \
 	timeout -k 5 60 qperf -lp "$port" -t 1 "$addrA" rc_bw rc_lat \
 	quit >"$log.cli" 2>&1 || fail "qperf: $(uroce_rc_text $?)"

@@ -68,14 +68,3 @@ netns_up() {
 		fail "cannot configure the veth pair"
 }
 
-# netns_wait_listen NS PORT PID: wait until a TCP port listens in NS (20 s
-# at most); returns 1 if PID exited first, 2 if it did not listen in time
-netns_wait_listen() {
-	local ns=$1 port=$2 pid=$3 i
-	for ((i = 0; i < 400; i++)); do
-		[[ -n $(ip netns exec "$ns" ss -Hltn "sport = :$port") ]] && return 0
-		kill -0 "$pid" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 2
-}

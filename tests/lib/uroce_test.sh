@@ -110,15 +110,20 @@ uroce_stat() {
 		sed -n "s/^$2=//p"
 }
 
+# uroce_port_listening PORT [NS]: something listens on TCP PORT, in
+# network namespace NS if given
 uroce_port_listening() {
-	[[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
+	local -a in=()
+	[[ -z ${2:-} ]] || in=(ip netns exec "$2")
+	[[ -n "$("${in[@]}" ss -Hltn "sport = :$1" 2>/dev/null)" ]]
 }
 
-# Waits until PID listens on TCP PORT.  Fails early if PID exits, and
-# after DEADLINE (seconds since the epoch, as from `date +%s`).
+# Waits until PID listens on TCP PORT (in network namespace NS if given).
+# Fails early if PID exits (1), and after DEADLINE (2; seconds since the
+# epoch, as from `date +%s`).
 uroce_wait_listen() {
-	local pid=$1 port=$2 deadline=$3
-	while ! uroce_port_listening "$port"; do
+	local pid=$1 port=$2 deadline=$3 ns=${4:-}
+	while ! uroce_port_listening "$port" "$ns"; do
 		kill -0 "$pid" 2>/dev/null || return 1
 		(( $(date +%s) < deadline )) || return 2
 		sleep 0.05
