@@ -98,7 +98,6 @@ static void poll_one(struct ibv_cq *cq, enum ibv_wc_opcode op, const char *what)
 static void one_round(struct ibv_device *dev, int round, int keep_open)
 {
 	char src[MSG_LEN], dst[MSG_LEN];
-	struct ibv_qp_init_attr init;
 	struct ibv_context *ctx;
 	struct ibv_qp *qa, *qb;
 	struct ibv_mr *ms, *md;
@@ -122,17 +121,8 @@ static void one_round(struct ibv_device *dev, int round, int keep_open)
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	if (!pd || !cq)
 		die("pd/cq");
-	init = (struct ibv_qp_init_attr){
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 4,
-			 .max_recv_wr = 4,
-			 .max_send_sge = 1,
-			 .max_recv_sge = 1 },
-	};
-	qa = ibv_create_qp(pd, &init);
-	qb = ibv_create_qp(pd, &init);
+	qa = uroce_test_qp(pd, cq, IBV_QPT_RC, 4);
+	qb = uroce_test_qp(pd, cq, IBV_QPT_RC, 4);
 	if (!qa || !qb)
 		die("create_qp");
 	st = uroce_test_to_rtr(qa, 0, qb->qp_num, &gid);
