@@ -58,6 +58,37 @@ void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
 		set_timer(dev, deadline_ns);
 }
 
+/*
+ * A deadline that is set and then not wanted (an ACK held for a reply
+ * that took it) would still wake the thread when it comes: a timer pass
+ * for nothing, on a core that an application may be spinning on (qperf
+ * rc_lat between namespaces: one a millisecond, both ends; docs/events.md,
+ * "ACKs held by a waiter").
+ * Withdrawn, the timer waits for the earliest deadline left, which takes
+ * a walk of the QPs with one: done only while they are few (a system
+ * call to save a wake-up), and never over a pending overrun sweep.
+ */
+#define WITHDRAW_MAX_TIMED 16
+
+void uroce_timer_withdraw(struct uroce_dev *dev, uint64_t deadline_ns)
+{
+	uint64_t next = dev->tx.retry_at_ns;
+	uint32_t i;
+
+	uroce_assert_held(&dev->lock);
+	if (dev->prog.armed_deadline_ns != deadline_ns ||
+	    dev->prog.cq_overrun_pending || dev->obj.ntimed > WITHDRAW_MAX_TIMED)
+		return;
+	for (i = 0; i < dev->obj.ntimed; i++) {
+		uint64_t d = uroce_req_next_deadline(dev->obj.timed[i]);
+
+		if (d && (!next || d < next))
+			next = d;
+	}
+	if (next != deadline_ns)
+		set_timer(dev, next);
+}
+
 void uroce_qp_timer_arm(struct uroce_qp *qp, uint64_t deadline_ns)
 {
 	uroce_qp_timed_add(qp->dev, qp);
@@ -90,6 +121,7 @@ void uroce_timers_run(struct uroce_dev *dev)
 	uroce_count(dev, UROCE_CNT_TIMER_PASSES, 1);
 	uroce_count(dev, UROCE_CNT_TIMER_IDLE_PASSES, idle);
 	armed_set(dev, 0);
+	dev->ack.timer_ns = 0; /* (a hold's, if it was this one) */
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
 	/* ACKs held for a post that did not come (UROCE_ACK_HOLD_NS) */
@@ -729,14 +761,28 @@ static void app_poll_yield(int n, uint64_t now, bool rings)
 static __thread bool app_rx, waiter_rx;
 
 /*
- * ... and the progress thread leaves the socket to it, so it looks by
- * within APP_WAIT_NS: what the poll leaves for the application's next
- * call (held ACKs) is sent by then even if that call never comes.
+ * Whose receive burst holds its ACKs for the application's next post
+ * (docs/datapath.md, "ACKs"): a waiter's, and an application poll's
+ * while the progress thread leaves the socket to it (it looks within
+ * APP_WAIT_NS) or within EVENT_LOOP_NS of an arm.  The latter is the
+ * poll of an event loop (get the event, arm, poll, post the reply),
+ * which takes the packets that came after the waiter's receive: the
+ * reply's request arrives there as often as in the wait, and its ACK,
+ * sent alone at the burst's end, woke the peer's waiter for a send
+ * completion, then the reply woke it again (qperf rc_lat: 1.10-1.18
+ * ACKs a SEND, 1.02 since).  The bound is the hold's
+ * either way (the timer or the thread's look, engine/resp.c).
  */
 bool uroce_progress_app_rx(struct uroce_dev *dev)
 {
-	return waiter_rx ||
-	       (app_rx && atomic_load(&dev->prog.watch) == UROCE_WATCH_APP);
+	if (waiter_rx)
+		return true;
+	if (!app_rx)
+		return false;
+	return atomic_load(&dev->prog.watch) == UROCE_WATCH_APP ||
+	       uroce_now_ns() - atomic_load_explicit(&dev->prog.arm_ns,
+						     memory_order_relaxed) <=
+		       EVENT_LOOP_NS;
 }
 
 bool uroce_progress_waiter_rx(void)

@@ -241,6 +241,11 @@ static void flush_held_acks(struct uroce_dev *dev)
 	uint32_t i;
 
 	atomic_store_explicit(&dev->ack.held, false, memory_order_relaxed);
+	/* (the timer the hold set: nothing is held now) */
+	if (dev->ack.timer_ns) {
+		uroce_timer_withdraw(dev, dev->ack.timer_ns);
+		dev->ack.timer_ns = 0;
+	}
 	uroce_xmit_begin(dev);
 	for (i = 0; i < dev->ack.nack_pending; i++) {
 		/* (a QP destroyed meanwhile sent its ACK then: qp.c) */
@@ -277,8 +282,11 @@ static void hold_for_post(struct uroce_dev *dev)
 	/* the progress thread's next look sends it in time */
 	if (uroce_ack_hold_covered(atomic_load(&dev->prog.wake_by_ns), now))
 		return;
-	/* (no system call unless nothing earlier is armed) */
+	/* (no system call unless nothing earlier is armed; a reply that
+	 * takes the ACKs withdraws it, flush_held_acks) */
 	uroce_timer_arm(dev, now + UROCE_ACK_HOLD_NS);
+	if (dev->prog.armed_deadline_ns == now + UROCE_ACK_HOLD_NS)
+		dev->ack.timer_ns = now + UROCE_ACK_HOLD_NS;
 }
 
 /*
