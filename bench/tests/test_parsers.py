@@ -201,8 +201,30 @@ class TargetsTest(unittest.TestCase):
             if t.on is not None and t.on != targets.ALT:
                 self.assertTrue(set(t.on) <= set(targets.ALL), t.what)
             if isinstance(t.on, tuple) or t.on == targets.ALT:
-                self.assertIn("{p}", t.num[0], t.what)
-                self.assertIn("{p}", t.den[0], t.what)
+                # (a nested key: in one of its parts)
+                for key in (t.num[0], t.den[0]):
+                    self.assertIn("{p}", "".join(key) if isinstance(key, tuple) else key,
+                                  t.what)
+
+    def test_event_driven(self):
+        # issue 22: qperf's tests under its run, ib_send_bw -e against polling
+        R = {"veth9000/qperf_events": {
+                 "udp_lat-2": {"test": "udp_lat", "size": 2, "lat_us": 30.0},
+                 "rc_lat-2": {"test": "rc_lat", "size": 2, "lat_us": 27.0},
+                 "ud_lat-2": {"test": "ud_lat", "size": 2, "lat_us": 33.0},
+                 "rc_rdma_read_lat-2": None},          # that test failed
+             f"veth9000/events/ib_send_bw/{64 * 1024}": {"gbps": 9.0},
+             f"veth9000/events/ib_send_bw_poll/{64 * 1024}": {"gbps": 10.0}}
+        rows = {r.what: (r.value and round(r.value, 3), r.verdict, r.figures)
+                for r in targets.targets({"runs": R, "meta": {"paths": ["veth9000"]}})
+                if r.issue == 22 and r.path == "veth9000"}
+        self.assertEqual(rows, {
+            "qperf rc_lat ÷ qperf udp_lat (event-driven)": (0.9, "met", "27.0 / 30.0 µs"),
+            "qperf ud_lat ÷ qperf udp_lat (event-driven)": (1.1, "missed", "33.0 / 30.0 µs"),
+            "qperf rc_rdma_read_lat ÷ qperf udp_lat (event-driven)":
+                (None, "n/a", "— / 30.0 µs"),
+            "ib_send_bw -e 64K ÷ ib_send_bw 64K polling": (0.9, "met", "9.00 / 10.0 Gb/s"),
+        })
 
     def test_verdicts(self):
         res = results(("local", "udp", "veth9000", "veth1500"))

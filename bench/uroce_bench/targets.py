@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The targets of issue 15 (and those of issues 6, 14 and 26 that still
-mean something), one table, and their verdicts on a run.
+"""The targets of issue 15 (and those of issues 6, 14, 22, 24 and 26 that
+still mean something), one table, and their verdicts on a run.
 
 Each row: the issue, what is measured, the target as written, the value
 (a result field, divided by another for a ratio, both keyed by path
@@ -8,8 +8,9 @@ where {p} stands), the comparison and its limit, how the figures behind
 the value read, and where it is evaluated (on): a tuple of path names,
 ALT (the paths the user's alternatives ran on) or None (once, not by
 path).  A key may be a tuple: the path down nested results (the
-shared-address runs, under "shared").  Every figure a target reads is
-the median of the run's interleaved repeats (runners.median_result)."""
+shared-address runs, under "shared"; qperf's tests, under its run), {p}
+standing for the path in each part.  Every figure a target reads is the
+median of the run's interleaved repeats (runners.median_result)."""
 
 from collections import namedtuple
 
@@ -120,6 +121,26 @@ TARGETS = (
            "Gb/s", None),
 )
 
+
+
+def qperf_ev(test):
+    """qperf's event-driven figure for test (case events: its defaults)"""
+    return (("{p}/qperf_events", f"{test}-2"), "lat_us")
+
+
+# issue 22: event-driven programs (case events) against the kernel's own
+# event-driven exchange in the same run: qperf's udp_lat, ib_send_bw
+# polling
+TARGETS += tuple(
+    Target(22, f"qperf {t} ÷ qperf udp_lat (event-driven)", f"≤ {lim:.1f}", qperf_ev(t),
+           qperf_ev("udp_lat"), "le", lim, "µs", ALL)
+    for t, lim in (("rc_lat", 1.0), ("ud_lat", 1.0), ("rc_rdma_read_lat", 2.0)))
+TARGETS += (
+    Target(22, "ib_send_bw -e 64K ÷ ib_send_bw 64K polling", "≥ 0.8",
+           ("{p}/events/ib_send_bw/%d" % S64K, "gbps"),
+           ("{p}/events/ib_send_bw_poll/%d" % S64K, "gbps"), "ge", 0.8, "Gb/s", ALL),
+)
+
 # issue 22: applications against their own TCP transports (case apps)
 TARGETS += tuple(
     Target(22, f"iSER ÷ iSCSI/TCP, iscsi-perf {size_name(s)} ({place})",
@@ -155,15 +176,20 @@ VERDICT = {
 }
 
 
+def path_key(key, p):
+    """key with {p} as path p, in each part of a nested key"""
+    if isinstance(key, str):
+        return key.format(p=p)
+    return tuple(k.format(p=p) for k in key)
+
+
 def evaluate(t, R, p=None):
     """(value, figures) of target t on results R for path p."""
     def field(ref):
-        key, name = ref
-        return get(R, key.format(p=p) if isinstance(key, str) else key, name)
+        return get(R, path_key(ref[0], p), ref[1])
 
     def runs(ref):
-        key = ref[0].format(p=p) if isinstance(ref[0], str) else ref[0]
-        return get(R, key, "repeats") or 1
+        return get(R, path_key(ref[0], p), "repeats") or 1
 
     num = field(t.num)
     if t.den is not None:
