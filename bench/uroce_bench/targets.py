@@ -122,7 +122,6 @@ TARGETS = (
 )
 
 
-
 def qperf_ev(test):
     """qperf's event-driven figure for test (case events: its defaults)"""
     return (("{p}/qperf_events", f"{test}-2"), "lat_us")

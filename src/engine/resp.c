@@ -270,7 +270,7 @@ void uroce_ack_burst_end(struct uroce_dev *dev)
  * latest */
 static void hold_for_post(struct uroce_dev *dev)
 {
-	uint64_t now;
+	uint64_t now, by;
 
 	if (!dev->ack.nack_pending ||
 	    atomic_load_explicit(&dev->ack.held, memory_order_relaxed))
@@ -284,9 +284,10 @@ static void hold_for_post(struct uroce_dev *dev)
 		return;
 	/* (no system call unless nothing earlier is armed; a reply that
 	 * takes the ACKs withdraws it, flush_held_acks) */
-	uroce_timer_arm(dev, now + UROCE_ACK_HOLD_NS);
-	if (dev->prog.armed_deadline_ns == now + UROCE_ACK_HOLD_NS)
-		dev->ack.timer_ns = now + UROCE_ACK_HOLD_NS;
+	by = now + UROCE_ACK_HOLD_NS;
+	uroce_timer_arm(dev, by);
+	if (dev->prog.armed_deadline_ns == by)
+		dev->ack.timer_ns = by;
 }
 
 /*

@@ -32,13 +32,7 @@ export UROCE_LIBDIR=$libdir UROCE_STATS=1 UROCE_LOCAL=0 \
 mapfile -t envv < <(uroce_prog_env)
 spid=
 trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
-fail() {
-	local f
-	for f in "$work"/*.out "$work"/*.err; do
-		[ -e "$f" ] && { echo "---- $f ----"; tail -n 20 "$f"; }
-	done
-	uroce_die "app_timers: $*"
-}
+fail() { uroce_fail_logs "$work" "app_timers: $*"; }
 
 # 600 WRITEs of 64 KiB: 39 MB, about 0.8 s at 400 Mbit/s
 args=(-F -c UC -s 65536 -n 600 --report_gbits -p "$port")

@@ -9,7 +9,7 @@
 # receive posted) over UDP (UROCE_LOCAL=0), both ends counting.  Its
 # poll after the event often takes the peer's next message itself, and
 # that burst's ACK, sent alone, woke the peer for a send completion
-# before the reply woke it again: 1.09-1.21 ACKs a SEND.  Holds: each
+# before the reply woke it again: 1.09-1.37 ACKs a SEND.  Holds: each
 # device sent at least 1 000 SENDs, and no more than 1.05 ACKs a SEND
 # (engine/progress.c uroce_progress_app_rx).
 set -u
@@ -29,13 +29,7 @@ mapfile -t envv < <(uroce_prog_env)
 addr=127.77.98.1
 spid=
 trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-fail() {
-	local f
-	for f in "$work"/*.out "$work"/*.err; do
-		[ -e "$f" ] && { echo "---- $f ----"; tail -n 20 "$f"; }
-	done
-	uroce_die "event_acks: $*"
-}
+fail() { uroce_fail_logs "$work" "event_acks: $*"; }
 
 env "${envv[@]}" UROCE_ADDR=$addr timeout -k 5 60 qperf -lp "$port" \
 	>"$work/server.out" 2>"$work/server.err" &

@@ -33,13 +33,7 @@ unset UROCE_LOCAL
 mapfile -t envv < <(uroce_prog_env)
 spid=
 trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
-fail() {
-	local f
-	for f in "$work"/*.out "$work"/*.err; do
-		[ -e "$f" ] && { echo "---- $f ----"; tail -n 20 "$f"; }
-	done
-	uroce_die "local_bidir: $*"
-}
+fail() { uroce_fail_logs "$work" "local_bidir: $*"; }
 
 args=(-F -b -m 1024 -s 65536 -n 2000 -p "$port")
 env "${envv[@]}" timeout -k 5 100 "$bin" "${args[@]}" >"$work/server.out" \

@@ -137,6 +137,18 @@ uroce_print_log() {
 	printf -- '----- end of %s -----\n' "$title"
 }
 
+# uroce_fail_logs DIR MESSAGE...: the last 20 lines of each *.out and
+# *.err in DIR, then FAIL with MESSAGE and exit 1.  For a test's fail():
+# fail() { uroce_fail_logs "$work" "NAME: $*"; }
+uroce_fail_logs() {
+	local dir=$1 f
+	shift
+	for f in "$dir"/*.out "$dir"/*.err; do
+		[ -e "$f" ] && { echo "---- $f ----"; tail -n 20 "$f"; }
+	done
+	uroce_die "$*"
+}
+
 # uroce_fail_pair LOG MESSAGE...: FAIL with MESSAGE, then the server's and
 # the client's output of the pair run last (LOG.srv, LOG.cli; none when LOG
 # is empty), and exit 1.  For a test's fail(): fail() { uroce_fail_pair "$log" "$@"; }
