@@ -31,7 +31,7 @@ export UROCE_LIBDIR=$libdir UROCE_STATS=1 UROCE_LOCAL=0 \
 	UROCE_UNRELIABLE_MBPS=400
 mapfile -t envv < <(uroce_prog_env)
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
+trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
 fail() { uroce_fail_logs "$work" "app_timers: $*"; }
 
 # 600 WRITEs of 64 KiB: 39 MB, about 0.8 s at 400 Mbit/s

@@ -28,7 +28,7 @@ export UROCE_LIBDIR=$libdir UROCE_STATS=1 UROCE_LOCAL=0
 mapfile -t envv < <(uroce_prog_env)
 addr=127.77.98.1
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 fail() { uroce_fail_logs "$work" "event_acks: $*"; }
 
 env "${envv[@]}" UROCE_ADDR=$addr timeout -k 5 60 qperf -lp "$port" \

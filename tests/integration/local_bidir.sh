@@ -32,7 +32,7 @@ export UROCE_LIBDIR=$libdir UROCE_STATS=1
 unset UROCE_LOCAL
 mapfile -t envv < <(uroce_prog_env)
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
+trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null' EXIT
 fail() { uroce_fail_logs "$work" "local_bidir: $*"; }
 
 args=(-F -b -m 1024 -s 65536 -n 2000 -p "$port")
