@@ -225,9 +225,11 @@ static int bind_peer(void)
 	setsockopt(sock, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
 	if (setsockopt(sock, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	/* a loopback address of our own, away from where devices start */
+	/* a loopback address of our own (127.81.0.x), away from where
+	 * devices start and from 127.77.0.1, where integration.local_far
+	 * sends to nobody */
 	for (i = 1; i < 250; i++) {
-		sin.sin_addr.s_addr = htonl(0x7f4d0000u | (uint32_t)i);
+		sin.sin_addr.s_addr = htonl(0x7f510000u | (uint32_t)i);
 		if (!bind(sock, (struct sockaddr *)&sin, sizeof(sin))) {
 			a_peer = sin.sin_addr;
 			return 0;
