@@ -426,6 +426,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 
+	qp->cc.ack_ns = pkt->rx_ns;
 	if (pkt->mask & UROCE_M_ACK) {
 		uroce_count(dev, UROCE_CNT_RX_ACKS, 1);
 		if ((syn & UROCE_AETH_TYPE_MASK) == UROCE_AETH_ACK) {
@@ -439,6 +440,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	} else if (pkt->mask & UROCE_M_ATOMIC) {
 		on_atomic_ack(qp, pkt);
 	}
+	qp->cc.ack_ns = 0;
 	if (credits && qp->attr.qp_state != IBV_QPS_ERR)
 		uroce_req_rq_credits(qp, pkt->psn, syn & UROCE_AETH_CREDIT_MASK);
 	uroce_comp_retire(qp);

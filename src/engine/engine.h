@@ -70,7 +70,8 @@ struct uroce_pkt {
 	struct sockaddr_storage src;	    /* who sent it */
 	const struct sockaddr_storage *dst; /* to which of our addresses */
 	struct uroce_ipopt ip; /* its IP header's TOS (dev->net.rx_ip) */
-	bool ring;	       /* it came through a same-host ring */
+	uint64_t rx_ns; /* when the kernel received it (dev->net.rx_ns) */
+	bool ring;	/* it came through a same-host ring */
 };
 
 /* ---- device state owned by the engine (members of struct uroce_dev) ---- */

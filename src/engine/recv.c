@@ -115,6 +115,7 @@ static bool rx_check(struct uroce_dev *dev, uint8_t *buf, size_t len,
 	pkt->src = *src;
 	pkt->dst = dst;
 	pkt->ip = payload_at ? (struct uroce_ipopt){ 0 } : dev->net.rx_ip;
+	pkt->rx_ns = payload_at ? 0 : dev->net.rx_ns;
 	pkt->ring = payload_at != NULL;
 	return true;
 }

@@ -273,7 +273,14 @@ void uroce_req_progress(struct uroce_qp *qp, uint32_t acked)
 	if (qp->dev->cc.delay)
 		qp->cc.dlv_bytes += (uint64_t)acked * full_pkt(qp);
 	if (qp->cc.ts_ns && uroce_psn_cmp(qp->comp.psn, qp->cc.ts_psn) > 0) {
-		uroce_cc_delay(qp, uroce_now_ns() - qp->cc.ts_ns);
+		/* to the ACK's arrival in the kernel where the socket says
+		 * it: not the wait for a thread to read it (docs/congestion.md
+		 * "The RTT") */
+		uint64_t end = uroce_now_ns(), at = qp->cc.ack_ns;
+
+		if (at > qp->cc.ts_ns && at < end)
+			end = at;
+		uroce_cc_delay(qp, end - qp->cc.ts_ns);
 		qp->cc.ts_ns = 0;
 	}
 	qp->req.probes = 0;

@@ -141,6 +141,9 @@ struct uroce_net {
 	 * set by uroce_net_poll around uroce_recv; zero for ring packets
 	 * and anything else without an IP header) */
 	struct uroce_ipopt rx_ip;
+	/* ... and when the kernel received it, on uroce_now_ns's clock (only
+	 * with UROCE_CC=delay, for its RTT; 0: not known) */
+	uint64_t rx_ns;
 
 	/* the progress thread's watchers (core/watch.h) of the socket, the
 	 * shared address's forwarding socket, retry timer and members'

@@ -25,6 +25,7 @@
 #include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dev.h"
@@ -364,6 +365,10 @@ static int open_bound(struct uroce_dev *dev, struct sockaddr_storage *addr,
 		return err;
 	}
 	uroce_mcast_tx_setup(fd, addr);
+	/* the delay control times an ACK from its arrival in the kernel,
+	 * not from when a thread got round to reading it (engine/req.c) */
+	if (dev->cc.delay)
+		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
 	/* congestion control reads the ECN bits of what arrives (a control
 	 * message in the same recvmmsg), and a capture shows them */
 	if (dev->cc.on || uroce_config()->pcap) {
@@ -660,19 +665,43 @@ void uroce_net_close(struct uroce_dev *dev)
 	dev->net.sock = -1;
 }
 
+static uint64_t ts_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+/* A kernel receive time (CLOCK_REALTIME) on the engine's clock, given
+ * both clocks read at once after the receive; 0 if it is not before them
+ * (the realtime clock was set back meanwhile). */
+static uint64_t rx_mono(uint64_t real, uint64_t real_now, uint64_t now)
+{
+	if (!real || real > real_now || real_now - real >= now)
+		return 0;
+	return now - (real_now - real);
+}
+
 /* The address a datagram came to, the size of the datagrams UDP_GRO put
- * together in it (0: a single one; GRO merges only datagrams of one TOS)
- * and, with IP_RECVTOS, its TOS. */
+ * together in it (0: a single one; GRO merges only datagrams of one TOS),
+ * with IP_RECVTOS its TOS, and with SO_TIMESTAMPNS when the kernel
+ * received it (CLOCK_REALTIME ns; 0 without). */
 static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
-		   struct sockaddr_storage *dst, int *gro_size, uint8_t *tos)
+		   struct sockaddr_storage *dst, int *gro_size, uint8_t *tos,
+		   uint64_t *real_ns)
 {
 	struct cmsghdr *c;
 
 	*dst = dev->net.local;
 	*gro_size = 0;
 	*tos = 0;
+	*real_ns = 0;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+		if (c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			*real_ns = ts_ns(&ts);
+		} else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 			memcpy(gro_size, CMSG_DATA(c), sizeof(*gro_size));
 		} else if (c->cmsg_level == IPPROTO_IP &&
 			   c->cmsg_type == IP_TOS) {
@@ -736,6 +765,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 	struct mmsghdr *msgs = rx_msgs;
 	struct uroce_rx_seg train[UROCE_RX_TRAIN_MAX];
 	int i, n, pkts, local, ntrain;
+	uint64_t real_now = 0, now = 0;
 
 	if (!rx_ready) {
 		rx_reset(RX_BATCH);
@@ -751,16 +781,26 @@ int uroce_net_poll(struct uroce_dev *dev)
 	pkts = local;
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
 	dev->net.rx->begin(dev);
+	if (dev->cc.delay) {
+		struct timespec r;
+
+		clock_gettime(CLOCK_REALTIME, &r);
+		real_now = ts_ns(&r);
+		now = uroce_now_ns();
+	}
 	for (i = 0; i < n; i++) {
 		size_t len = msgs[i].msg_len, off, seg;
 		uint16_t k = 0;
+		uint64_t real = 0;
 		int gro;
 
 		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			uroce_count(dev, UROCE_CNT_DROP_TRUNCATED, 1);
 			continue;
 		}
-		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro, &dev->net.rx_ip.tos);
+		dst_of(&msgs[i].msg_hdr, dev, &dst, &gro, &dev->net.rx_ip.tos,
+		       &real);
+		dev->net.rx_ns = rx_mono(real, real_now, now);
 		seg = gro > 0 && (size_t)gro < len ? (size_t)gro : len;
 		if (seg < len)
 			uroce_count(dev, UROCE_CNT_RX_GRO_BATCHES, 1);
@@ -790,6 +830,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 						&dst);
 	}
 	dev->net.rx_ip.tos = 0;
+	dev->net.rx_ns = 0;
 	/* (the buffers are free before the end, whose events a channel's
 	 * direct taker may handle, and receive again: engine/progress.c
 	 * uroce_progress_drain) */

@@ -238,6 +238,8 @@ struct uroce_cc_state {
 	/* delay-based control (UROCE_CC=delay) */
 	uint64_t ts_ns;	      /* the timed AckReq packet's send, 0: none */
 	uint32_t ts_psn;      /* its PSN */
+	uint64_t ack_ns;      /* when the response being handled reached
+			       * the kernel (engine/comp.c), 0: unknown */
 	bool limited;	      /* the pacer held the QP back since the
 				   * last sample (the rate was the limit) */
 	uint64_t streak_rate; /* the rate when the RTT rose above

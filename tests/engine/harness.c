@@ -18,7 +18,9 @@ struct eng *E;
 /* ---- the wire: a heap of packets ordered by (delivery time, order sent) */
 struct wpkt {
 	uint64_t at, seq;
-	uint8_t tos; /* its IP header's */
+	uint64_t arrived; /* when it reached the receiver's kernel (at, but
+			   * for a late reader: eng.read_late_ns) */
+	uint8_t tos;	  /* its IP header's */
 	size_t len;
 	uint8_t data[];
 };
@@ -120,13 +122,15 @@ static void trace_print(const struct eng_pkt *p)
 	fprintf(stderr, "\n");
 }
 
-static void wire_put(const uint8_t *data, size_t len, uint64_t at, uint8_t tos)
+static void wire_put(const uint8_t *data, size_t len, uint64_t at,
+		     uint64_t late, uint8_t tos)
 {
 	struct wpkt *w = malloc(sizeof(*w) + len);
 
 	if (!w)
 		abort();
-	w->at = at;
+	w->arrived = at;
+	w->at = at + late;
 	w->seq = wseq++;
 	w->len = len;
 	w->tos = tos;
@@ -142,7 +146,7 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	uint8_t buf[UROCE_MAX_HDR_LEN + UROCE_RING_MTU + 64];
 	size_t len = 0;
 	struct eng_pkt *p;
-	uint64_t at;
+	uint64_t at, late;
 	int i;
 
 	(void)dev;
@@ -182,9 +186,11 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	/* a congested queue on the way marks ECN-capable packets CE */
 	if (E->mark_ce && (ip.tos & UROCE_ECN_MASK) && E->mark_ce(E, p))
 		ip.tos |= UROCE_ECN_CE;
-	wire_put(buf, len, at, ip.tos);
+	/* the requester's thread reads responses late */
+	late = p->is_req ? 0 : E->read_late_ns;
+	wire_put(buf, len, at, late, ip.tos);
 	if (E->o.dup_ppm && rnd_ppm() < E->o.dup_ppm)
-		wire_put(buf, len, at + 1, ip.tos);
+		wire_put(buf, len, at + 1, late, ip.tos);
 	return 0;
 }
 
@@ -434,12 +440,15 @@ static void deliver_burst(void)
 		struct wpkt *w = heap_pop();
 
 		dev->net.rx_ip.tos = w->tos;
+		/* as net/udp.c stamps it, with the socket's timestamps */
+		dev->net.rx_ns = E->rx_stamps ? w->arrived : 0;
 		if (E->o.ring && !E->o.ring_by_udp)
 			uroce_recv_local(dev, w->data, w->len, &local, &local,
 					 0, NULL);
 		else
 			uroce_recv(dev, w->data, w->len, &local, &local, 0);
 		dev->net.rx_ip.tos = 0;
+		dev->net.rx_ns = 0;
 		free(w);
 		if (E->mid_burst)
 			E->mid_burst(E);

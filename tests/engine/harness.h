@@ -104,7 +104,13 @@ struct eng {
 	eng_filter_fn mark_ce; /* an ECN-marking queue, or NULL */
 	uint64_t extra_ns;     /* added to every packet's latency: a
 				* standing queue nobody here drains */
-	uint64_t link_free;    /* eng_opts.link_bps: when the link is
+	/* responses (to A's requests) are delivered this much after they
+	 * arrive: a requester's thread that reads them late; rx_stamps: a
+	 * delivered packet carries its arrival (dev->net.rx_ns), as a
+	 * socket with SO_TIMESTAMPNS gives it */
+	uint64_t read_late_ns;
+	bool rx_stamps;
+	uint64_t link_free; /* eng_opts.link_bps: when the link is
 				* free again; the last queueing delay of
 				* a request, and the most since reset */
 	uint64_t qdelay_ns, qdelay_max_ns;

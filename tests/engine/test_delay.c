@@ -413,6 +413,51 @@ static void t_pace_burst(void)
 		  (unsigned long long)sent);
 }
 
+/*
+ * A requester whose thread reads its ACKs late (a process waiting for a
+ * core) has not seen a queue: the RTT ends at the ACK's arrival in the
+ * kernel, which the socket's timestamp says.  300 us late on every ACK,
+ * with a 50 us target: stamped, no cut and the QP stays unpaced; the same
+ * without the stamps is cut (what the stamps are for).
+ */
+static void t_delay_read_late(void)
+{
+	struct eng_opts o = { .gso = true,
+			      .rcvbuf = ENG_RCVBUF_W256,
+			      .cc_delay_us = 50 };
+	struct uroce_qp *a;
+	double q, g;
+
+	eng_setup(&o);
+	eng_pattern();
+	a = eng_uqp(E->a);
+	E->rx_stamps = true;
+	stream(1, 0, &q, &g);
+	ENG_CHECK(a->cc.base_ns > 0 && a->cc.cuts == 0,
+		  "clean path: %llu cuts, base %.1f us",
+		  (unsigned long long)a->cc.cuts, a->cc.base_ns / 1e3);
+
+	E->read_late_ns = 300000;
+	stream(1, 100, &q, &g);
+	fprintf(stderr,
+		"late reader, stamped: %llu cuts, RTT %.1f us, base "
+		"%.1f\n",
+		(unsigned long long)a->cc.cuts, a->cc.rtt_ns / 1e3,
+		a->cc.base_ns / 1e3);
+	ENG_CHECK(a->cc.cuts == 0 && S.rate_max == 0,
+		  "cut for a late reader (%llu cuts, RTT %.1f us)",
+		  (unsigned long long)a->cc.cuts, a->cc.rtt_ns / 1e3);
+	ENG_CHECK(a->cc.rtt_ns < a->cc.base_ns + 50000, "RTT %.1f us",
+		  a->cc.rtt_ns / 1e3);
+
+	E->rx_stamps = false;
+	stream(1, 200, &q, &g);
+	fprintf(stderr, "late reader, no stamps: %llu cuts, RTT %.1f us\n",
+		(unsigned long long)a->cc.cuts, a->cc.rtt_ns / 1e3);
+	ENG_CHECK(a->cc.cuts > 0, "no cut without the stamps either");
+	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, NAREA * WR_LEN), "data");
+}
+
 /* Off (the default): no sample taken, never paced, whatever the RTT. */
 static void t_delay_off(void)
 {
@@ -428,9 +473,13 @@ static void t_delay_off(void)
 }
 
 static const struct eng_test tests[] = {
-	{ "delay_queue", t_delay_queue }, { "delay_step", t_delay_step },
-	{ "delay_cap", t_delay_cap },	  { "delay_hold", t_delay_hold },
-	{ "delay_share", t_delay_share }, { "pace_burst", t_pace_burst },
+	{ "delay_queue", t_delay_queue },
+	{ "delay_step", t_delay_step },
+	{ "delay_cap", t_delay_cap },
+	{ "delay_hold", t_delay_hold },
+	{ "delay_share", t_delay_share },
+	{ "pace_burst", t_pace_burst },
+	{ "delay_read_late", t_delay_read_late },
 	{ "delay_off", t_delay_off },
 };
 
