@@ -13,6 +13,11 @@ void uroce_clock_set(uint64_t ns)
 	atomic_store_explicit(&fake_now_ns, ns, memory_order_relaxed);
 }
 
+uint64_t uroce_timespec_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
 /* the clock id's time in ns, or the fake clock when it is set */
 static uint64_t clock_ns(clockid_t id)
 {
@@ -22,12 +27,18 @@ static uint64_t clock_ns(clockid_t id)
 	if (fake)
 		return fake;
 	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return uroce_timespec_ns(&ts);
 }
 
 uint64_t uroce_now_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* CLOCK_REALTIME: what the kernel's socket timestamps are on */
+uint64_t uroce_real_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME);
 }
 
 /* CLOCK_MONOTONIC_COARSE: a few ms coarse, and a plain read of the

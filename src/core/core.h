@@ -250,6 +250,11 @@ uint64_t uroce_now_ns(void); /* CLOCK_MONOTONIC, or the fake clock */
 /* the same a few ms coarse, cheaper (CLOCK_MONOTONIC_COARSE): for
  * checks made every so many ms, not for timers or RTTs */
 uint64_t uroce_coarse_ns(void);
+/* CLOCK_REALTIME (or the fake clock), the clock of the kernel's socket
+ * timestamps; a timespec in ns */
+uint64_t uroce_real_ns(void);
+struct timespec;
+uint64_t uroce_timespec_ns(const struct timespec *ts);
 /* the calling thread's run delay so far, in ns, and in *slices the times
  * it was put on a core (the second and third fields of its schedstat; 0
  * where the kernel keeps none): core/proc.c */
@@ -261,7 +266,6 @@ bool uroce_cpus_crowded(void);
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and
  * pthread_timedjoin_np */
-struct timespec;
 void uroce_deadline_after(struct timespec *ts, uint64_t ns);
 
 /* core/log.c: UROCE_LOG=error|warn|info|debug, off by default.  One

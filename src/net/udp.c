@@ -665,11 +665,6 @@ void uroce_net_close(struct uroce_dev *dev)
 	dev->net.sock = -1;
 }
 
-static uint64_t ts_ns(const struct timespec *ts)
-{
-	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
-}
-
 /* A kernel receive time (CLOCK_REALTIME) on the engine's clock, given
  * both clocks read at once after the receive; 0 if it is not before them
  * (the realtime clock was set back meanwhile). */
@@ -700,7 +695,7 @@ static void dst_of(struct msghdr *msg, struct uroce_dev *dev,
 			struct timespec ts;
 
 			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
-			*real_ns = ts_ns(&ts);
+			*real_ns = uroce_timespec_ns(&ts);
 		} else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 			memcpy(gro_size, CMSG_DATA(c), sizeof(*gro_size));
 		} else if (c->cmsg_level == IPPROTO_IP &&
@@ -782,10 +777,7 @@ int uroce_net_poll(struct uroce_dev *dev)
 	/* one ACK per QP for what this receive brought (engine/resp.c) */
 	dev->net.rx->begin(dev);
 	if (dev->cc.delay) {
-		struct timespec r;
-
-		clock_gettime(CLOCK_REALTIME, &r);
-		real_now = ts_ns(&r);
+		real_now = uroce_real_ns();
 		now = uroce_now_ns();
 	}
 	for (i = 0; i < n; i++) {
