@@ -110,9 +110,9 @@ struct eng {
 	 * socket with SO_TIMESTAMPNS gives it */
 	uint64_t read_late_ns;
 	bool rx_stamps;
-	uint64_t link_free; /* eng_opts.link_bps: when the link is
-				* free again; the last queueing delay of
-				* a request, and the most since reset */
+	/* eng_opts.link_bps: when the link is free again; the last
+	 * queueing delay of a request, and the most since reset */
+	uint64_t link_free;
 	uint64_t qdelay_ns, qdelay_max_ns;
 	/* the next send_runs calls that find the socket's send buffer
 	 * full (nothing sent): they fail with -sndbuf_err, -EAGAIN if 0 */
