@@ -255,13 +255,13 @@ uint64_t uroce_coarse_ns(void);
 uint64_t uroce_real_ns(void);
 struct timespec;
 uint64_t uroce_timespec_ns(const struct timespec *ts);
-/* the calling thread's run delay so far, in ns, and in *slices the times
- * it was put on a core (the second and third fields of its schedstat; 0
- * where the kernel keeps none): core/proc.c */
-uint64_t uroce_run_delay(uint64_t *slices);
-/* the last minute's load average is above the CPUs this process may use
- * (true where that cannot be read): core/proc.c */
-bool uroce_cpus_crowded(void);
+/* the calling thread's run delay so far, in ns, in *slices the times it
+ * was put on a core and in *ran its time on one, ns (the fields of its
+ * schedstat; 0 where the kernel keeps none): core/proc.c */
+uint64_t uroce_run_delay(uint64_t *slices, uint64_t *ran);
+/* the idle time so far of the CPUs this process may use, summed, in ns
+ * (false where it cannot be read): core/proc.c */
+bool uroce_cpus_idle_ns(uint64_t *idle);
 /* set the fake clock (engine tests), 0 for the real one again */
 void uroce_clock_set(uint64_t ns);
 /* ns from now on CLOCK_REALTIME, for pthread_mutex_timedlock and

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * The calling thread's run delay and the times it was put on a core
- * (core.h): the second and third fields of its
+ * The calling thread's time on a core, its run delay and the times it
+ * was put on a core (core.h): the three fields of its
  * /proc/thread-self/schedstat, read through a descriptor each thread
  * opens once, a pread a sample instead of open, read and close.  It is
  * closed when the thread exits (a key's destructor) and in a forked
  * child, whose one thread would otherwise read its parent's thread.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -42,12 +45,13 @@ static void stat_init(void)
 	pthread_atfork(NULL, NULL, stat_forked);
 }
 
-uint64_t uroce_run_delay(uint64_t *slices)
+uint64_t uroce_run_delay(uint64_t *slices, uint64_t *ran)
 {
 	unsigned long long run, delay, n;
 	char buf[96];
 
 	*slices = 0;
+	*ran = 0;
 	if (stat_fd == STAT_NONE)
 		return 0;
 	if (stat_fd < 0) {
@@ -69,38 +73,62 @@ uint64_t uroce_run_delay(uint64_t *slices)
 	    sscanf(buf, "%llu %llu %llu", &run, &delay, &n) != 3)
 		return 0;
 	*slices = n;
+	*ran = run;
 	return delay;
 }
 
 /*
- * Whether the machine has had more to run than CPUs for this process:
- * the load average of the last minute (the first field of /proc/loadavg)
- * against the CPUs it may run on.  One descriptor for the process (the
- * file is the machine's: a forked child reads the same).  True where
- * either cannot be read.
+ * The idle time of the CPUs this process may run on, summed (ns): the
+ * idle and iowait fields of their cpuN lines in /proc/stat, which the
+ * kernel keeps in clock ticks (USER_HZ).  One descriptor for the process
+ * (the file is the machine's: a forked child reads the same).  False
+ * where it cannot be read.
  */
-static int load_fd = -1;
-static int load_cpus;
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int idle_fd = -1;
+static cpu_set_t idle_set;
+static size_t idle_size;
+static long idle_hz;
+static pthread_once_t idle_once = PTHREAD_ONCE_INIT;
 
-static void load_init(void)
+static void idle_init(void)
 {
-	cpu_set_t set;
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
 
-	load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	load_cpus = sched_getaffinity(0, sizeof(set), &set) ? 0 :
-							      CPU_COUNT(&set);
+	idle_hz = sysconf(_SC_CLK_TCK);
+	if (idle_hz <= 0 || sched_getaffinity(0, sizeof(idle_set), &idle_set))
+		return;
+	/* the summary line and the cpuN lines come first, under 256 bytes
+	 * each (ten counters of at most 20 digits and a space) */
+	idle_size = (size_t)(conf > 0 ? conf + 1 : CPU_SETSIZE + 1) * 256;
+	idle_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
 }
 
-bool uroce_cpus_crowded(void)
+bool uroce_cpus_idle_ns(uint64_t *idle)
 {
-	unsigned int whole, hundredths;
-	char buf[128];
+	unsigned long long ticks = 0, f[5];
+	char *buf, *line;
+	bool any = false;
+	unsigned int cpu;
 
-	pthread_once(&load_once, load_init);
-	if (load_fd < 0 || load_cpus <= 0 ||
-	    uroce_proc_read_fd(load_fd, buf, sizeof(buf)) <= 0 ||
-	    sscanf(buf, "%u.%u", &whole, &hundredths) != 2)
-		return true;
-	return whole * 100 + hundredths > (unsigned int)load_cpus * 100;
+	pthread_once(&idle_once, idle_init);
+	if (idle_fd < 0 || !(buf = malloc(idle_size)))
+		return false;
+	if (uroce_proc_read_fd(idle_fd, buf, idle_size) > 0) {
+		for (line = buf; line; line = strchr(line, '\n')) {
+			line += *line == '\n';
+			if (strncmp(line, "cpu", 3))
+				break; /* (past the cpu lines) */
+			if (!isdigit((unsigned char)line[3]))
+				continue; /* (the summary line) */
+			if (sscanf(line, "cpu%u %llu %llu %llu %llu %llu", &cpu,
+				   &f[0], &f[1], &f[2], &f[3], &f[4]) != 6 ||
+			    cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &idle_set))
+				continue;
+			ticks += f[3] + f[4];
+			any = true;
+		}
+	}
+	free(buf);
+	*idle = ticks * (1000000000ull / (unsigned long long)idle_hz);
+	return any;
 }

@@ -575,9 +575,13 @@ static bool answer_watch(struct uroce_dev *dev, uint64_t *seen)
 static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
 {
 	if (uroce_spin_sample_due(g, now)) {
-		uint64_t slices, delay = uroce_run_delay(&slices);
+		uint64_t slices, ran, idle = 0;
+		uint64_t delay = uroce_run_delay(&slices, &ran);
 
-		uroce_spin_sample(g, now, delay, slices, uroce_cpus_crowded());
+		if (uroce_spin_idle_due(g, now))
+			uroce_spin_idle(g, now, uroce_cpus_idle_ns(&idle), idle,
+					ran);
+		uroce_spin_sample(g, now, delay, slices, g->crowded);
 	}
 	return uroce_spin_may(g, now);
 }
@@ -675,7 +679,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_dev *dev = arg;
 	struct uroce_wait_look look = { 0, 0, false };
-	struct uroce_spin_gov gov = { 0, 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov gov = { 0 };
 	struct epoll_event ev[4];
 
 	short_slice();

@@ -13,11 +13,15 @@
  * and, sampled at most every UROCE_SPIN_SAMPLE_NS, the time the thread
  * spent runnable but waiting for a core (its schedstat run delay) was
  * more than an eighth of the time since the last sample, and either the
- * machine has had more to run than CPUs (the last minute's load
- * average) or the waits were longer than UROCE_SPIN_PREEMPT_NS on
- * average (behind another task's slice, not an idle core waking: a
+ * machine is crowded or the waits were longer than UROCE_SPIN_PREEMPT_NS
+ * on average (behind another task's slice, not an idle core waking: a
  * thread that sleeps and wakes every few microseconds waits that long
- * for its core each time, which is no one else's use of it).  Then the spin
+ * for its core each time, which is no one else's use of it).  Crowded:
+ * over the last UROCE_SPIN_IDLE_NS or more, the CPUs' idle time and the
+ * thread's own time on a core came to less than half a core: what
+ * the others left it, its own use counted as free, as a spinner's core
+ * is its own (read when a sample is due and the window has passed; not
+ * crowded before the first window).  Then the spin
  * stops or does not start, and none of this governor starts for a
  * back-off that doubles at each such sign (UROCE_SPIN_BACKOFF_MIN_NS to
  * _MAX_NS), is halved by each spin that caught what it waited for, and
@@ -38,6 +42,7 @@
 #define UROCE_SPIN_BACKOFF_MAX_NS 100000000ull
 #define UROCE_SPIN_CALM_NS	  1000000000ull
 #define UROCE_SPIN_SAMPLE_NS	  1000000ull
+#define UROCE_SPIN_IDLE_NS	  250000000ull
 
 struct uroce_spin_gov {
 	uint64_t off_until; /* no spin starts before */
@@ -47,6 +52,10 @@ struct uroce_spin_gov {
 	uint64_t sampled;   /* when the run delay was last sampled */
 	uint64_t delay;	    /* ... and what it was */
 	uint64_t slices;    /* ... and the times on a core then */
+	uint64_t idled;	    /* when the CPUs' idle time was last read */
+	uint64_t idle;	    /* ... what it was */
+	uint64_t ran;	    /* ... and the thread's time on a core */
+	bool crowded;	    /* no core free for it in the last window */
 };
 
 /* a preemption seen at now: no spin for the back-off, which doubles */
@@ -83,6 +92,29 @@ static inline void uroce_spin_sample(struct uroce_spin_gov *g, uint64_t now,
 	g->sampled = now;
 	g->delay = delay;
 	g->slices = slices;
+}
+
+/* is a reading of the CPUs' idle time due? */
+static inline bool uroce_spin_idle_due(const struct uroce_spin_gov *g,
+				       uint64_t now)
+{
+	return !g->idled || now - g->idled >= UROCE_SPIN_IDLE_NS;
+}
+
+/* the CPUs' idle time (known: it could be read; crowded if not) and the
+ * thread's time on a core so far, both ns, at now: is the machine
+ * crowded for the thread since the last reading? */
+static inline void uroce_spin_idle(struct uroce_spin_gov *g, uint64_t now,
+				   bool known, uint64_t idle, uint64_t ran)
+{
+	if (!known)
+		g->crowded = true;
+	else if (g->idled)
+		g->crowded = (idle - g->idle) + (ran - g->ran) <
+			     (now - g->idled) / 2;
+	g->idled = known ? now : 0;
+	g->idle = idle;
+	g->ran = ran;
 }
 
 /* may a spin start now? */

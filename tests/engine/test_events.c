@@ -205,7 +205,7 @@ static void t_two_cqs_one_channel(void)
  * start again at once */
 static void t_spin_own_core(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0 };
 	uint64_t t = 5 * MS;
 
 	eng_setup(NULL); /* (the harness reports on its device) */
@@ -228,7 +228,7 @@ static void t_spin_own_core(void)
  * UROCE_SPIN_CALM_NS without one */
 static void t_spin_backoff(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0 };
 	uint64_t t = 5 * MS, want = UROCE_SPIN_BACKOFF_MIN_NS;
 	int i;
 
@@ -290,7 +290,7 @@ static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want
  * none (a rare preemption on an idle machine costs little) */
 static void t_spin_caught(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0 };
 	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
 
 	eng_setup(NULL);
@@ -315,7 +315,7 @@ static void t_spin_caught(void)
  * spins on; so does one that waited less */
 static void t_spin_run_delay(void)
 {
-	struct uroce_spin_gov g = { 0, 0, 0, 0, 0, 0, 0 };
+	struct uroce_spin_gov g = { 0 };
 	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS;
 	uint64_t s = UROCE_SPIN_SAMPLE_NS, d = 1000000, n = 100;
 
@@ -356,6 +356,55 @@ static void t_spin_run_delay(void)
 	ENG_CHECK(uroce_spin_may(&g, t + 2 * m), "no spin after the second");
 }
 
+/* the machine is crowded for a thread when, over a window of at least
+ * UROCE_SPIN_IDLE_NS, the CPUs' idle time and the thread's own time on
+ * a core came to less than half a core: two spinners on two cores are
+ * not crowded (each has its own), the same thread beside busy loops
+ * that leave it 0.4 of a core is, and so is a machine it could not
+ * read; a machine that was busy and is idle now is not crowded from the
+ * next window on, however long it was busy */
+static void t_spin_idle(void)
+{
+	struct uroce_spin_gov g = { 0 };
+	uint64_t t = 5 * MS, w = UROCE_SPIN_IDLE_NS, idle = 7 * w, ran = w;
+
+	eng_setup(NULL);
+	ENG_CHECK(uroce_spin_idle_due(&g, t), "no first reading");
+	uroce_spin_idle(&g, t, true, idle, ran);
+	ENG_CHECK(!g.crowded, "crowded before a window");
+	ENG_CHECK(!uroce_spin_idle_due(&g, t + w - 1), "a reading too soon");
+	ENG_CHECK(uroce_spin_idle_due(&g, t + w), "no reading due");
+	/* two spinners, two cores: nothing idle, the thread ran 0.9 of it */
+	t += w;
+	ran += w / 10 * 9;
+	uroce_spin_idle(&g, t, true, idle, ran);
+	ENG_CHECK(!g.crowded, "its own core read as crowded");
+	/* busy loops and a peer beside it: 0.4 of a core for the thread,
+	 * for many windows */
+	for (int i = 0; i < 240; i++) {
+		t += w;
+		ran += w / 5 * 2;
+		uroce_spin_idle(&g, t, true, idle, ran);
+		ENG_CHECK(g.crowded, "window %d: 0.4 of a core read as free", i);
+	}
+	/* the others left: a core and a half idle while it slept */
+	t += w;
+	idle += w / 2 * 3;
+	uroce_spin_idle(&g, t, true, idle, ran);
+	ENG_CHECK(!g.crowded, "an idle machine read as crowded");
+	/* a quarter of a core idle, a quarter its own: half, not less */
+	t += w;
+	idle += w / 4;
+	ran += w / 4;
+	uroce_spin_idle(&g, t, true, idle, ran);
+	ENG_CHECK(!g.crowded, "half a core read as crowded");
+	/* a machine it cannot read is crowded, and read again at once */
+	uroce_spin_idle(&g, t + 1, false, 0, ran);
+	ENG_CHECK(g.crowded, "an unreadable machine read as free");
+	ENG_CHECK(uroce_spin_idle_due(&g, t + 2),
+		  "no reading after a failed one");
+}
+
 static const struct eng_test tests[] = {
 	{ "arm_then_completion", t_arm_then_completion },
 	{ "completion_then_arm", t_completion_then_arm },
@@ -365,6 +414,7 @@ static const struct eng_test tests[] = {
 	{ "spin_backoff", t_spin_backoff },
 	{ "spin_caught", t_spin_caught },
 	{ "spin_run_delay", t_spin_run_delay },
+	{ "spin_idle", t_spin_idle },
 };
 
 int main(int argc, char **argv)
