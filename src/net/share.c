@@ -743,9 +743,14 @@ void uroce_share_watch(struct uroce_dev *dev)
 
 	if (!sh)
 		return;
-	dev->net.share_fwd_w.fn = uroce_share_fwd_ready;
-	dev->net.share_retry_w.fn = uroce_share_retry_ready;
-	dev->net.share_member_w.fn = uroce_share_member_ready;
+	/* once: a rebind watches the new share while the progress thread
+	 * may still dispatch these watchers for the old one (a store of the
+	 * same callbacks would race with its read of them) */
+	if (!dev->net.share_fwd_w.fn) {
+		dev->net.share_fwd_w.fn = uroce_share_fwd_ready;
+		dev->net.share_retry_w.fn = uroce_share_retry_ready;
+		dev->net.share_member_w.fn = uroce_share_member_ready;
+	}
 	pthread_mutex_lock(&sh->mu);
 	sh->epfd = dev->prog.epfd;
 	uroce_watcher_add(sh->epfd, &dev->net.share_fwd_w, sh->fwd_fd, EPOLLIN);
