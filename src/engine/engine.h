@@ -152,6 +152,9 @@ struct uroce_ack_hold {
 	/* the deadline a hold set the device timer to (0: none); a reply
 	 * that takes the ACKs withdraws it (engine/resp.c) */
 	uint64_t timer_ns;
+	/* when a timer pass must send the held ACKs (0: the progress
+	 * thread's planned wake does), which the timer, set afresh, keeps */
+	uint64_t by_ns;
 };
 
 /* who watches the socket (engine/progress.c): the progress thread's
@@ -235,6 +238,8 @@ struct uroce_progress {
 	bool running;		    /* thread started, not yet joined */
 	_Atomic bool stopping;	    /* uroce_progress_stop asked */
 	uint64_t armed_deadline_ns; /* what timerfd is set to, 0 = none */
+	uint64_t early_ns;	    /* the armed deadline last set afresh early
+			    * (uroce_timer_arm: once each) */
 	/* the same, for a thread that reads it without dev->lock: an
 	 * application's poll runs what came due (uroce_progress_poll); 0
 	 * while a pass runs */

@@ -50,14 +50,6 @@ static void set_timer(struct uroce_dev *dev, uint64_t deadline_ns)
 	timerfd_settime(dev->prog.timerfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
-void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
-{
-	uroce_assert_held(&dev->lock);
-	if (!dev->prog.armed_deadline_ns ||
-	    deadline_ns < dev->prog.armed_deadline_ns)
-		set_timer(dev, deadline_ns);
-}
-
 /*
  * A deadline that is set and then not wanted (an ACK held for a reply
  * that took it) would still wake the thread when it comes: a timer pass
@@ -79,6 +71,11 @@ void uroce_timer_withdraw(struct uroce_dev *dev, uint64_t deadline_ns)
 	if (dev->prog.armed_deadline_ns != deadline_ns ||
 	    dev->prog.cq_overrun_pending || dev->obj.ntimed > WITHDRAW_MAX_TIMED)
 		return;
+	/* (ACKs still held keep their pass; flush_held_acks clears the
+	 * mark before it withdraws the timer of theirs) */
+	if (atomic_load_explicit(&dev->ack.held, memory_order_relaxed) &&
+	    dev->ack.by_ns && (!next || dev->ack.by_ns < next))
+		next = dev->ack.by_ns;
 	for (i = 0; i < dev->obj.ntimed; i++) {
 		uint64_t d = uroce_req_next_deadline(dev->obj.timed[i]);
 
@@ -87,6 +84,37 @@ void uroce_timer_withdraw(struct uroce_dev *dev, uint64_t deadline_ns)
 	}
 	if (next != deadline_ns)
 		set_timer(dev, next);
+}
+
+/*
+ * The timer waits for the earliest deadline set, and a deadline that
+ * moves later does not move it (a system call a send): a tail-loss
+ * probe's moves with every send and its ACK clears it without one.  So
+ * in a ping-pong the timer, still set for a probe answered long ago,
+ * woke the progress thread about once a millisecond for nothing
+ * (docs/progress.md, "The timer's idle wake-ups").  A thread that arms a
+ * deadline within TIMER_EARLY_NS of the armed one (a post: awake anyway)
+ * sets the timer afresh for the earliest deadline left, once for each
+ * armed deadline: one system call in place of another thread's wake-up.
+ */
+#define TIMER_EARLY_NS 200000
+
+void uroce_timer_arm(struct uroce_dev *dev, uint64_t deadline_ns)
+{
+	uint64_t armed = dev->prog.armed_deadline_ns, now;
+
+	uroce_assert_held(&dev->lock);
+	if (!armed || deadline_ns < armed) {
+		set_timer(dev, deadline_ns);
+		return;
+	}
+	if (dev->prog.early_ns == armed)
+		return;
+	now = uroce_now_ns();
+	if (armed > now && armed - now <= TIMER_EARLY_NS) {
+		dev->prog.early_ns = armed;
+		uroce_timer_withdraw(dev, armed);
+	}
 }
 
 void uroce_qp_timer_arm(struct uroce_qp *qp, uint64_t deadline_ns)

@@ -241,6 +241,7 @@ static void flush_held_acks(struct uroce_dev *dev)
 	uint32_t i;
 
 	atomic_store_explicit(&dev->ack.held, false, memory_order_relaxed);
+	dev->ack.by_ns = 0;
 	/* (the timer the hold set: nothing is held now) */
 	if (dev->ack.timer_ns) {
 		uroce_timer_withdraw(dev, dev->ack.timer_ns);
@@ -285,6 +286,7 @@ static void hold_for_post(struct uroce_dev *dev)
 	/* (no system call unless nothing earlier is armed; a reply that
 	 * takes the ACKs withdraws it, flush_held_acks) */
 	by = now + UROCE_ACK_HOLD_NS;
+	dev->ack.by_ns = by;
 	uroce_timer_arm(dev, by);
 	if (dev->prog.armed_deadline_ns == by)
 		dev->ack.timer_ns = by;

@@ -381,6 +381,72 @@ static void t_random_loss(void)
 		  (unsigned long long)eng_cnt(UROCE_CNT_TIMEOUTS));
 }
 
+/* ---- the timer set afresh by a send near it (engine/progress.c,
+ * uroce_timer_arm) ---- */
+
+/* one 2-byte SEND each way, A first, each answered before the next; the
+ * receives are posted first (a receive posted to an empty queue sends a
+ * credit ACK, whose hold sets the timer afresh anyway) */
+static void ping_pong(unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i <= n; i++) {
+		eng_post_recv(E->b, 10, 0, 64);
+		eng_post_recv(E->a, 20, 4096, 64);
+	}
+	for (i = 0; i < n; i++) {
+		eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+		eng_wait(1, 1);
+		ENG_CHECK(eng_run(eng_all_done, 10 * MS), "ping %u", i);
+		eng_post_send(E->b, IBV_WR_SEND, 2, 4096, 2, 0, 0);
+		eng_wait(1, 1);
+		ENG_CHECK(eng_run(eng_all_done, 10 * MS), "pong %u", i);
+	}
+}
+
+/* each send sets a tail-loss probe (1 ms at least) and its ACK clears
+ * it, so the timer waits for a probe answered long ago: a send within
+ * TIMER_EARLY_NS of it sets it for what is left instead, and a ping-pong
+ * of several milliseconds has no timer pass at all */
+static void t_timer_early(void)
+{
+	start(NULL, NULL);
+	ping_pong(100);
+	ENG_CHECK(E->now - t0 > 3 * MS, "the ping-pong took %.3f ms only",
+		  (double)(E->now - t0) / 1e6);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TIMER_PASSES) == 0,
+		  "%llu timer passes (%llu for nothing)",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMER_PASSES),
+		  (unsigned long long)eng_cnt(UROCE_CNT_TIMER_IDLE_PASSES));
+}
+
+/* the tail of a ping-pong whose timer was set afresh is still probed in
+ * time: A's last SEND is lost */
+static bool drop_last_ping(struct eng *e, const struct eng_pkt *p)
+{
+	(void)e;
+	return p->is_req && p->dqpn == E->b->qp_num && !eng_times_sent(p);
+}
+
+static void t_timer_early_probe(void)
+{
+	start(NULL, NULL);
+	ping_pong(60);
+	t0 = E->now;
+	E->filter = drop_last_ping;
+	eng_post_send(E->a, IBV_WR_SEND, 1, 0, 2, 0, 0);
+	eng_wait(1, 1);
+	ENG_CHECK(eng_run(eng_all_done, 100 * MS), "the lost ping never came");
+	eng_expect_ok(&E->wc_a[0], 1);
+	ENG_CHECK(eng_cnt(UROCE_CNT_TLP_PROBES) == 1, "%llu probes",
+		  (unsigned long long)eng_cnt(UROCE_CNT_TLP_PROBES));
+	/* the probe's floor and a round trip, not a late timer */
+	ENG_CHECK(E->now - t0 < 2 * MS, "recovered in %.3f ms",
+		  (double)(E->now - t0) / 1e6);
+	expect_rtt_scale();
+}
+
 static const struct eng_test tests[] = {
 	{ "rtt_estimate", t_rtt_estimate },
 	{ "rtt_karn", t_rtt_karn },
@@ -395,6 +461,8 @@ static const struct eng_test tests[] = {
 	{ "dead_peer", t_dead_peer },
 	{ "farewell_ack", t_farewell_ack },
 	{ "random_loss", t_random_loss },
+	{ "timer_early", t_timer_early },
+	{ "timer_early_probe", t_timer_early_probe },
 };
 
 int main(int argc, char **argv)
