@@ -149,11 +149,10 @@ struct uroce_ack_hold {
 	bool stream;
 	uint32_t nack_pending;
 	uint32_t ack_pending[UROCE_ACK_PENDING_MAX];
-	/* the deadline a hold set the device timer to (0: none); a reply
-	 * that takes the ACKs withdraws it (engine/resp.c) */
-	uint64_t timer_ns;
-	/* when a timer pass must send the held ACKs (0: the progress
-	 * thread's planned wake does), which the timer, set afresh, keeps */
+	/* when a timer pass must send the held ACKs by (0: nothing held,
+	 * or the progress thread's planned wake sends them): the timer is
+	 * armed for it or earlier and keeps it when set afresh; a reply that
+	 * takes the ACKs withdraws it if it is the one armed (engine/resp.c) */
 	uint64_t by_ns;
 };
 

@@ -149,7 +149,6 @@ void uroce_timers_run(struct uroce_dev *dev)
 	uroce_count(dev, UROCE_CNT_TIMER_PASSES, 1);
 	uroce_count(dev, UROCE_CNT_TIMER_IDLE_PASSES, idle);
 	armed_set(dev, 0);
-	dev->ack.timer_ns = 0; /* (a hold's, if it was this one) */
 	if (dev->prog.cq_overrun_pending)
 		uroce_cq_overrun_sweep(dev);
 	/* ACKs held for a post that did not come (UROCE_ACK_HOLD_NS) */

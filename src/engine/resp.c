@@ -241,11 +241,10 @@ static void flush_held_acks(struct uroce_dev *dev)
 	uint32_t i;
 
 	atomic_store_explicit(&dev->ack.held, false, memory_order_relaxed);
-	dev->ack.by_ns = 0;
-	/* (the timer the hold set: nothing is held now) */
-	if (dev->ack.timer_ns) {
-		uroce_timer_withdraw(dev, dev->ack.timer_ns);
-		dev->ack.timer_ns = 0;
+	/* (the timer the hold needed: nothing is held now) */
+	if (dev->ack.by_ns) {
+		uroce_timer_withdraw(dev, dev->ack.by_ns);
+		dev->ack.by_ns = 0;
 	}
 	uroce_xmit_begin(dev);
 	for (i = 0; i < dev->ack.nack_pending; i++) {
@@ -288,8 +287,6 @@ static void hold_for_post(struct uroce_dev *dev)
 	by = now + UROCE_ACK_HOLD_NS;
 	dev->ack.by_ns = by;
 	uroce_timer_arm(dev, by);
-	if (dev->prog.armed_deadline_ns == by)
-		dev->ack.timer_ns = by;
 }
 
 /*
