@@ -163,6 +163,8 @@
 	/* engine/progress.c: who woke for packets (docs/events.md) */ \
 	X(PROG_WAKEUPS, \
 	  "prog_wakeups") /* the progress thread woke to packets */ \
+	X(APP_TAKEOVERS, \
+	  "app_takeovers") /* a spinning poll took the socket from it */ \
 	X(WAIT_SLEEPS, "wait_sleeps") /* a thread in ibv_get_cq_event slept */ \
 	X(WAIT_RX, "wait_rx")	      /* ... woke to packets and took them */ \
 	X(WAIT_SPIN_RX, \

@@ -74,6 +74,7 @@ static void dev_init(void)
 	dev->prog.app_epfd = -1;
 	dev->prog.timerfd = -1;
 	dev->prog.wakefd = -1;
+	dev->prog.lookfd = -1;
 	dev->port.lid_fd = -1;
 	dev->net.active_mtu = IBV_MTU_1024;
 	/* a device alone on its address; net/udp.c narrows it when shared */

@@ -188,6 +188,8 @@ struct uroce_wait_marks {
 	uint32_t wait_gen;    /* ... */
 	uint64_t app_rx_ns;   /* ... */
 	uint64_t handback_ns; /* ... */
+	bool looker;	      /* the looker looks while the application
+			       * receives (dev->prog.looking) */
 };
 
 #define UROCE_WAIT_FOREVER UINT64_MAX
@@ -232,6 +234,12 @@ struct uroce_progress {
 	int sock_epfd; /* the socket, the bell and epfd */
 	int timerfd;
 	int wakefd; /* eventfd: wake the progress thread */
+	/* the looker: a thread at SCHED_IDLE that looks every APP_WAIT_NS
+	 * while the watch is APP (docs/progress.md, "The looker") */
+	pthread_t looker;
+	bool looking;		    /* started, not yet joined */
+	int lookfd;		    /* eventfd: wake the looker */
+	_Atomic bool looker_asleep; /* ... which sleeps on it */
 	/* (core/watch.h; epfd's, in sock_epfd and app_epfd, is expanded) */
 	struct uroce_watcher timer_w, wake_w, epfd_w;
 	bool running;		    /* thread started, not yet joined */
@@ -394,6 +402,23 @@ bool uroce_progress_watch_may(enum uroce_watch from, enum uroce_watch to);
 /* the application may stop polling now (it found only send
  * completions, or arms a CQ to sleep): the thread watches the socket */
 void uroce_progress_sock_handback(struct uroce_dev *dev);
+/* wake the progress thread (its eventfd) */
+void uroce_progress_wake(struct uroce_dev *dev);
+/* the application no longer receives for itself (the plan's APP test
+ * fails: no empty poll within APP_POLL_NS, or a hand-back) */
+bool uroce_progress_app_stopped(struct uroce_dev *dev);
+
+/* engine/looker.c: looks every UROCE_APP_WAIT_NS while the watch is APP
+ * (docs/progress.md, "The looker") */
+#define UROCE_APP_WAIT_NS 200000
+void uroce_looker_start(struct uroce_dev *dev);
+/* wake it: the watch is APP now */
+void uroce_looker_wake(struct uroce_dev *dev);
+/* (dev->prog.stopping set) stop it; 0, or pthread_join's error */
+int uroce_looker_join(struct uroce_dev *dev, const struct timespec *until);
+/* an application thread polled its CQ and found it empty, at now: it
+ * receives for itself, and takes the socket from a thread asleep on it */
+void uroce_progress_app_polled(struct uroce_dev *dev, uint64_t now);
 void uroce_progress_arm(struct uroce_dev *dev);
 /* an application thread waits until fd (its completion channel) is
  * readable or ready(arg) > 0, receiving for the device meanwhile (and,

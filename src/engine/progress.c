@@ -238,7 +238,7 @@ void uroce_progress_arm(struct uroce_dev *dev)
  * taken to come back (a receive loop); if it does not, the socket waits
  * at most APP_WAIT_NS for the thread.
  */
-#define APP_WAIT_NS 200000
+#define APP_WAIT_NS UROCE_APP_WAIT_NS
 
 /*
  * An application that handed the socket back keeps it handed back for
@@ -380,7 +380,8 @@ struct uroce_wait_plan uroce_progress_plan(struct uroce_wait_look *look,
 		p.watch = UROCE_WATCH_APP;
 		p.timeout_ns = APP_WAIT_NS;
 	}
-	if (p.watch == UROCE_WATCH_IDLE || p.watch == UROCE_WATCH_SOCK)
+	if (p.watch == UROCE_WATCH_IDLE || p.watch == UROCE_WATCH_SOCK ||
+	    (p.watch == UROCE_WATCH_APP && m->looker))
 		p.timeout_ns = UROCE_WAIT_FOREVER;
 	if (!m->sleep)
 		p.timeout_ns = 0;
@@ -422,6 +423,20 @@ static void marks_of(struct uroce_dev *dev, bool sleep, bool take_back,
 	m->app_rx_ns = atomic_load(&dev->prog.app_rx_ns);
 	m->handback_ns = atomic_load_explicit(&dev->prog.handback_ns,
 					      memory_order_relaxed);
+	m->looker = dev->prog.looking;
+}
+
+void uroce_progress_wake(struct uroce_dev *dev)
+{
+	wake_thread(dev);
+}
+
+bool uroce_progress_app_stopped(struct uroce_dev *dev)
+{
+	struct uroce_wait_marks m;
+
+	marks_of(dev, true, false, &m);
+	return !app_receives(&m);
 }
 
 /* (the time it wakes by, published first: a held ACK rides that look,
@@ -433,7 +448,11 @@ static int wait_on(struct uroce_dev *dev, int epfd, struct epoll_event *ev,
 	int n;
 
 	if (timeout_ns == UROCE_WAIT_FOREVER || !timeout_ns) {
-		uroce_progress_sleep_by(dev, 0);
+		/* (the looker's look stands for ours: its promise stays) */
+		if (epfd != dev->prog.app_epfd || !timeout_ns)
+			uroce_progress_sleep_by(dev, 0);
+		else if (atomic_load(&dev->ack.held))
+			uroce_ack_release_unlocked(dev);
 		return uroce_epoll_wait(epfd, ev, max, timeout_ns ? -1 : 0);
 	}
 	uroce_progress_sleep_by(dev, uroce_now_ns() + timeout_ns);
@@ -482,6 +501,8 @@ static int wait_events(struct uroce_dev *dev, struct epoll_event *ev, int max,
 			watch_to(dev, p.watch);
 		}
 	}
+	if (p.watch == UROCE_WATCH_APP)
+		uroce_looker_wake(dev);
 	epfd = p.watch == UROCE_WATCH_SOCK ? dev->prog.sock_epfd :
 	       p.watch == UROCE_WATCH_APP  ? dev->prog.app_epfd :
 					     dev->prog.epfd;
@@ -872,6 +893,40 @@ static void app_timers(struct uroce_dev *dev, uint64_t now)
 	}
 }
 
+/*
+ * An application thread's empty poll, marked for the thread (marked even
+ * when the thread has the socket: it then hands over).  The thread plans
+ * its sleep as it goes to sleep (wait_events): one that planned to watch
+ * the socket, nobody polling then, stays asleep on it when an application
+ * begins to spin on its CQ.  Each datagram wakes it, the application takes
+ * the datagram first, and the kernel puts the thread back to sleep inside
+ * epoll_wait, so that it never plans again; meanwhile each wake-up takes
+ * a core from a spinning thread (ib_send_lat between two namespaces:
+ * docs/progress.md, "Who receives when").  So a poll that finds the
+ * thread on the socket while this application spins (its previous empty
+ * poll within APP_POLL_NS, and no hand-back, an arm's included, within
+ * HANDBACK_NS: what app_receives asks) moves the watch to APP and wakes
+ * the thread once, to plan again.  The mark first, then the watch: a
+ * thread that stores its watch after this read is woken by the next poll.
+ */
+void uroce_progress_app_polled(struct uroce_dev *dev, uint64_t now)
+{
+	uint64_t prev;
+
+	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
+	prev = atomic_exchange(&dev->prog.app_rx_ns, now);
+	if (atomic_load(&dev->prog.watch) != UROCE_WATCH_SOCK || !prev ||
+	    now - prev > APP_POLL_NS ||
+	    now - atomic_load_explicit(&dev->prog.handback_ns,
+				       memory_order_relaxed) <=
+		    HANDBACK_NS)
+		return;
+	if (watch_cas(dev, UROCE_WATCH_SOCK, UROCE_WATCH_APP)) {
+		uroce_count(dev, UROCE_CNT_APP_TAKEOVERS, 1);
+		wake_thread(dev);
+	}
+}
+
 void uroce_progress_poll(struct uroce_dev *dev)
 {
 	uint64_t now;
@@ -880,10 +935,8 @@ void uroce_progress_poll(struct uroce_dev *dev)
 
 	if (!dev->net_up || uroce_net_sock(dev) < 0)
 		return;
-	/* (marked even when the thread has the socket: it then hands over) */
 	now = uroce_now_ns();
-	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
-	atomic_store_explicit(&dev->prog.app_rx_ns, now, memory_order_relaxed);
+	uroce_progress_app_polled(dev, now);
 	uroce_progress_empty_poll(dev);
 	if (pthread_mutex_trylock(&dev->prog.rx_lock)) {
 		app_timers(dev, now);
@@ -1343,8 +1396,15 @@ int uroce_progress_start(struct uroce_dev *dev)
 	if (err)
 		return err;
 
+	/* (without the looker the thread looks itself, as it did) */
+	uroce_looker_start(dev);
 	err = uroce_thread_create(&dev->prog.thread, 0, progress_main, dev);
 	dev->prog.running = !err;
+	if (err) {
+		atomic_store(&dev->prog.stopping, true);
+		uroce_looker_join(dev, NULL);
+		atomic_store(&dev->prog.stopping, false);
+	}
 	return -err;
 }
 
@@ -1360,14 +1420,16 @@ void uroce_rx_resume(struct uroce_dev *dev)
 	pthread_mutex_unlock(&dev->prog.rx_lock);
 }
 
-/* close what uroce_progress_start opened (no thread runs on them) */
+/* close what uroce_progress_start opened (no thread runs on them; a
+ * looker still running keeps the two it writes and reads) */
 static void close_fds(struct uroce_dev *dev)
 {
 	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
-		       &dev->prog.epfd, &dev->prog.timerfd, &dev->prog.wakefd };
-	size_t i;
+		       &dev->prog.epfd,	     &dev->prog.timerfd,
+		       &dev->prog.wakefd,    &dev->prog.lookfd };
+	size_t i, n = UROCE_ARRAY_SIZE(fds) - (dev->prog.looking ? 2 : 0);
 
-	for (i = 0; i < UROCE_ARRAY_SIZE(fds); i++) {
+	for (i = 0; i < n; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 		*fds[i] = -1;
@@ -1394,6 +1456,9 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 			  strerror(err));
 		return -err;
 	}
+	/* (a looker that did not stop in time, at exit: the rest goes
+	 * on, and close_fds leaves it its descriptors) */
+	uroce_looker_join(dev, until);
 	dev->prog.running = false;
 	atomic_store(&dev->prog.stopping, false);
 	close_fds(dev);

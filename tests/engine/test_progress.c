@@ -168,6 +168,71 @@ static void t_write_imm_on_ring_hands_back(void)
 		  "on a ring, a WRITE with immediate's completion kept it");
 }
 
+/* ---- SOCK -> APP: an application that spins on an empty CQ takes the
+ * socket from a thread asleep on it, which every datagram the
+ * application takes first would wake, and wakes it once to plan again;
+ * not at a single poll, not within HANDBACK_NS of a hand-back, never a
+ * waiter's watch (docs/progress.md, "Who receives when") ---- */
+
+static uint64_t woken(int efd)
+{
+	uint64_t v = 0;
+
+	return read(efd, &v, sizeof(v)) == sizeof(v) ? v : 0;
+}
+
+static void polled(uint64_t after)
+{
+	E->now += after;
+	uroce_clock_set(E->now);
+	uroce_progress_app_polled(dev(), E->now);
+}
+
+static void t_spin_takes_socket(void)
+{
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), i;
+
+	eng_setup(NULL);
+	ENG_CHECK(efd >= 0, "eventfd");
+	dev()->prog.wakefd = efd;
+	set_watch(UROCE_WATCH_SOCK);
+	polled(5 * MS);
+	ENG_CHECK(watch() == UROCE_WATCH_SOCK && !woken(efd),
+		  "one poll took the socket");
+	polled(100 * 1000);
+	ENG_CHECK(watch() == UROCE_WATCH_APP, "watch %d, not APP", watch());
+	ENG_CHECK(woken(efd) == 1, "the thread not woken once");
+	ENG_CHECK(eng_cnt(UROCE_CNT_APP_TAKEOVERS) == 1, "%llu takeovers",
+		  (unsigned long long)eng_cnt(UROCE_CNT_APP_TAKEOVERS));
+	polled(1000);
+	ENG_CHECK(watch() == UROCE_WATCH_APP && !woken(efd),
+		  "a poll woke the thread that left the socket already");
+	/* a hand-back (an arm's too) keeps the socket the thread's for
+	 * HANDBACK_NS, however fast the polls come */
+	uroce_progress_sock_handback(dev());
+	(void)woken(efd);
+	for (i = 0; i < 20; i++)
+		polled(50 * 1000);
+	ENG_CHECK(watch() == UROCE_WATCH_SOCK && !woken(efd),
+		  "taken within HANDBACK_NS of a hand-back");
+	polled(1000);
+	ENG_CHECK(watch() == UROCE_WATCH_APP && woken(efd) == 1,
+		  "not taken HANDBACK_NS after the hand-back");
+	/* polls too far apart: no spin */
+	set_watch(UROCE_WATCH_SOCK);
+	polled(100 * 1000 + 1);
+	ENG_CHECK(watch() == UROCE_WATCH_SOCK, "taken by polls 100 us apart");
+	/* a waiter's watch is the waiter's */
+	set_watch(UROCE_WATCH_WAITER);
+	polled(1000);
+	ENG_CHECK(watch() == UROCE_WATCH_WAITER && !woken(efd),
+		  "a poll moved a waiter's watch");
+	ENG_CHECK(eng_cnt(UROCE_CNT_APP_TAKEOVERS) == 2, "%llu takeovers",
+		  (unsigned long long)eng_cnt(UROCE_CNT_APP_TAKEOVERS));
+	dev()->prog.wakefd = -1;
+	close(efd);
+}
+
 /* ---- the thread's wait: uroce_progress_plan on the fake clock ----
  * (docs/progress.md's constants: WAITER_NS and APP_WAIT_NS 200 us,
  * APP_POLL_NS 100 us, HANDBACK_NS 1 ms) */
@@ -250,6 +315,14 @@ static void t_plan_app(void)
 	m.handback_ns = E->now - 2 * MS;
 	p = uroce_progress_plan(&look, &m);
 	PLAN_CHECK(p, UROCE_WATCH_APP, APP_WAIT_NS);
+	/* with the looker running the thread sleeps until woken (the
+	 * looker looks); a ring with packets is still a look now */
+	m.looker = true;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_APP, UROCE_WAIT_FOREVER);
+	m.sleep = false;
+	p = uroce_progress_plan(&look, &m);
+	PLAN_CHECK(p, UROCE_WATCH_APP, 0);
 }
 
 /* a waiter sleeps: the thread leaves it the packets, and takes them
@@ -394,6 +467,7 @@ static const struct eng_test tests[] = {
 	{ "poll_done_clears_polling", t_poll_done_clears_polling },
 	{ "write_imm_keeps_socket", t_write_imm_keeps_socket },
 	{ "write_imm_on_ring_hands_back", t_write_imm_on_ring_hands_back },
+	{ "spin_takes_socket", t_spin_takes_socket },
 	{ "plan_sock", t_plan_sock },
 	{ "plan_app", t_plan_app },
 	{ "plan_waiter", t_plan_waiter },
