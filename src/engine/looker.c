@@ -100,11 +100,14 @@ void uroce_looker_start(struct uroce_dev *dev)
 	int err;
 
 	dev->prog.lookfd = eventfd(0, EFD_CLOEXEC);
-	dev->prog.looking = dev->prog.lookfd >= 0 &&
-			    !uroce_thread_create(&dev->prog.looker, 0,
-						 looker_main, dev);
-	if (!dev->prog.looking)
+	if (dev->prog.lookfd < 0)
 		return;
+	/* (before the thread, which reads it) */
+	dev->prog.looking = true;
+	if (uroce_thread_create(&dev->prog.looker, 0, looker_main, dev)) {
+		dev->prog.looking = false;
+		return;
+	}
 	/* (from here: at SCHED_IDLE before the device is up) */
 	err = pthread_setschedparam(dev->prog.looker, SCHED_IDLE, &sp);
 	if (err)

@@ -8,11 +8,13 @@
  *   - after ibv_open_device exactly one thread of the process is at
  *     SCHED_IDLE (the looker);
  *   - 300 ms of polls of an empty CQ: the looker looked (it switched),
- *     the other threads of the device slept (at most 400 switches; the
- *     progress thread that looked itself made about 1 500.  A few
- *     dozen are the application's: descheduled for 100 us, it is taken
- *     to have stopped polling, the looker wakes the thread, which takes
- *     the socket, and the next poll takes it back);
+ *     the other threads of the device slept: at most 100 switches, and 4
+ *     more for each poll that came over 100 us after the one before (a
+ *     poll that late makes the application look stopped: the looker
+ *     wakes the thread, which takes the socket, and the next polls give
+ *     it back, two switches).  The progress thread that looked itself made
+ *     about 1 500.  (Not under TSan, scripts/test: its own thread and
+ *     its slower polls wake more.)
  *   - the CQ armed (the socket handed back): the looker sleeps (at most
  *     3 switches in the next 300 ms; it looked about 1 500 times).
  */
@@ -103,11 +105,11 @@ int main(void)
 	struct thr t0[MAX_THREADS], t1[MAX_THREADS];
 	struct ibv_comp_channel *ch;
 	struct ibv_context *ctx;
-	unsigned long others = 0;
+	unsigned long others = 0, late = 0;
 	int n, i, looker = -1;
 	struct ibv_wc wc;
 	struct ibv_cq *cq;
-	double end;
+	double end, last;
 
 	if (!list || !list[0] || !(ctx = ibv_open_device(list[0])))
 		die("no device");
@@ -128,19 +130,26 @@ int main(void)
 	if (looker < 0)
 		die("no thread at SCHED_IDLE among %d", n);
 
-	for (end = now_s() + 0.3; now_s() < end;)
+	for (last = now_s(), end = last + 0.3; last < end;) {
+		double t;
+
 		if (ibv_poll_cq(cq, 1, &wc) != 0)
 			die("a completion on an idle CQ");
+		t = now_s();
+		late += t - last > 100e-6;
+		last = t;
+	}
 	if (threads(t1) != n || t1[looker].tid != t0[looker].tid)
 		die("threads came or went while polling");
 	for (i = 0; i < n; i++)
 		if (i != looker)
 			others += t1[i].vcsw - t0[i].vcsw;
-	printf("300 ms of polls: looker %lu switches, the others %lu\n",
-	       t1[looker].vcsw - t0[looker].vcsw, others);
+	printf("300 ms of polls (%lu over 100 us late): looker %lu switches, "
+	       "the others %lu\n",
+	       late, t1[looker].vcsw - t0[looker].vcsw, others);
 	if (t1[looker].vcsw == t0[looker].vcsw)
 		die("the looker did not look");
-	if (others > 400)
+	if (others > 100 + 4 * late)
 		die("the device's other threads woke %lu times", others);
 
 	/* armed: the thread watches the socket, the looker sleeps (it ends
