@@ -104,6 +104,12 @@ class BaselinesTest(unittest.TestCase):
         self.assertEqual(parsers.memcpy_bw(sample("memcpy_bw.txt")),
                          {"bytes": 394133504, "gbps": 27.529})
 
+    def test_neighbour(self):
+        self.assertEqual(parsers.neighbour(
+            "neighbour: cpu_s 4.912 wall_s 5.000 longest_stall_s 0.0040\n"),
+            {"cpu_s": 4.912, "wall_s": 5.0, "stall_s": 0.004})
+        self.assertIsNone(parsers.neighbour("neighbour: setsid: not permitted\n"))
+
     def test_idle(self):
         self.assertEqual(parsers.idle_rss(sample("idle_qps.txt")), [1616, 2060, 2060])
         self.assertIsNone(parsers.idle_rss("ready qps=16 depth=128\n"))

@@ -179,6 +179,27 @@ class EventsSectionTest(unittest.TestCase):
         self.assertNotIn("## Event-driven", render({}))
 
 
+class NeighbourSectionTest(unittest.TestCase):
+    """A neighbour in another session (docs/progress.md, "The looker"):
+    per ping-pong, the median and least share of a core, the median and
+    longest stall in ms."""
+
+    def test_section(self):
+        def n(share, stall):
+            return {"cpu_s": share * 5, "wall_s": 5.0, "stall_s": stall, "share": share}
+        text = render({"local/neighbour": {
+            "udp_spin": [n(0.98, 0.004), n(0.96, 0.006), n(0.97, 0.005)],
+            "uroce": [n(0.40, 2.5), n(0.95, 0.01)]}})
+        head = "## A neighbour in another session — local"
+        self.assertEqual(text.count(head), 1)
+        table = text.split(head, 1)[1].split("| beside", 1)[1].split("\n\n", 1)[0]
+        rows = [line for line in table.splitlines() if line.startswith("| ")]
+        self.assertEqual(rows, [
+            "| the spinning UDP ping-pong | 3 | 0.97, 0.96 | 5.00 ms, 6.00 ms |",
+            "| ib_send_lat over uroce | 2 | 0.68, 0.40 | 1255 ms, 2500 ms |"])
+        self.assertNotIn("## A neighbour", render({}))
+
+
 class QperfSectionTest(unittest.TestCase):
     """qperf over uroce (-cm1) runs on the first path only (and on the
     alternatives' path): the other paths say so, and only a run that

@@ -59,7 +59,7 @@ from .report import plots, report
 from .runners import Bench
 from .targets import targets
 
-CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "idle", "profile",
+CASES = ("bw", "qps", "lat", "repeat", "alt", "qperf", "events", "neighbour", "idle", "profile",
          "shared", "rsocket", "apps", "incast")
 PATHS = ("local", "udp", "veth9000", "veth1500")
 PATH_ALIASES = {"loopback": ("local", "udp"), "veth": ("veth9000", "veth1500")}

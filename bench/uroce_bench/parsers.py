@@ -75,6 +75,15 @@ def udp_pingpong(text):
             "rtt_avg": float(m.group(3))}
 
 
+def neighbour(text):
+    """bench/neighbour: the CPU time it got and its longest stall."""
+    m = re.search(r"neighbour: cpu_s ([\d.]+) wall_s ([\d.]+) longest_stall_s ([\d.]+)", text)
+    if not m:
+        return None
+    return {"cpu_s": float(m.group(1)), "wall_s": float(m.group(2)),
+            "stall_s": float(m.group(3))}
+
+
 def memcpy_bw(text):
     m = re.search(r"bytes=(\d+) secs=([\d.]+) gbps=([\d.]+)", text)
     if not m:

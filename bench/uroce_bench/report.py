@@ -3,6 +3,7 @@
 
 import json
 import os
+import statistics
 
 from .alternatives import ALT_FI_SIZE, ALT_MPI_SIZE, ALT_UCX_TESTS, alt_key
 from .apps import apps_section
@@ -304,6 +305,34 @@ def events_section(w, R, p):
     w("")
 
 
+def neighbour_section(w, R, p):
+    """A CPU-bound program in another session beside two processes that
+    spin on a ping-pong (docs/progress.md, "The looker"): the share of a
+    core it got and the longest it stood still, beside uroce's
+    ib_send_lat and beside the spinning UDP ping-pong, the user's
+    alternative.  No target; a row to watch."""
+    n = R.get(f"{p}/neighbour")
+    if not n:
+        return
+    w(f"## A neighbour in another session — {p}\n")
+    w("bench/neighbour reads the clock in a loop in a session of its own (an autogroup "
+      "of its own, as a program from another terminal or service is) while two "
+      "processes spin on a 2-byte ping-pong; rounds interleaved.\n")
+    w("| beside | rounds | its share of a core (median, least) | its longest stall (median, most) |")
+    w("|---|---|---|---|")
+    for what, name in (("udp_spin", "the spinning UDP ping-pong"),
+                       ("uroce", "ib_send_lat over uroce")):
+        rs = n.get(what) or []
+        if not rs:
+            w(f"| {name} | 0 | | |")
+            continue
+        share = sorted(r["share"] for r in rs)
+        stall = sorted(r["stall_s"] for r in rs)
+        w(f"| {name} | {len(rs)} | {fmt(statistics.median(share))}, {fmt(share[0])} | "
+          f"{fmt(statistics.median(stall) * 1000)} ms, {fmt(stall[-1] * 1000)} ms |")
+    w("")
+
+
 def scale_section(outdir):
     """Issue 23's figures, from the files their own commands leave in the
     report directory (bench/cm_scale.py: cm_scale.json; bench/run --soak:
@@ -502,6 +531,7 @@ def report(res, outdir, pngs, analysis_md=None):
                     w(f"| {t} | {size_name(int(s))} | {fmt(v['lat_us'])} µs |")
             w("")
         events_section(w, R, p)
+        neighbour_section(w, R, p)
         # transport counters of the 64K runs
         w(f"Transport counters of the 64 KiB bandwidth runs — {p} (both sides):\n")
         w("| run | retransmits | timeouts | seq NAKs rx | duplicates | drops |")

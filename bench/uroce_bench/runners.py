@@ -342,6 +342,61 @@ class Bench(Alternatives, Apps, Incast):
                 "rtt_median": r["rtt_median"], "rtt_avg": r["rtt_avg"],
                 "half_rtt_median": r["rtt_median"] / 2}
 
+    def neighbour_beside(self, path, what, secs):
+        """bench/neighbour for secs in a session of its own, beside a
+        ping-pong that spins on both sides: ib_send_lat 2 B over uroce
+        (what "uroce") or the spinning UDP ping-pong ("udp_spin")."""
+        tag = f"{path.name}-neighbour-{what}"
+        port = self.next_port()
+        if what == "uroce":
+            args = ["ib_send_lat", "-F", "-p", str(port), "-s", "2", "-n", "10000000"]
+            env = self.uroce_env
+        else:
+            args = [f"{self.bin}/udp_pingpong", "server", "--spin", path.server_addr, str(port)]
+            env = (lambda p, side: self.plain_env())
+        srv = Run(path.wrap(args, "server"), env(path, "server"), self.logpath(tag + "-srv"))
+        up = (self.wait_tcp(path, port, srv) if what == "uroce"
+              else self.wait_line(srv, "ready"))
+        if not up:
+            srv.kill()
+            self.fail(tag, "server not ready", srv)
+            return None
+        if what == "uroce":
+            cargs = args + [path.server_addr]
+        else:
+            cargs = [f"{self.bin}/udp_pingpong", "client", "--spin", path.server_addr,
+                     str(port), "2", "10000000"]
+        cli = Run(path.wrap(cargs, "client"), env(path, "client"), self.logpath(tag + "-cli"))
+        # (perftest says nothing before its end, its output a file's:
+        # the ping-pong under way is both sides alive a second on)
+        time.sleep(1.0)
+        hog = Run([f"{self.bin}/neighbour", str(secs)], self.plain_env(),
+                  self.logpath(tag + "-hog"))
+        ok = hog.wait(secs + 60)
+        running = cli.alive() and srv.alive()
+        cli.kill()
+        srv.kill()
+        r = parsers.neighbour(hog.text())
+        if not ok or not r or not running:
+            self.fail(tag, f"neighbour rc={hog.rc}, ping-pong running {running}", srv, cli, hog)
+            return None
+        r["share"] = r["cpu_s"] / r["wall_s"]
+        return r
+
+    def neighbour(self, path):
+        """A CPU-bound program started in another session beside two
+        processes spinning on a ping-pong (docs/progress.md, "The
+        looker"): uroce's ib_send_lat against the UDP ping-pong, round
+        after round."""
+        secs = 3 if self.quick else 5
+        res = {}
+        for _ in range(self.repeats):
+            for what in ("udp_spin", "uroce"):
+                r = self.neighbour_beside(path, what, secs)
+                if r:
+                    res.setdefault(what, []).append(r)
+        return res
+
     def memcpy(self, size, seconds):
         r = Run([f"{self.bin}/memcpy_bw", str(seconds), str(size)], self.plain_env(),
                 self.logpath(f"memcpy-s{size}"))
@@ -786,6 +841,12 @@ class Bench(Alternatives, Apps, Incast):
                 p, "ib_send_bw", 64 * KIB, n, extra=("-e",))
             R[f"{p.name}/events/ib_send_bw_poll/{64 * KIB}"] = self.perftest(
                 p, "ib_send_bw", 64 * KIB, n)
+
+        # 5c. a neighbour: a CPU-bound program in another session beside
+        #     two spinning processes, its share and its longest stall
+        for p in [q for q in paths if not q.same_host()][:1] if self.want("neighbour") else []:
+            log(f"{p.name}: a neighbour in another session")
+            R[f"{p.name}/neighbour"] = self.neighbour(p)
 
         # 6. idle QPs: memory per QP, CPU of 16 connected idle QPs
         if self.want("idle"):
