@@ -30,17 +30,17 @@
  * a CPU-bound program in another session stood still for 0.5-2.5 s in
  * 13 runs of 25, and ksoftirqd waited as long; a QEMU guest's rxe
  * stopped answering for 3.4 s and its peers' retries ran out;
- * docs/progress.md, "The looker").  A thread at SCHED_IDLE does not do that: its weight,
- * 3 against 1024, barely moves its group's share as it sleeps and wakes.
- * An unprivileged thread may go to SCHED_IDLE but not come back
- * (RLIMIT_NICE, sched(7)), so the looks are a thread of their own, at
- * SCHED_IDLE for life, and the progress thread sleeps until woken under
- * the APP watch (by its descriptors: timers, wake-ups, the rings' bell,
- * forwarded datagrams).  The looker wakes it when there is something to
- * do: the application stopped receiving (what the plan asks,
- * app_receives), or an ACK is held.  The price: when every core is busy
- * the look waits for one, up to a time slice, where the progress thread
- * preempted.  Off the APP watch the looker sleeps on lookfd.
+ * docs/progress.md, "The looker").  A thread at SCHED_IDLE does not do
+ * that: its weight, 3 against 1024, barely moves its group's share as it
+ * sleeps and wakes.  An unprivileged thread may go to SCHED_IDLE but not
+ * come back (RLIMIT_NICE, sched(7)), so the looks are a thread of their
+ * own, at SCHED_IDLE for life, and the progress thread sleeps until woken
+ * under the APP watch (by its descriptors: timers, wake-ups, the rings'
+ * bell, forwarded datagrams).  The looker wakes it when there is
+ * something to do: the application stopped receiving (what the plan
+ * asks, app_receives), or an ACK is held.  The price: when every core is
+ * busy the look waits for one, up to a time slice, where the progress
+ * thread preempted.  Off the APP watch the looker sleeps on lookfd.
  */
 static void looker_look(struct uroce_dev *dev)
 {
