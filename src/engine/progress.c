@@ -252,9 +252,11 @@ void uroce_progress_arm(struct uroce_dev *dev)
 /*
  * The watch (enum uroce_watch) is the thread's state: it sets it before
  * each wait (watch_to: SOCK, APP, WAITER, IDLE as wait_events and
- * uroce_progress_plan decides), and two other threads move it by
+ * uroce_progress_plan decides), and other threads move it by
  * compare-and-swap (watch_cas): an application that hands the socket
- * back (APP -> SOCK) and the last waiter to leave (IDLE -> WAITER).
+ * back (APP -> SOCK) or spins and takes it (SOCK -> APP,
+ * uroce_progress_app_polled), and the last waiter to leave (IDLE ->
+ * WAITER).
  * IDLE comes only after a wait for a waiter (look->idle).  Every change
  * goes through this table; one it refuses is a bug, logged and not made.
  */
