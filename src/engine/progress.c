@@ -1423,13 +1423,16 @@ void uroce_rx_resume(struct uroce_dev *dev)
 }
 
 /* close what uroce_progress_start opened (no thread runs on them; a
- * looker still running keeps the two it writes and reads) */
-static void close_fds(struct uroce_dev *dev)
+ * looker still running keeps the two it writes and reads, and so does
+ * an exit: the process's other threads may still arm a CQ, librdmacm's
+ * CM thread among them, and a hand-back writes wakefd) */
+static void close_fds(struct uroce_dev *dev, bool exiting)
 {
 	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
 		       &dev->prog.epfd,	     &dev->prog.timerfd,
 		       &dev->prog.wakefd,    &dev->prog.lookfd };
-	size_t i, n = UROCE_ARRAY_SIZE(fds) - (dev->prog.looking ? 2 : 0);
+	size_t i, n = UROCE_ARRAY_SIZE(fds) -
+		      (dev->prog.looking || exiting ? 2 : 0);
 
 	for (i = 0; i < n; i++) {
 		if (*fds[i] >= 0)
@@ -1446,7 +1449,7 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 	if (!dev->prog.running) {
 		/* a device brought up without the thread, or whose start
 		 * failed half-way */
-		close_fds(dev);
+		close_fds(dev, false);
 		return 0;
 	}
 	atomic_store(&dev->prog.stopping, true);
@@ -1463,6 +1466,6 @@ int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
 	uroce_looker_join(dev, until);
 	dev->prog.running = false;
 	atomic_store(&dev->prog.stopping, false);
-	close_fds(dev);
+	close_fds(dev, until != NULL);
 	return 0;
 }
