@@ -913,15 +913,14 @@ static void app_timers(struct uroce_dev *dev, uint64_t now)
  */
 void uroce_progress_app_polled(struct uroce_dev *dev, uint64_t now)
 {
-	uint64_t prev;
+	struct uroce_wait_marks m = { .now = now };
 
 	atomic_store_explicit(&dev->prog.app_poll_ns, now, memory_order_relaxed);
-	prev = atomic_exchange(&dev->prog.app_rx_ns, now);
-	if (atomic_load(&dev->prog.watch) != UROCE_WATCH_SOCK || !prev ||
-	    now - prev > APP_POLL_NS ||
-	    now - atomic_load_explicit(&dev->prog.handback_ns,
-				       memory_order_relaxed) <=
-		    HANDBACK_NS)
+	m.app_rx_ns = atomic_exchange(&dev->prog.app_rx_ns, now);
+	m.handback_ns = atomic_load_explicit(&dev->prog.handback_ns,
+					     memory_order_relaxed);
+	if (atomic_load(&dev->prog.watch) != UROCE_WATCH_SOCK ||
+	    !app_receives(&m))
 		return;
 	if (watch_cas(dev, UROCE_WATCH_SOCK, UROCE_WATCH_APP)) {
 		uroce_count(dev, UROCE_CNT_APP_TAKEOVERS, 1);
