@@ -1422,23 +1422,26 @@ void uroce_rx_resume(struct uroce_dev *dev)
 }
 
 /* close what uroce_progress_start opened (no thread runs on them; a
- * looker still running keeps the two it writes and reads, and so does
- * an exit: the process's other threads may still arm a CQ, librdmacm's
- * CM thread among them, and a hand-back writes wakefd) */
+ * looker still running keeps the two it writes and reads).  An exit
+ * keeps the timer as well, and its deadline: the process's other
+ * threads may still post and arm a CQ, librdmacm's CM thread among
+ * them, and a post sets the timer, a hand-back writes wakefd */
 static void close_fds(struct uroce_dev *dev, bool exiting)
 {
 	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
 		       &dev->prog.epfd,	     &dev->prog.timerfd,
 		       &dev->prog.wakefd,    &dev->prog.lookfd };
-	size_t i, n = UROCE_ARRAY_SIZE(fds) -
-		      (dev->prog.looking || exiting ? 2 : 0);
+	size_t i, n = UROCE_ARRAY_SIZE(fds) - (exiting		 ? 3 :
+					       dev->prog.looking ? 2 :
+								   0);
 
 	for (i = 0; i < n; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
-	armed_set(dev, 0);
+	if (!exiting)
+		armed_set(dev, 0);
 }
 
 int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until)
