@@ -1,15 +1,71 @@
 // SPDX-License-Identifier: MIT
 /*
- * uroce_assert_held's check (core/lock.h), built with UROCE_LOCK_CHECKS.
- * The thread's id is kept per thread, so a check is a compare, not a
- * system call; a forked child forgets it (its thread has a new id).
+ * uroce_lock_spin (core/lock.h), and uroce_assert_held's check, built
+ * with UROCE_LOCK_CHECKS.  The thread's id is kept per thread, so a check
+ * is a compare, not a system call; a forked child forgets it (its thread
+ * has a new id).
  */
 #define _GNU_SOURCE
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/lock.h"
+
+static bool spin_worth;
+static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+
+/* (with one CPU to run on, the holder cannot run while we spin) */
+static void spin_init(void)
+{
+	cpu_set_t set;
+
+	spin_worth = !sched_getaffinity(0, sizeof(set), &set) &&
+		     CPU_COUNT(&set) > 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+void uroce_lock_spin(pthread_mutex_t *m)
+{
+	uint64_t until = 0;
+	unsigned int i;
+
+	if (!pthread_mutex_trylock(m))
+		return;
+	pthread_once(&spin_once, spin_init);
+	if (spin_worth) {
+		/* (the real clock: the engine tests' fake one stands still) */
+		until = mono_ns() + UROCE_LOCK_SPIN_NS;
+		for (i = 1;; i++) {
+			cpu_relax();
+			if (!pthread_mutex_trylock(m))
+				return;
+			if (!(i % 32) && mono_ns() >= until)
+				break;
+		}
+	}
+	pthread_mutex_lock(m);
+}
 
 #ifdef UROCE_LOCK_CHECKS
 static __thread pid_t my_tid;

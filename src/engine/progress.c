@@ -642,7 +642,7 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 	bool stream = false, bulk = false, answer = false;
 	int n;
 
-	pthread_mutex_lock(&dev->prog.rx_lock);
+	uroce_lock_spin(&dev->prog.rx_lock);
 	for (;;) {
 		uint64_t now;
 

@@ -200,7 +200,7 @@ static void recv_pkt(struct uroce_dev *dev, uint8_t *buf, size_t len,
 		uroce_mcast_rx(dev, &pkt);
 		return;
 	}
-	pthread_mutex_lock(&dev->lock);
+	uroce_lock_spin(&dev->lock);
 	uroce_xmit_begin(dev);
 	rx_dispatch(dev, &pkt);
 	uroce_xmit_end(dev);
@@ -233,7 +233,7 @@ void uroce_recv_train(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
 	}
 	if (!ok)
 		return;
-	pthread_mutex_lock(&dev->lock);
+	uroce_lock_spin(&dev->lock);
 	uroce_xmit_begin(dev);
 	for (i = 0; i < ok; i++)
 		rx_dispatch(dev, &pkt[i]);
@@ -244,7 +244,7 @@ void uroce_recv_train(struct uroce_dev *dev, const struct uroce_rx_seg *seg,
 void uroce_rx_burst_begin(struct uroce_dev *dev)
 {
 	uroce_assert_held(&dev->prog.rx_lock);
-	pthread_mutex_lock(&dev->lock);
+	uroce_lock_spin(&dev->lock);
 	uroce_ack_burst_begin(dev);
 	uroce_cq_bells_defer(dev);
 	pthread_mutex_unlock(&dev->lock);
@@ -255,7 +255,7 @@ void uroce_rx_burst_end(struct uroce_dev *dev)
 	struct uroce_cq *bells[UROCE_BELLS_DEFERRED];
 	uint32_t n;
 
-	pthread_mutex_lock(&dev->lock);
+	uroce_lock_spin(&dev->lock);
 	uroce_ack_burst_end(dev);
 	n = uroce_cq_bells_take(dev, bells);
 	uroce_dev_unlock(dev);
@@ -268,7 +268,7 @@ void uroce_rx_burst_end_for_post(struct uroce_dev *dev)
 	struct uroce_cq *bells[UROCE_BELLS_DEFERRED];
 	uint32_t n;
 
-	pthread_mutex_lock(&dev->lock);
+	uroce_lock_spin(&dev->lock);
 	uroce_ack_burst_end_for_post(dev);
 	n = uroce_cq_bells_take(dev, bells);
 	uroce_dev_unlock(dev);

@@ -267,7 +267,7 @@ static void send_queued(struct uroce_dev *dev)
 	if (pthread_mutex_trylock(&dev->tx.tx_lock)) {
 		if (may && !uroce_tx_settles && atomic_load(&dev->tx.draining))
 			return;
-		pthread_mutex_lock(&dev->tx.tx_lock);
+		uroce_lock_spin(&dev->tx.tx_lock);
 	}
 	do {
 		atomic_store(&dev->tx.draining, may);

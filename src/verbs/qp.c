@@ -1231,7 +1231,7 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct uroce_qp *qp = to_uqp(ibqp);
 	int err = 0;
 
-	pthread_mutex_lock(&qp->dev->lock);
+	uroce_lock_spin(&qp->dev->lock);
 	for (; wr; wr = wr->next) {
 		err = post_one(qp, wr);
 		if (err) {
@@ -1252,7 +1252,7 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct uroce_rq *rq = &qp->rq;
 	int err = 0;
 
-	pthread_mutex_lock(&qp->dev->lock);
+	uroce_lock_spin(&qp->dev->lock);
 	if (qp->attr.qp_state == IBV_QPS_RESET || qp->srq ||
 	    uroce_qp_is_xrc(qp)) {
 		err = EINVAL;
