@@ -55,15 +55,16 @@
 #include <pthread.h>
 
 /*
- * uroce_lock_spin(m): lock m for an application's verb.  The engine's
- * other users of a lock (the progress thread receiving, sending an ACK)
- * hold it for microseconds; a verb that found it taken and slept on the
- * futex then waited for a core to wake on, and on a host whose cores run
- * spinning applications that took a scheduler tick (4 ms: qperf's
- * rc_rdma_write_poll_lat, whose post met the progress thread's ACK on
- * tx_lock in most round trips; docs/datapath.md, "One sender at a
- * time").  So it tries the lock for up to UROCE_LOCK_SPIN_NS first, on a
- * host with more than one CPU for the process, then sleeps on it.
+ * uroce_lock_spin(m): lock m on the data path (an application's posts,
+ * the receive path).  The engine's threads hold these locks for
+ * microseconds (a receive burst, the sendmmsg of an ACK); a thread that
+ * found one taken and slept on the futex then waited for a core to wake
+ * on, and on a host whose cores run spinning applications that took a
+ * scheduler tick (4 ms: qperf's rc_rdma_write_poll_lat, whose post met
+ * the progress thread's ACK on tx_lock in most round trips;
+ * docs/datapath.md, "A wait that spins first").  So it tries the lock for
+ * up to UROCE_LOCK_SPIN_NS first, where the process may run on more than
+ * one CPU, then sleeps on it.
  */
 #define UROCE_LOCK_SPIN_NS 20000
 void uroce_lock_spin(pthread_mutex_t *m);

@@ -1431,9 +1431,8 @@ static void close_fds(struct uroce_dev *dev, bool exiting)
 	int *fds[] = { &dev->prog.sock_epfd, &dev->prog.app_epfd,
 		       &dev->prog.epfd,	     &dev->prog.timerfd,
 		       &dev->prog.wakefd,    &dev->prog.lookfd };
-	size_t i, n = UROCE_ARRAY_SIZE(fds) - (exiting		 ? 3 :
-					       dev->prog.looking ? 2 :
-								   0);
+	size_t keep = exiting ? 3 : dev->prog.looking ? 2 : 0;
+	size_t i, n = UROCE_ARRAY_SIZE(fds) - keep;
 
 	for (i = 0; i < n; i++) {
 		if (*fds[i] >= 0)
