@@ -368,9 +368,10 @@ void uroce_rx_burst_end_for_post(struct uroce_dev *dev);
 int uroce_progress_start(struct uroce_dev *dev);
 /* stop the progress thread (waiting for it until the CLOCK_REALTIME
  * deadline until, NULL: as long as it takes) and close its epoll, timer
- * and wake-up descriptors (with until, at exit, the wake-ups stay open:
- * other threads may still hand the socket back).  0, or -errno
- * (-ETIMEDOUT) with the thread left running and everything open. */
+ * and wake-up descriptors (with until, at exit, the timer and the
+ * wake-ups stay open: other threads may still post or hand the socket
+ * back).  0, or -errno (-ETIMEDOUT) with the thread left running and
+ * everything open. */
 int uroce_progress_stop(struct uroce_dev *dev, const struct timespec *until);
 /* an application thread inside a verb: receive what is waiting, unless
  * another thread is already at it (never blocks) */
