@@ -28,6 +28,9 @@ static void spin_init(void)
 		     CPU_COUNT(&set) > 1;
 }
 
+/* (the real clock: the engine tests' fake one, uroce_now_ns's, stands
+ * still; and not core/clock.c's conversion: librdmacm and two unit tests
+ * compile this file alone) */
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -47,15 +50,13 @@ static inline void cpu_relax(void)
 
 void uroce_lock_spin(pthread_mutex_t *m)
 {
-	uint64_t until = 0;
-	unsigned int i;
-
 	if (!pthread_mutex_trylock(m))
 		return;
 	pthread_once(&spin_once, spin_init);
 	if (spin_worth) {
-		/* (the real clock: the engine tests' fake one stands still) */
-		until = mono_ns() + UROCE_LOCK_SPIN_NS;
+		uint64_t until = mono_ns() + UROCE_LOCK_SPIN_NS;
+		unsigned int i;
+
 		for (i = 1;; i++) {
 			cpu_relax();
 			if (!pthread_mutex_trylock(m))
