@@ -13,18 +13,25 @@
  *
  * Events wait in user-space queues, not in the file descriptors the
  * application sees: a completion channel keeps the list of CQs with
- * unread events, a context keeps its async events.  Each descriptor is the
- * read end of an AF_UNIX stream socketpair that holds one doorbell byte
- * while its queue is non-empty.  That way destroying a CQ or QP can take
- * its unread events back, as the kernel does, instead of leaving a
- * pointer to freed memory in a pipe; and a socket, unlike a pipe, can be
- * drained with MSG_DONTWAIT whatever O_NONBLOCK the application set.
- * Channel and async locks are leaves: nothing is taken under them.
+ * unread events, a context keeps its async events.  Each descriptor is a
+ * doorbell, readable exactly while its queue is non-empty.  That way
+ * destroying a CQ or QP can take its unread events back, as the kernel
+ * does, instead of leaving a pointer to freed memory in a pipe.  A
+ * channel's doorbell is an eventfd whose count is 1 while it rings: the
+ * channel knows when it rings (bell_on), so a read of it never blocks,
+ * whatever O_NONBLOCK the application set, and a ring and a read cost
+ * less than half what a byte through a socketpair did (an event loop
+ * pays both for about every message; docs/events.md).  The async fd is
+ * one end of an AF_UNIX stream socketpair holding one byte, so that
+ * ibv_get_async_event can wait with a blocking MSG_PEEK and drain with
+ * MSG_DONTWAIT.  Channel and async locks are leaves: nothing is taken
+ * under them.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,18 +40,18 @@
 #include "uroce_private.h"
 
 struct uroce_comp_channel {
-	struct ibv_comp_channel ch;   /* ch.fd: read end of the socketpair */
-	int wfd;		      /* its write end */
+	struct ibv_comp_channel ch;   /* ch.fd: the eventfd */
 	pthread_mutex_t lock;	      /* the list below */
 	struct uroce_cq *head, *tail; /* CQs with ev_pending > 0 */
-	bool bell_owed;		      /* (lock) queued without the byte */
+	bool bell_on;		      /* (lock) the eventfd is readable */
+	bool bell_owed;		      /* (lock) queued without the bell */
 	int (*direct)(void *);	      /* takes owed events (receive path) */
 	void *direct_arg;
 };
 
 /* the channel this thread waits on in ibv_get_cq_event, receiving for
  * the device meanwhile (chan_wait): an event it queues there itself is
- * its to take next, and needs no doorbell byte sent and read back */
+ * its to take next, and needs no bell rung and read back */
 static __thread struct uroce_comp_channel *waiting_on;
 
 struct uroce_async_node {
@@ -111,26 +118,50 @@ static int bell_wait(int rfd)
 
 /* ---- completion channels ---- */
 
+/* The channel's bell: its eventfd readable (a count of 1) exactly while
+ * bell_on, so that a read never blocks, whatever O_NONBLOCK the
+ * application set on the fd.  chan->lock held. */
+static void chan_bell_ring(struct uroce_comp_channel *chan)
+{
+	uint64_t one = 1;
+
+	if (chan->bell_on)
+		return;
+	/* (a count of 1 cannot overflow the eventfd: never blocks) */
+	if (write(chan->ch.fd, &one, sizeof(one)) == sizeof(one))
+		chan->bell_on = true;
+}
+
+static void chan_bell_clear(struct uroce_comp_channel *chan)
+{
+	uint64_t n;
+
+	if (!chan->bell_on)
+		return;
+	(void)!read(chan->ch.fd, &n, sizeof(n));
+	chan->bell_on = false;
+}
+
 UROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(
 	struct ibv_context *ctx)
 {
 	struct uroce_comp_channel *chan;
-	int sv[2];
+	int fd;
 
 	chan = calloc(1, sizeof(*chan));
 	if (!chan) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+	fd = eventfd(0, EFD_CLOEXEC);
+	if (fd < 0) {
 		free(chan);
 		return NULL;
 	}
 	pthread_mutex_init(&chan->lock, NULL);
 	chan->ch.context = ctx;
-	chan->ch.fd = sv[0];
+	chan->ch.fd = fd;
 	chan->ch.refcnt = 0;
-	chan->wfd = sv[1];
 	return &chan->ch;
 }
 
@@ -147,7 +178,6 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 	pthread_mutex_unlock(&ctx->mutex);
 
 	close(ch->fd);
-	close(chan->wfd);
 	pthread_mutex_destroy(&chan->lock);
 	free(chan);
 	return 0;
@@ -196,12 +226,12 @@ static void chan_push(struct uroce_comp_channel *chan, struct uroce_cq *cq,
 		    (waiting_on == chan || (in_burst && bell_later(cq))))
 			chan->bell_owed = true;
 		else if (chan->head == cq)
-			bell_ring(chan->wfd);
+			chan_bell_ring(chan);
 	}
 	pthread_mutex_unlock(&chan->lock);
 }
 
-/* The byte an event queued without it is owed: it goes now, unless the
+/* The bell an event queued without it is owed: it rings now, unless the
  * channel's direct taker takes the events here (uroce_channel_direct;
  * may_direct: at a receive burst's end, no engine lock held). */
 static void chan_pay_bell(struct uroce_comp_channel *chan, bool may_direct)
@@ -212,12 +242,12 @@ static void chan_pay_bell(struct uroce_comp_channel *chan, bool may_direct)
 	if (chan->bell_owed && chan->head) {
 		direct = may_direct ? chan->direct : NULL;
 		if (!direct)
-			bell_ring(chan->wfd);
+			chan_bell_ring(chan);
 	}
 	chan->bell_owed = false;
 	pthread_mutex_unlock(&chan->lock);
-	/* (no byte was sent for what is queued: the taker's chan_take finds
-	 * none to clear; one that cannot take them leaves them to it) */
+	/* (the bell did not ring for what is queued: the taker's chan_take
+	 * finds it silent; one that cannot take them leaves them to it) */
 	if (direct) {
 		bool was = uroce_rx_direct, took;
 
@@ -230,7 +260,7 @@ static void chan_pay_bell(struct uroce_comp_channel *chan, bool may_direct)
 			return;
 		pthread_mutex_lock(&chan->lock);
 		if (chan->head)
-			bell_ring(chan->wfd);
+			chan_bell_ring(chan);
 		pthread_mutex_unlock(&chan->lock);
 	}
 }
@@ -319,16 +349,16 @@ static void chan_remove(struct uroce_comp_channel *chan, struct uroce_cq *cq)
 		}
 		cq->ev_pending = 0;
 		cq->ev_next = NULL;
-		if (!chan->head && !chan->bell_owed)
-			bell_clear(chan->ch.fd);
-		if (!chan->head)
+		if (!chan->head) {
+			chan_bell_clear(chan);
 			chan->bell_owed = false;
+		}
 	}
 	pthread_mutex_unlock(&chan->lock);
 }
 
-/* Take the channel's next event; NULL if none is queued.  The doorbell
- * byte goes with the last one (or, owed, comes for the ones left). */
+/* Take the channel's next event; NULL if none is queued.  The bell goes
+ * silent with the last one (or, owed, rings for the ones left). */
 static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 {
 	struct uroce_cq *ucq;
@@ -343,10 +373,10 @@ static struct uroce_cq *chan_take(struct uroce_comp_channel *chan)
 			ucq->ev_next = NULL;
 		}
 		ucq->comp_events_reported++;
-		if (!chan->head && !chan->bell_owed)
-			bell_clear(chan->ch.fd);
-		else if (chan->head && chan->bell_owed)
-			bell_ring(chan->wfd);
+		if (!chan->head)
+			chan_bell_clear(chan);
+		else
+			chan_bell_ring(chan);
 		chan->bell_owed = false;
 	}
 	pthread_mutex_unlock(&chan->lock);
@@ -386,7 +416,7 @@ static int chan_wait(struct uroce_comp_channel *chan)
 	err = uroce_progress_wait(ctx_dev(chan->ch.context), chan->ch.fd,
 				  chan_ready, chan);
 	waiting_on = NULL;
-	if (err) /* (not taken after all: the byte goes now) */
+	if (err) /* (not taken after all: the bell rings now) */
 		chan_pay_bell(chan, false);
 	return err;
 }
