@@ -619,6 +619,21 @@ static void unblock(struct uroce_qp *qp)
 	qp->blocked = false;
 }
 
+/*
+ * Once the window is full, the room a QP over UDP waits for before it
+ * sends again: a GSO send's worth (64 KiB), or a quarter of a smaller
+ * window (docs/transport.md, "Refilled by trains").  A ring is not
+ * refilled by GSO sends: none there.
+ */
+static uint32_t win_train(const struct uroce_qp *qp, uint32_t window)
+{
+	uint32_t train = 65536u / qp->mtu;
+
+	if (qp->req.ring_slots) /* (as flow_window found it just now) */
+		return 0;
+	return train < window / 4 ? train : window / 4;
+}
+
 /* may npkts more go out, with at most window of the QP's in flight? */
 static bool window_full_at(struct uroce_qp *qp, uint32_t npkts, uint32_t window)
 {
@@ -629,8 +644,15 @@ static bool window_full_at(struct uroce_qp *qp, uint32_t npkts, uint32_t window)
 	if (qp->req.probing)
 		return false;
 	/* always let one request out when nothing is in flight */
-	if (inflight && inflight + npkts > window)
+	if (inflight && inflight + npkts > window) {
+		qp->req.win_wait = true;
 		return true;
+	}
+	if (qp->req.win_wait) {
+		if (inflight && inflight + npkts + win_train(qp, window) > window)
+			return true;
+		qp->req.win_wait = false;
+	}
 	/* resending what was sent before takes no new room; while others
 	 * wait for room, a QP takes none before them (uroce_req_credit
 	 * starts them in turn, oldest first) */

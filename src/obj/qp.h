@@ -185,6 +185,7 @@ struct uroce_req_state {
 	uint64_t rnr_deadline_ns;  /* RNR wait, 0 = none */
 	uint64_t pace_deadline_ns; /* UC/UD pacing wait, 0 = none */
 	bool tx_wait;		   /* ... for room in the send buffer */
+	bool win_wait;		   /* ... for a train's room in the window */
 	unsigned int retry_left;
 	unsigned int rnr_retry_left;
 	uint32_t cwnd;	     /* packets; shrinks on timeout */

@@ -29,6 +29,7 @@ static struct wpkt **heap;
 static size_t nheap, heap_cap;
 static uint64_t wseq;
 static unsigned int io_calls; /* calls of the packet IO so far */
+static unsigned int io_runs;  /* datagrams and GSO runs so far */
 static uint64_t rng;
 static struct sockaddr_storage local;
 
@@ -165,6 +166,7 @@ static int wire_send(struct uroce_dev *dev, const struct sockaddr_storage *dst,
 	p->tos = ip.tos;
 	p->nth = E->ntrace++;
 	p->io_call = io_calls;
+	p->run = io_runs;
 	at = E->now + E->o.latency_ns + E->extra_ns;
 	if (E->o.link_bps && p->is_req) {
 		/* a drop-tail queue of no limit in front of a link */
@@ -212,6 +214,7 @@ static int wire_send_to(struct uroce_dev *dev,
 	if (is_unreach(dst))
 		return E->o.unreach_err;
 	io_calls++;
+	io_runs++;
 	return wire_send(dev, dst, ip, iov, iovcnt);
 }
 
@@ -244,6 +247,7 @@ static int wire_send_runs(struct uroce_dev *dev, const struct uroce_txrun *run,
 		}
 		if (len > E->run_bytes_max)
 			E->run_bytes_max = len;
+		io_runs++;
 		for (off = 0; off < len; off += run[r].seg) {
 			struct iovec one = {
 				.iov_base = buf + off,

@@ -46,6 +46,7 @@ struct eng_pkt {
 	unsigned int nth;     /* its index in the trace */
 	unsigned int io_call; /* which call of the packet IO sent
 					 * it (one sendmmsg, one sendmsg) */
+	unsigned int run;     /* which datagram or GSO run it was */
 };
 
 /* a socket buffer that makes the window 256 packets of 1 KiB (engine/req.c
