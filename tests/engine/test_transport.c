@@ -391,7 +391,7 @@ static void t_window_trains(void)
 	}
 	ENG_CHECK(pkts == n * 60 - 256, "%u new packets after the first 256",
 		  pkts);
-	/* (22 a run; 5.7 before; a message's end ends a run) */
+	/* (22 a run here; 5.7 when each ACK's room went at once) */
 	ENG_CHECK(pkts >= 16 * runs, "%u packets in %u runs", pkts, runs);
 	ENG_CHECK(!memcmp(E->buf_a, E->buf_b, 16 * 61440), "data");
 }
