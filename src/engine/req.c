@@ -638,21 +638,19 @@ static uint32_t win_train(const struct uroce_qp *qp, uint32_t window)
 static bool window_full_at(struct uroce_qp *qp, uint32_t npkts, uint32_t window)
 {
 	uint32_t inflight = (qp->req.psn - qp->comp.psn) & UROCE_PSN_MASK;
+	uint32_t need = npkts;
 	struct uroce_dev *dev = qp->dev;
 
 	/* a probe is one packet sent again: it takes no room */
 	if (qp->req.probing)
 		return false;
-	/* always let one request out when nothing is in flight */
-	if (inflight && inflight + npkts > window) {
-		qp->req.win_wait = true;
+	/* once full, a train's room more; always let one request out when
+	 * nothing is in flight */
+	if (qp->req.win_wait)
+		need += win_train(qp, window);
+	qp->req.win_wait = inflight && inflight + need > window;
+	if (qp->req.win_wait)
 		return true;
-	}
-	if (qp->req.win_wait) {
-		if (inflight && inflight + npkts + win_train(qp, window) > window)
-			return true;
-		qp->req.win_wait = false;
-	}
 	/* resending what was sent before takes no new room; while others
 	 * wait for room, a QP takes none before them (uroce_req_credit
 	 * starts them in turn, oldest first) */
