@@ -259,6 +259,10 @@ uint64_t uroce_timespec_ns(const struct timespec *ts);
  * was put on a core and in *ran its time on one, ns (the fields of its
  * schedstat; 0 where the kernel keeps none): core/proc.c */
 uint64_t uroce_run_delay(uint64_t *slices, uint64_t *ran);
+/* the times the calling thread was switched out for another task so far
+ * (its involuntary context switches; where they cannot be read, a count
+ * that goes up at every call): core/proc.c */
+uint64_t uroce_involuntary_switches(void);
 /* the idle time so far of the CPUs this process may use, summed, in ns
  * (false where it cannot be read): core/proc.c */
 bool uroce_cpus_idle_ns(uint64_t *idle);

@@ -6,6 +6,8 @@
  * opens once, a pread a sample instead of open, read and close.  It is
  * closed when the thread exits (a key's destructor) and in a forked
  * child, whose one thread would otherwise read its parent's thread.
+ * Also its involuntary context switches (getrusage), and the idle time
+ * of the CPUs it may use (/proc/stat).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -75,6 +78,16 @@ uint64_t uroce_run_delay(uint64_t *slices, uint64_t *ran)
 	*slices = n;
 	*ran = run;
 	return delay;
+}
+
+uint64_t uroce_involuntary_switches(void)
+{
+	static __thread uint64_t unknown;
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return ++unknown;
+	return (uint64_t)ru.ru_nivcsw;
 }
 
 /*

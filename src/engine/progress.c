@@ -636,6 +636,13 @@ static bool spin_may(struct uroce_spin_gov *g, uint64_t now)
 	return uroce_spin_may(g, now);
 }
 
+/* a look of the spin g at now: false if another task took its core */
+static bool spin_look(struct uroce_spin_gov *g, uint64_t now)
+{
+	return uroce_spin_look(g, now) ||
+	       uroce_spin_gap(g, now, uroce_involuntary_switches());
+}
+
 static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 {
 	uint64_t start = uroce_now_ns(), last = 0, seen = answered(dev);
@@ -657,6 +664,10 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 				/* (a request that came during the spin) */
 				if (answer)
 					uroce_spin_caught(gov);
+				else
+					uroce_spin_switches(
+						gov,
+						uroce_involuntary_switches());
 				answer = true;
 			}
 			uroce_spin_begin(gov, now);
@@ -676,7 +687,7 @@ static void receive_spin(struct uroce_dev *dev, struct uroce_spin_gov *gov)
 		if (!spin_ns || !(stream || answer))
 			break;
 		now = uroce_now_ns();
-		if (!stream && answer && !uroce_spin_look(gov, now))
+		if (!stream && answer && !spin_look(gov, now))
 			break;
 		/* an application thread polling its CQ receives for itself:
 		 * two threads spinning would need a core more */
@@ -1093,6 +1104,7 @@ static int spin_loop(struct uroce_dev *dev, const struct wait_req *w,
 
 	atomic_fetch_add(&dev->prog.wait_gen, 1);
 	uroce_spin_begin(&wait_gov, now);
+	uroce_spin_switches(&wait_gov, uroce_involuntary_switches());
 	for (;;) {
 		int n = wait_rx(dev, false, false);
 
@@ -1112,7 +1124,7 @@ static int spin_loop(struct uroce_dev *dev, const struct wait_req *w,
 			uroce_spin_begin(&wait_gov, now);
 			continue;
 		}
-		if (!uroce_spin_look(&wait_gov, now)) {
+		if (!spin_look(&wait_gov, now)) {
 			uroce_count(dev, UROCE_CNT_WAIT_SPIN_PREEMPT, 1);
 			return 0;
 		}

@@ -9,8 +9,14 @@
  * scheduler's favour that a sleeper keeps (it waits for a core after
  * the spin).  A spin sees that it shares its core in two ways: two of
  * its looks, which are a system call apart at most, lie more than
- * UROCE_SPIN_PREEMPT_NS apart only when something else ran in between;
- * and, sampled at most every UROCE_SPIN_SAMPLE_NS, the time the thread
+ * UROCE_SPIN_PREEMPT_NS apart only when something else ran in between,
+ * and that was another task only if the thread's involuntary context
+ * switches went up since the spin began (not an interrupt or the
+ * hypervisor, which in a VM take 20-50 us several hundred times a
+ * second, and which sleeping would not avoid); on a machine with a core
+ * to spare only a task's slice counts (UROCE_SPIN_SLICE_NS), not a
+ * thread that woke for a moment (a progress thread's look); and,
+ * sampled at most every UROCE_SPIN_SAMPLE_NS, the time the thread
  * spent runnable but waiting for a core (its schedstat run delay) was
  * more than an eighth of the time since the last sample, and either the
  * machine is crowded or the waits were longer than UROCE_SPIN_PREEMPT_NS
@@ -27,8 +33,7 @@
  * _MAX_NS), is halved by each spin that caught what it waited for, and
  * is none again after UROCE_SPIN_CALM_NS without a sign: on a machine
  * that stays loaded a spin is tried about ten times a second; on an idle
- * one a rare preemption (a tick, the host's) costs a millisecond without
- * spins.  Times are the caller's, so that the engine tests drive it with
+ * one a rare preemption costs a millisecond without spins.  Times are the caller's, so that the engine tests drive it with
  * a fake clock.
  */
 #ifndef UROCE_ENGINE_SPIN_H
@@ -38,6 +43,7 @@
 #include <stdint.h>
 
 #define UROCE_SPIN_PREEMPT_NS	  20000ull
+#define UROCE_SPIN_SLICE_NS	  200000ull
 #define UROCE_SPIN_BACKOFF_MIN_NS 1000000ull
 #define UROCE_SPIN_BACKOFF_MAX_NS 100000000ull
 #define UROCE_SPIN_CALM_NS	  1000000000ull
@@ -48,6 +54,8 @@ struct uroce_spin_gov {
 	uint64_t off_until; /* no spin starts before */
 	uint64_t backoff;   /* the next back-off; 0: the least */
 	uint64_t last;	    /* the spin's last look */
+	uint64_t gap;	    /* ... and the time before it, if a gap */
+	uint64_t switches;  /* involuntary context switches as it began */
 	uint64_t preempted; /* when a preemption was last seen */
 	uint64_t sampled;   /* when the run delay was last sampled */
 	uint64_t delay;	    /* ... and what it was */
@@ -134,14 +142,33 @@ static inline void uroce_spin_begin(struct uroce_spin_gov *g, uint64_t now)
 	g->last = now;
 }
 
-/* a look of the spin, at now: false if it was preempted since the last
- * one (it stops, and the back-off starts) */
+/* the thread's involuntary context switches as its spin starts */
+static inline void uroce_spin_switches(struct uroce_spin_gov *g,
+				       uint64_t switches)
+{
+	g->switches = switches;
+}
+
+/* a look of the spin, at now: false if it lies more than
+ * UROCE_SPIN_PREEMPT_NS after the last one, a gap for uroce_spin_gap */
 static inline bool uroce_spin_look(struct uroce_spin_gov *g, uint64_t now)
 {
 	uint64_t prev = g->last;
 
 	g->last = now;
-	if (now - prev <= UROCE_SPIN_PREEMPT_NS)
+	g->gap = now - prev;
+	return g->gap <= UROCE_SPIN_PREEMPT_NS;
+}
+
+/* the gap before the last look, the thread's involuntary context
+ * switches being switches then: false if another task took the core
+ * (the count went up since the spin began, and the machine is crowded
+ * or the gap was a slice): the spin stops, and the back-off starts */
+static inline bool uroce_spin_gap(struct uroce_spin_gov *g, uint64_t now,
+				  uint64_t switches)
+{
+	if (switches == g->switches ||
+	    (!g->crowded && g->gap <= UROCE_SPIN_SLICE_NS))
 		return true;
 	uroce_spin_backoff(g, now);
 	return false;

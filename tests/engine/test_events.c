@@ -222,10 +222,19 @@ static void t_spin_own_core(void)
 	ENG_CHECK(uroce_spin_may(&g, t + 2000), "the next spin refused");
 }
 
+/* the look of a spin at t, on a crowded machine, after another task
+ * took the core (the thread's involuntary switches went up): false if
+ * the spin stopped */
+static bool look_taken(struct uroce_spin_gov *g, uint64_t t)
+{
+	g->crowded = true;
+	return uroce_spin_look(g, t) || uroce_spin_gap(g, t, g->switches + 1);
+}
+
 /* a spin preempted (a look more than UROCE_SPIN_PREEMPT_NS after the
- * last) stops; none starts for a back-off that doubles at each
- * preemption up to its bound, and is the least again only after
- * UROCE_SPIN_CALM_NS without one */
+ * last, another task's) stops; none starts for a back-off that doubles
+ * at each preemption up to its bound, and is the least again only
+ * after UROCE_SPIN_CALM_NS without one */
 static void t_spin_backoff(void)
 {
 	struct uroce_spin_gov g = { 0 };
@@ -236,10 +245,10 @@ static void t_spin_backoff(void)
 	for (i = 0; i < 12; i++) {
 		ENG_CHECK(uroce_spin_may(&g, t), "round %d: no spin", i);
 		uroce_spin_begin(&g, t);
-		ENG_CHECK(uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS),
+		ENG_CHECK(look_taken(&g, t + UROCE_SPIN_PREEMPT_NS),
 			  "round %d: a look at the bound stopped", i);
 		t += UROCE_SPIN_PREEMPT_NS;
-		ENG_CHECK(!uroce_spin_look(&g, t + UROCE_SPIN_PREEMPT_NS + 1),
+		ENG_CHECK(!look_taken(&g, t + UROCE_SPIN_PREEMPT_NS + 1),
 			  "round %d: preempted, the spin went on", i);
 		t += UROCE_SPIN_PREEMPT_NS + 1;
 		ENG_CHECK(!uroce_spin_may(&g, t + want - 1),
@@ -256,7 +265,7 @@ static void t_spin_backoff(void)
 	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the back-off");
 	uroce_spin_begin(&g, t);
 	t += UROCE_SPIN_PREEMPT_NS + 1;
-	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(!look_taken(&g, t), "preempted, the spin went on");
 	ENG_CHECK(!uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MAX_NS - 1),
 		  "the back-off shrank without calm");
 	/* calm for UROCE_SPIN_CALM_NS: the least back-off again */
@@ -264,7 +273,7 @@ static void t_spin_backoff(void)
 	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the calm");
 	uroce_spin_begin(&g, t);
 	t += UROCE_SPIN_PREEMPT_NS + 1;
-	ENG_CHECK(!uroce_spin_look(&g, t), "preempted, the spin went on");
+	ENG_CHECK(!look_taken(&g, t), "preempted, the spin went on");
 	ENG_CHECK(uroce_spin_may(&g, t + UROCE_SPIN_BACKOFF_MIN_NS),
 		  "the back-off after the calm is not the least");
 }
@@ -277,13 +286,60 @@ static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want
 		  (unsigned long long)t);
 	uroce_spin_begin(g, t);
 	t += UROCE_SPIN_PREEMPT_NS + 1;
-	ENG_CHECK(!uroce_spin_look(g, t), "preempted, the spin went on");
+	ENG_CHECK(!look_taken(g, t), "preempted, the spin went on");
 	ENG_CHECK(!uroce_spin_may(g, t + want - 1),
 		  "a spin before the back-off of %llu ns",
 		  (unsigned long long)want);
 	ENG_CHECK(uroce_spin_may(g, t + want), "the back-off is not %llu ns",
 		  (unsigned long long)want);
 	return t + want;
+}
+
+/* a gap between two looks stops a spin only if another task took the
+ * core: not an interrupt's or the hypervisor's (no involuntary switch,
+ * however long: a VM's tick takes 20-50 us several hundred times a
+ * second), nor, on a machine with a core to spare, a thread that woke
+ * for a moment (a progress thread's look); a whole slice of another
+ * task does, and on a crowded machine any task's turn does */
+static void t_spin_gap(void)
+{
+	struct uroce_spin_gov g = { 0 };
+	uint64_t t = 5 * MS, m = UROCE_SPIN_BACKOFF_MIN_NS, sw = 40;
+
+	eng_setup(NULL);
+	ENG_CHECK(uroce_spin_may(&g, t), "a first spin refused");
+	uroce_spin_begin(&g, t);
+	uroce_spin_switches(&g, sw);
+	/* an interrupt: 50 us, then 1 ms, no switch */
+	t += 50000;
+	ENG_CHECK(!uroce_spin_look(&g, t), "a 50 us gap not seen");
+	ENG_CHECK(uroce_spin_gap(&g, t, sw), "an interrupt stopped the spin");
+	t += MS;
+	ENG_CHECK(!uroce_spin_look(&g, t) && uroce_spin_gap(&g, t, sw),
+		  "the hypervisor's 1 ms stopped the spin");
+	/* another thread's moment on the core, a core to spare */
+	t += 50000;
+	ENG_CHECK(!uroce_spin_look(&g, t) && uroce_spin_gap(&g, t, sw + 1),
+		  "a moment's switch stopped the spin on an idle machine");
+	ENG_CHECK(uroce_spin_may(&g, t + 1), "a back-off after a moment");
+	/* a slice of another task: stopped, the least back-off */
+	uroce_spin_begin(&g, t);
+	uroce_spin_switches(&g, sw + 1);
+	t += UROCE_SPIN_SLICE_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t), "a slice not seen");
+	ENG_CHECK(!uroce_spin_gap(&g, t, sw + 2), "a slice, the spin went on");
+	ENG_CHECK(!uroce_spin_may(&g, t + m - 1), "no back-off after a slice");
+	t += m;
+	/* crowded: a moment's switch stops it too */
+	ENG_CHECK(uroce_spin_may(&g, t), "no spin after the back-off");
+	uroce_spin_begin(&g, t);
+	uroce_spin_switches(&g, sw + 2);
+	g.crowded = true;
+	t += 50000;
+	ENG_CHECK(!uroce_spin_look(&g, t) && !uroce_spin_gap(&g, t, sw + 3),
+		  "crowded, a switch and the spin went on");
+	ENG_CHECK(!uroce_spin_may(&g, t + 2 * m - 1),
+		  "crowded: no back-off, or not the second");
 }
 
 /* a spin that caught its packet unpreempted halves the back-off, down to
@@ -412,6 +468,7 @@ static const struct eng_test tests[] = {
 	{ "two_cqs_one_channel", t_two_cqs_one_channel },
 	{ "spin_own_core", t_spin_own_core },
 	{ "spin_backoff", t_spin_backoff },
+	{ "spin_gap", t_spin_gap },
 	{ "spin_caught", t_spin_caught },
 	{ "spin_run_delay", t_spin_run_delay },
 	{ "spin_idle", t_spin_idle },
