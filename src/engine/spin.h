@@ -33,8 +33,8 @@
  * _MAX_NS), is halved by each spin that caught what it waited for, and
  * is none again after UROCE_SPIN_CALM_NS without a sign: on a machine
  * that stays loaded a spin is tried about ten times a second; on an idle
- * one a rare preemption costs a millisecond without spins.  Times are the caller's, so that the engine tests drive it with
- * a fake clock.
+ * one a rare preemption costs a millisecond without spins.  Times are
+ * the caller's, so that the engine tests drive it with a fake clock.
  */
 #ifndef UROCE_ENGINE_SPIN_H
 #define UROCE_ENGINE_SPIN_H
@@ -55,7 +55,8 @@ struct uroce_spin_gov {
 	uint64_t backoff;   /* the next back-off; 0: the least */
 	uint64_t last;	    /* the spin's last look */
 	uint64_t gap;	    /* ... and the time before it, if a gap */
-	uint64_t switches;  /* involuntary context switches as it began */
+	uint64_t switches;  /* involuntary context switches, at its start or
+			     * last gap */
 	uint64_t preempted; /* when a preemption was last seen */
 	uint64_t sampled;   /* when the run delay was last sampled */
 	uint64_t delay;	    /* ... and what it was */
@@ -162,14 +163,17 @@ static inline bool uroce_spin_look(struct uroce_spin_gov *g, uint64_t now)
 
 /* the gap before the last look, the thread's involuntary context
  * switches being switches then: false if another task took the core
- * (the count went up since the spin began, and the machine is crowded
- * or the gap was a slice): the spin stops, and the back-off starts */
+ * (the count went up since the spin began or its last gap, and the
+ * machine is crowded or the gap was a slice): the spin stops, and the
+ * back-off starts */
 static inline bool uroce_spin_gap(struct uroce_spin_gov *g, uint64_t now,
 				  uint64_t switches)
 {
 	if (switches == g->switches ||
-	    (!g->crowded && g->gap <= UROCE_SPIN_SLICE_NS))
+	    (!g->crowded && g->gap <= UROCE_SPIN_SLICE_NS)) {
+		g->switches = switches;
 		return true;
+	}
 	uroce_spin_backoff(g, now);
 	return false;
 }

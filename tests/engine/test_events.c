@@ -297,8 +297,8 @@ static uint64_t spin_preempt(struct uroce_spin_gov *g, uint64_t t, uint64_t want
 
 /* a gap between two looks stops a spin only if another task took the
  * core: not an interrupt's or the hypervisor's (no involuntary switch,
- * however long: a VM's tick takes 20-50 us several hundred times a
- * second), nor, on a machine with a core to spare, a thread that woke
+ * however long: in a VM interrupts take 20-50 us several hundred times
+ * a second), nor, on a machine with a core to spare, a thread that woke
  * for a moment (a progress thread's look); a whole slice of another
  * task does, and on a crowded machine any task's turn does */
 static void t_spin_gap(void)
@@ -322,9 +322,12 @@ static void t_spin_gap(void)
 	ENG_CHECK(!uroce_spin_look(&g, t) && uroce_spin_gap(&g, t, sw + 1),
 		  "a moment's switch stopped the spin on an idle machine");
 	ENG_CHECK(uroce_spin_may(&g, t + 1), "a back-off after a moment");
-	/* a slice of another task: stopped, the least back-off */
-	uroce_spin_begin(&g, t);
-	uroce_spin_switches(&g, sw + 1);
+	/* switches count from the last gap: a slice with none since is the
+	 * hypervisor's; then a slice of another task's stops the spin, for
+	 * the least back-off */
+	t += UROCE_SPIN_SLICE_NS + 1;
+	ENG_CHECK(!uroce_spin_look(&g, t) && uroce_spin_gap(&g, t, sw + 1),
+		  "a switch before the last gap counted again");
 	t += UROCE_SPIN_SLICE_NS + 1;
 	ENG_CHECK(!uroce_spin_look(&g, t), "a slice not seen");
 	ENG_CHECK(!uroce_spin_gap(&g, t, sw + 2), "a slice, the spin went on");
