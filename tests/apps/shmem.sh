@@ -6,8 +6,8 @@
 # transports (UCX_TLS=rc_verbs,ud_verbs,self), so every put, get, atomic
 # and collective between PEs goes through uroce.
 #
-#   shmem.sh --scenario host --prog PATH
-#   shmem.sh --scenario 2ns --prog PATH --agent PATH
+#   shmem.sh host PROG
+#   shmem.sh 2ns PROG AGENT
 #
 #   host    four PEs of shmem_check on one host (a namespace of its own),
 #           each on the default address its `uroce run` takes
@@ -27,30 +27,20 @@
 # Open MPI must.
 set -u
 
-scenario='' prog='' agent=''
-while [ $# -gt 0 ]; do
-	case $1 in
-	--scenario) scenario=$2; shift 2 ;;
-	--prog) prog=$2; shift 2 ;;
-	--agent) agent=$2; shift 2 ;;
-	*) echo "shmem.sh: unknown option $1" >&2; exit 2 ;;
-	esac
-done
+scenario=${1:-} prog=${2:-} agent=${3:-}
 case $scenario in
 host) net=10.81.80 ;;
 2ns) net=10.81.81 ;;
-*) echo "shmem.sh: --scenario host|2ns" >&2; exit 2 ;;
+*) echo "usage: shmem.sh host|2ns PROG [AGENT]" >&2; exit 2 ;;
 esac
 name=shmem-$scenario
 command -v oshrun >/dev/null ||
 	{ echo "SKIP: oshrun is not installed (openmpi-bin)"; exit 77; }
 [ -x "$prog" ] || { echo "SKIP: shmem_check is not built (libopenmpi-dev)"; exit 77; }
-if [ -n "${UROCE_PRELOAD:-}" ]; then
-	# (as tests/mpi: MPI's and UCX's plugins under a preloaded
-	# sanitizer runtime are not ours to debug)
-	echo "SKIP: OpenSHMEM under a sanitizer runtime"
-	exit 77
-fi
+# (as tests/mpi: Open MPI's and UCX's plugins under a preloaded sanitizer
+# runtime are not ours to debug)
+[ -z "${UROCE_PRELOAD:-}" ] ||
+	{ echo "SKIP: OpenSHMEM under a sanitizer runtime"; exit 77; }
 # shellcheck source=tests/apps/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
