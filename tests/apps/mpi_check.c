@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
- * Point-to-point and collectives with every byte checked, for MPICH (built
- * against Debian's mpich: its ch4 device runs on UCX).
+ * Point-to-point, collectives and one-sided with every byte checked, for
+ * MPICH (built against Debian's mpich: its ch4 device runs on UCX).
  *
  *	mpi_check [ROUNDS]
  *
  * Each round: a ring of MPI_Isend/MPI_Irecv at 8 B (eager), 64 KiB and
  * 1 MiB (rendezvous), each rank to rank+1; MPI_Bcast from a root that
  * moves every round; MPI_Allreduce and MPI_Reduce (sum of known integers);
- * MPI_Allgather and MPI_Alltoall of rank-tagged blocks; MPI_Barrier.
- * Every received element is compared with what its sender must have
- * sent.  Prints "mpi_check: rank R of N OK ..." or "mpi_check: rank R
+ * MPI_Allgather and MPI_Alltoall of rank-tagged blocks; MPI_Barrier;
+ * one-sided: MPI_Put and MPI_Get of 256 KiB in fence epochs, and
+ * MPI_Accumulate, MPI_Fetch_and_op and MPI_Compare_and_swap on rank 0's
+ * window in a passive-target epoch (rma below).  Every received element
+ * is compared with what its sender must have sent.  Prints "mpi_check: rank R of N OK ..." or "mpi_check: rank R
  * FAIL ..." (then MPI_Abort).
  */
 #include <mpi.h>
@@ -124,6 +126,89 @@ static void collectives(int r)
 	free(outs);
 }
 
+/*
+ * One-sided (RMA) in a window allocated each round: MPI_Put into the next
+ * rank and MPI_Get from the previous one in fence epochs, then in a
+ * passive-target epoch on rank 0 MPI_Accumulate, MPI_Fetch_and_op and an
+ * MPI_Compare_and_swap loop from every rank, their totals checked.
+ */
+static void rma(int r)
+{
+	enum {
+		N = 64 << 10, /* int32s: 256 KiB */
+		ACC = N - 3,
+		FOP = N - 2,
+		CAS = N - 1 /* rank 0's counters */
+	};
+	int to = (rank + 1) % size, from = (rank + size - 1) % size;
+	int32_t *win_buf, *local = malloc(N * sizeof(*local));
+	int32_t one = 1, old, seen, next;
+	MPI_Win win;
+	long i;
+
+	if (!local)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	MPI_Win_allocate(N * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL,
+			 MPI_COMM_WORLD, &win_buf, &win);
+
+	for (i = 0; i < N; i++)
+		local[i] = val(rank, -3, r, i);
+	MPI_Win_fence(0, win);
+	MPI_Put(local, N, MPI_INT32_T, to, 0, N, MPI_INT32_T, win);
+	MPI_Win_fence(0, win);
+	for (i = 0; i < N; i++)
+		if (win_buf[i] != val(from, -3, r, i))
+			fail("put", i, win_buf[i], val(from, -3, r, i));
+
+	for (i = 0; i < N; i++)
+		win_buf[i] = val(rank, -4, r, i);
+	MPI_Win_fence(0, win);
+	MPI_Get(local, N, MPI_INT32_T, from, 0, N, MPI_INT32_T, win);
+	MPI_Win_fence(0, win);
+	for (i = 0; i < N; i++)
+		if (local[i] != val(from, -4, r, i))
+			fail("get", i, local[i], val(from, -4, r, i));
+
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+		win_buf[ACC] = win_buf[FOP] = win_buf[CAS] = 0;
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+	next = rank + 1;
+	MPI_Accumulate(&next, 1, MPI_INT32_T, 0, ACC, 1, MPI_INT32_T, MPI_SUM,
+		       win);
+	MPI_Fetch_and_op(&one, &old, MPI_INT32_T, 0, FOP, MPI_SUM, win);
+	MPI_Win_flush(0, win);
+	if (old < 0 || old >= size)
+		fail("fetch_and_op's old value", FOP, old, 0);
+	do {
+		MPI_Fetch_and_op(NULL, &seen, MPI_INT32_T, 0, CAS, MPI_NO_OP,
+				 win);
+		MPI_Win_flush(0, win);
+		next = seen + 1;
+		MPI_Compare_and_swap(&next, &seen, &old, MPI_INT32_T, 0, CAS,
+				     win);
+		MPI_Win_flush(0, win);
+	} while (old != seen);
+	MPI_Win_unlock(0, win);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+		if (win_buf[ACC] != size * (size + 1) / 2)
+			fail("accumulate", ACC, win_buf[ACC],
+			     size * (size + 1) / 2);
+		if (win_buf[FOP] != size)
+			fail("fetch_and_op", FOP, win_buf[FOP], size);
+		if (win_buf[CAS] != size)
+			fail("compare_and_swap", CAS, win_buf[CAS], size);
+		MPI_Win_unlock(0, win);
+	}
+	MPI_Win_free(&win);
+	free(local);
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 5, r;
@@ -139,6 +224,7 @@ int main(int argc, char **argv)
 		ring(r, 16 << 10);
 		ring(r, 256 << 10);
 		collectives(r);
+		rma(r);
 	}
 	printf("mpi_check: rank %d of %d OK %d rounds on %s\n", rank, size,
 	       rounds, host);
