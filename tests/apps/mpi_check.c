@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/pattern.h"
+
 static int rank, size;
 
 static void fail(const char *what, long at, long got, long want)
@@ -31,12 +33,34 @@ static void fail(const char *what, long at, long got, long want)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/* what rank `from` sends to rank `to` at element i of round r */
-static int32_t val(int from, int to, int r, long i)
+/* the pattern (tests/lib/pattern.h) of what rank `from` sends to rank
+ * `to` in round r */
+static uint64_t key(int from, int to, int r)
 {
-	return (int32_t)(((uint32_t)from * 7919u + (uint32_t)to * 104729u +
-			  (uint32_t)r * 31u + (uint32_t)i * 2654435761u) >>
-			 1);
+	return key_of((uint64_t)from, (uint64_t)to, (uint64_t)r, 0);
+}
+
+/* b[0..n) = what `from` sends `to` in round r */
+static void fill(int32_t *b, long n, int from, int to, int r)
+{
+	pat_fill((uint8_t *)b, n * sizeof(*b), key(from, to, r), 0);
+}
+
+/* b[0..n) must be what `from` sent `to` in round r; a wrong element is
+ * reported as element at + its index */
+static void expect(const char *what, const int32_t *b, long n, int from, int to,
+		   int r, long at)
+{
+	uint64_t off = pat_check((const uint8_t *)b, n * sizeof(*b),
+				 key(from, to, r), 0);
+	long e = (long)(off / sizeof(*b));
+	int32_t want;
+
+	if (off == UINT64_MAX)
+		return;
+	pat_fill((uint8_t *)&want, sizeof(want), key(from, to, r),
+		 e * sizeof(*b));
+	fail(what, at + e, b[e], want);
 }
 
 static void ring(int r, long n)
@@ -49,16 +73,13 @@ static void ring(int r, long n)
 
 	if (!out || !in)
 		MPI_Abort(MPI_COMM_WORLD, 2);
-	for (i = 0; i < n; i++) {
-		out[i] = val(rank, to, r, i);
+	fill(out, n, rank, to, r);
+	for (i = 0; i < n; i++)
 		in[i] = -1;
-	}
 	MPI_Irecv(in, (int)n, MPI_INT32_T, from, r, MPI_COMM_WORLD, &req[0]);
 	MPI_Isend(out, (int)n, MPI_INT32_T, to, r, MPI_COMM_WORLD, &req[1]);
 	MPI_Waitall(2, req, st);
-	for (i = 0; i < n; i++)
-		if (in[i] != val(from, rank, r, i))
-			fail("ring", i, in[i], val(from, rank, r, i));
+	expect("ring", in, n, from, rank, r, 0);
 	free(out);
 	free(in);
 }
@@ -77,12 +98,13 @@ static void collectives(int r)
 	if (!a || !b || !all || !outs)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 
-	for (i = 0; i < N; i++)
-		a[i] = rank == root ? val(root, -1, r, i) : -1;
+	if (rank == root)
+		fill(a, N, root, -1, r);
+	else
+		for (i = 0; i < N; i++)
+			a[i] = -1;
 	MPI_Bcast(a, N, MPI_INT32_T, root, MPI_COMM_WORLD);
-	for (i = 0; i < N; i++)
-		if (a[i] != val(root, -1, r, i))
-			fail("bcast", i, a[i], val(root, -1, r, i));
+	expect("bcast", a, N, root, -1, r, 0);
 
 	/* sums of (rank + 1) * (i + r): exact, known in closed form */
 	for (i = 0; i < N; i++)
@@ -101,24 +123,16 @@ static void collectives(int r)
 			fail("reduce", i, b[i], want);
 	}
 
-	for (i = 0; i < N; i++)
-		a[i] = val(rank, -2, r, i);
+	fill(a, N, rank, -2, r);
 	MPI_Allgather(a, N, MPI_INT32_T, all, N, MPI_INT32_T, MPI_COMM_WORLD);
 	for (k = 0; k < size; k++)
-		for (i = 0; i < N; i++)
-			if (all[k * N + i] != val(k, -2, r, i))
-				fail("allgather", k * N + i, all[k * N + i],
-				     val(k, -2, r, i));
+		expect("allgather", all + k * N, N, k, -2, r, k * N);
 
 	for (k = 0; k < size; k++)
-		for (i = 0; i < N; i++)
-			outs[k * N + i] = val(rank, k, r, i);
+		fill(outs + k * N, N, rank, k, r);
 	MPI_Alltoall(outs, N, MPI_INT32_T, all, N, MPI_INT32_T, MPI_COMM_WORLD);
 	for (k = 0; k < size; k++)
-		for (i = 0; i < N; i++)
-			if (all[k * N + i] != val(k, rank, r, i))
-				fail("alltoall", k * N + i, all[k * N + i],
-				     val(k, rank, r, i));
+		expect("alltoall", all + k * N, N, k, rank, r, k * N);
 	MPI_Barrier(MPI_COMM_WORLD);
 	free(a);
 	free(b);
@@ -144,30 +158,23 @@ static void rma(int r)
 	int32_t *win_buf, *local = malloc(N * sizeof(*local));
 	int32_t one = 1, old, seen, next;
 	MPI_Win win;
-	long i;
 
 	if (!local)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	MPI_Win_allocate(N * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL,
 			 MPI_COMM_WORLD, &win_buf, &win);
 
-	for (i = 0; i < N; i++)
-		local[i] = val(rank, -3, r, i);
+	fill(local, N, rank, -3, r);
 	MPI_Win_fence(0, win);
 	MPI_Put(local, N, MPI_INT32_T, to, 0, N, MPI_INT32_T, win);
 	MPI_Win_fence(0, win);
-	for (i = 0; i < N; i++)
-		if (win_buf[i] != val(from, -3, r, i))
-			fail("put", i, win_buf[i], val(from, -3, r, i));
+	expect("put", win_buf, N, from, -3, r, 0);
 
-	for (i = 0; i < N; i++)
-		win_buf[i] = val(rank, -4, r, i);
+	fill(win_buf, N, rank, -4, r);
 	MPI_Win_fence(0, win);
 	MPI_Get(local, N, MPI_INT32_T, from, 0, N, MPI_INT32_T, win);
 	MPI_Win_fence(0, win);
-	for (i = 0; i < N; i++)
-		if (local[i] != val(from, -4, r, i))
-			fail("get", i, local[i], val(from, -4, r, i));
+	expect("get", local, N, from, -4, r, 0);
 
 	if (rank == 0) {
 		MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/pattern.h"
+
 #define MAX_LONGS (1048576 / sizeof(long))
 
 static int me, npes;
@@ -34,30 +36,36 @@ static void fail(const char *what, long at, long got, long want)
 	shmem_global_exit(1);
 }
 
-/* what PE `from` puts into its next PE at element i of round r, phase p */
-static long val(int from, int r, int p, long i)
+/* the pattern (tests/lib/pattern.h) of what PE `from` puts into its next
+ * PE in round r, phase p */
+static uint64_t key(int from, int r, int p)
 {
-	return (long)(((uint64_t)from * 7919u + (uint64_t)r * 104729u +
-		       (uint64_t)p * 31u + (uint64_t)i * 2654435761u) >>
-		      1);
+	return key_of((uint64_t)from, (uint64_t)r, (uint64_t)p, 0);
+}
+
+/* a value of that pattern, not negative */
+static long val(int from, int r, int p)
+{
+	return (long)(pat_word(key(from, r, p), 0) >> 1);
 }
 
 static void fill(long *b, long n, int from, int r, int p)
 {
-	long i;
-
-	for (i = 0; i < n; i++)
-		b[i] = val(from, r, p, i);
+	pat_fill((uint8_t *)b, n * sizeof(*b), key(from, r, p), 0);
 }
 
 static void check(const char *what, const long *b, long n, int from, int r,
 		  int p)
 {
-	long i;
+	uint64_t off = pat_check((const uint8_t *)b, n * sizeof(*b),
+				 key(from, r, p), 0);
+	long e = (long)(off / sizeof(*b)), want;
 
-	for (i = 0; i < n; i++)
-		if (b[i] != val(from, r, p, i))
-			fail(what, i, b[i], val(from, r, p, i));
+	if (off == UINT64_MAX)
+		return;
+	pat_fill((uint8_t *)&want, sizeof(want), key(from, r, p),
+		 e * sizeof(*b));
+	fail(what, e, b[e], want);
 }
 
 /* the symmetric objects */
@@ -144,9 +152,9 @@ static void collectives(int r)
 	long want = 0;
 	int pe, root = r % npes;
 
-	red_src = val(me, r, 6, 0) & 0xffffff;
+	red_src = val(me, r, 6) & 0xffffff;
 	for (pe = 0; pe < npes; pe++)
-		want += val(pe, r, 6, 0) & 0xffffff;
+		want += val(pe, r, 6) & 0xffffff;
 	shmem_barrier_all();
 	shmem_long_sum_to_all(&red_dst, &red_src, 1, 0, 0, npes, pwrk,
 			      psync_red);
@@ -155,12 +163,12 @@ static void collectives(int r)
 	shmem_barrier_all();
 
 	/* (shmem_broadcast64 leaves the root's target unchanged) */
-	bcast_buf = me == root ? val(root, r, 7, 0) : -1;
+	bcast_buf = me == root ? val(root, r, 7) : -1;
 	src[0] = bcast_buf;
 	shmem_barrier_all();
 	shmem_broadcast64(&bcast_buf, src, 1, root, 0, 0, npes, psync_bc);
-	if (me != root && bcast_buf != val(root, r, 7, 0))
-		fail("broadcast64", r, bcast_buf, val(root, r, 7, 0));
+	if (me != root && bcast_buf != val(root, r, 7))
+		fail("broadcast64", r, bcast_buf, val(root, r, 7));
 	shmem_barrier_all();
 }
 
